@@ -1,0 +1,46 @@
+// Device: where a tensor's data lives and its kernels run. A value type (kind + index); the
+// backend behind each kind is a plugin loaded at run time (see docs/backends.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+enum class DeviceKind : uint8_t { Cpu, Reference, Vulkan, Cuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+
+  static Device cpu() { return {DeviceKind::Cpu, 0}; }
+  // The scalar reference interpreter: slow, simple, the oracle that tests compare against.
+  static Device reference() { return {DeviceKind::Reference, 0}; }
+  static Device vulkan(int i = 0) { return {DeviceKind::Vulkan, i}; }
+  static Device cuda(int i = 0) { return {DeviceKind::Cuda, i}; }
+
+  std::string str() const;
+  // True when the backend plugin for this device loads and has a device with this index.
+  bool available() const;
+  // Parses "cpu", "reference", "vulkan:1", "cuda" ...; throws ember::Error otherwise.
+  static Device parse(const std::string& text);
+
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+// Devices whose plugin loaded, in a stable order.
+std::vector<Device> available_devices();
+
+// Memory statistics of one device, in bytes: what tensors hold now, the most they held since
+// the last reset, and what an allocator keeps cached for reuse.
+struct MemoryStats {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t cached_bytes = 0;
+  int64_t live_buffers = 0;
+};
+MemoryStats memory_stats(Device device = Device::cpu());
+void reset_peak_memory(Device device = Device::cpu());
+
+}  // namespace ember

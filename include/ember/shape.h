@@ -1,0 +1,41 @@
+// Shape: the sizes of a tensor's dimensions, with helpers for element counts, contiguous
+// strides, dimension wrapping and broadcasting.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+inline constexpr int kMaxRank = 8;
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+
+  int rank() const { return int(dims_.size()); }
+  int64_t operator[](int i) const { return dims_[size_t(i)]; }
+  int64_t& operator[](int i) { return dims_[size_t(i)]; }
+  int64_t numel() const;
+  const std::vector<int64_t>& dims() const { return dims_; }
+  std::vector<int64_t> contiguous_strides() const;
+  std::string str() const;  // "[2, 3]"
+
+  auto begin() const { return dims_.begin(); }
+  auto end() const { return dims_.end(); }
+  friend bool operator==(const Shape&, const Shape&) = default;
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+// Wraps a possibly negative dimension index into [0, rank); throws naming `op` when out of range.
+int wrap_dim(int dim, int rank, const char* op);
+// Broadcast two shapes (numpy rules); throws naming `op` and both shapes when incompatible.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace ember

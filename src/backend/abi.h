@@ -1,0 +1,165 @@
+/* The backend plugin interface: a versioned table of C functions that every backend shared
+ * library (cpu, reference, later vulkan and cuda) exports through `ember_backend_entry`.
+ *
+ * Plain C so that plugins can be built by other compilers and loaded at run time: buffers and
+ * programs are opaque handles, errors cross as a code plus a message (never as exceptions), and
+ * the core checks `abi_version` before using anything else in the table.
+ *
+ * Kernels are KIR programs (see kir below): a small SSA list of scalar instructions run at every
+ * point of an iteration space. Structure (instructions, argument dtypes) lives in the program and
+ * is compiled/cached once; sizes and strides live in the launch, so one program serves all shapes.
+ */
+#ifndef EMBER_BACKEND_ABI_H
+#define EMBER_BACKEND_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_BACKEND_ABI_VERSION 1u
+#define EMBER_MAX_ITER_RANK 16 /* outer dims + reduced dims */
+
+/* ---- status -------------------------------------------------------------------------------- */
+typedef struct ember_status {
+  int32_t code; /* 0 = ok */
+  char message[480];
+} ember_status;
+
+enum { EMBER_OK = 0, EMBER_ERR_INVALID = 1, EMBER_ERR_OUT_OF_MEMORY = 2, EMBER_ERR_UNSUPPORTED = 3,
+       EMBER_ERR_INTERNAL = 4 };
+
+/* ---- dtypes: same numbering as ember::DType ------------------------------------------------ */
+enum { EMBER_F32 = 0, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL };
+
+/* ---- KIR ------------------------------------------------------------------------------------
+ * Values have a logical dtype. Backends may hold them wider: f16/bf16 as f32, u8/bool as i32.
+ * CAST to a logical dtype rounds/wraps to that dtype (cast to bool is `!= 0`).
+ * Phase 0 instructions run at every point of the whole iteration space (outer x reduce dims);
+ * an ACC_* instruction (phase 1) is the accumulation of its phase-0 operand over the reduce dims,
+ * and phase-1 instructions run once per outer point. Programs without ACC have no phase 1.     */
+typedef enum ember_kir_op {
+  EMBER_KIR_CONST = 0,   /* fimm (floating dtypes) or iimm (others)                          */
+  EMBER_KIR_LOAD,        /* arg; dtype = the arg's dtype                                      */
+  EMBER_KIR_LOAD_GATHER, /* arg, a = index (i64) along the arg's gather axis (bounds-checked) */
+  EMBER_KIR_IOTA,        /* arg: offset of the current point in that arg's view (i64)         */
+  EMBER_KIR_STORE,       /* arg, a = value                                                    */
+  EMBER_KIR_CAST,        /* a -> dtype                                                        */
+  /* unary */
+  EMBER_KIR_NEG, EMBER_KIR_ABS, EMBER_KIR_EXP, EMBER_KIR_LOG, EMBER_KIR_SQRT, EMBER_KIR_TANH,
+  EMBER_KIR_ERF, EMBER_KIR_SIN, EMBER_KIR_COS, EMBER_KIR_FLOOR, EMBER_KIR_CEIL, EMBER_KIR_NOT,
+  /* binary: both operands have the result's dtype except comparisons (bool result) */
+  EMBER_KIR_ADD, EMBER_KIR_SUB, EMBER_KIR_MUL,
+  EMBER_KIR_DIV,      /* floats: IEEE division; integers: truncating, error on zero        */
+  EMBER_KIR_FLOORDIV, /* floor(a / b); integers: error on zero                            */
+  EMBER_KIR_REM,      /* a - floor(a / b) * b (sign of the divisor); integers: error on 0 */
+  EMBER_KIR_POW,      /* integers: error on a negative exponent                           */
+  EMBER_KIR_MAX, EMBER_KIR_MIN, /* NaN-propagating                                        */
+  EMBER_KIR_LT, EMBER_KIR_LE, EMBER_KIR_GT, EMBER_KIR_GE, EMBER_KIR_EQ, EMBER_KIR_NE,
+  EMBER_KIR_AND, EMBER_KIR_OR, /* logical, on bool                                        */
+  /* ternary */
+  EMBER_KIR_SELECT, /* a (bool) ? b : c                                                  */
+  /* counter-based random numbers: Philox4x32-10 with key = iimm (64-bit seed), counter = a
+   * (i64 element index) in words 0-1 and aux (stream) in word 2; result uniform in [0, 1)
+   * built from output word 0 (f32: 24 bits; f64: words 0 and 1, 53 bits)                   */
+  EMBER_KIR_RAND_UNIFORM,
+  /* reductions over the reduce dims (phase 1 value of a phase 0 operand a) */
+  EMBER_KIR_ACC_SUM, EMBER_KIR_ACC_PROD, EMBER_KIR_ACC_MAX, EMBER_KIR_ACC_MIN,
+  EMBER_KIR_ACC_ARGMAX, /* i64 row-major index into the reduce dims; first of equal values; NaN wins */
+  EMBER_KIR_ACC_ARGMIN,
+  EMBER_KIR_NUM_OPS
+} ember_kir_op;
+
+typedef struct ember_kir_inst {
+  uint16_t op;    /* ember_kir_op */
+  uint8_t dtype;  /* logical dtype of the result (of the stored value for STORE) */
+  uint8_t phase;  /* 0 or 1, see above */
+  int32_t a, b, c; /* operand instruction indices (earlier in the list), -1 if unused */
+  int32_t arg;    /* argument index for LOAD, LOAD_GATHER, IOTA, STORE */
+  int32_t aux;    /* RAND_UNIFORM: stream */
+  double fimm;
+  int64_t iimm;
+} ember_kir_inst;
+
+typedef struct ember_kir_program {
+  const char* name; /* the op(s) it computes, used in error messages */
+  int32_t n_insts;
+  const ember_kir_inst* insts;
+  int32_t n_args;
+  const uint8_t* arg_dtypes; /* storage dtype of each argument */
+  int32_t has_reduction;     /* 1 if the program contains ACC_* instructions */
+} ember_kir_program;
+
+/* ---- buffers, programs, launches ------------------------------------------------------------ */
+typedef struct ember_buffer_s* ember_buffer;
+typedef struct ember_program_s* ember_program;
+
+typedef struct ember_kir_arg {
+  ember_buffer buffer;
+  int64_t offset;                        /* in elements */
+  int64_t strides[EMBER_MAX_ITER_RANK];  /* in elements, over the iteration dims; 0 = broadcast */
+  int64_t gather_stride;                 /* LOAD_GATHER: element stride of the gathered axis */
+  int64_t gather_size;                   /* LOAD_GATHER: size of that axis (bounds check) */
+} ember_kir_arg;
+
+typedef struct ember_kir_launch {
+  int32_t outer_rank;  /* iteration dims 0..outer_rank-1 are outer (one output point each) */
+  int32_t reduce_rank; /* the next reduce_rank dims are reduced */
+  int64_t shape[EMBER_MAX_ITER_RANK];
+  int32_t n_args;
+  const ember_kir_arg* args; /* output args have zero strides over reduce dims */
+} ember_kir_launch;
+
+/* A tensor for library calls (matmul, later conv/pool). */
+typedef struct ember_tensor_desc {
+  ember_buffer buffer;
+  int64_t offset; /* elements */
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[8];
+  int64_t strides[8]; /* elements; may be 0 on broadcast dims */
+} ember_tensor_desc;
+
+enum { EMBER_LIB_MATMUL = 1 }; /* in: a [..., M, K], b [..., K, N] (same rank, batch dims already
+                                  broadcast to out's, possibly with stride 0); out [..., M, N]
+                                  contiguous. All three share one dtype. */
+
+typedef struct ember_backend_v1 {
+  uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */
+  uint32_t struct_size; /* sizeof(ember_backend_v1) in the plugin */
+  const char* name;     /* "cpu", "reference", ... */
+
+  int32_t (*device_count)(void);
+  /* Human-readable description of a device ("x86-64 AVX-512, 2 threads"). */
+  const char* (*device_name)(int32_t device);
+
+  int32_t (*buffer_alloc)(int32_t device, size_t bytes, ember_buffer* out, ember_status* st);
+  void (*buffer_free)(ember_buffer buffer);
+  int32_t (*buffer_write)(ember_buffer dst, size_t offset_bytes, const void* src, size_t bytes,
+                          ember_status* st);
+  int32_t (*buffer_read)(ember_buffer src, size_t offset_bytes, void* dst, size_t bytes,
+                         ember_status* st);
+
+  int32_t (*program_create)(const ember_kir_program* program, ember_program* out, ember_status* st);
+  void (*program_destroy)(ember_program program);
+  int32_t (*program_run)(ember_program program, const ember_kir_launch* launch, ember_status* st);
+
+  /* Contractions and other library-backed ops; EMBER_ERR_UNSUPPORTED if op is unknown. */
+  int32_t (*library_call)(int32_t op, const ember_tensor_desc* inputs, int32_t n_inputs,
+                          const ember_tensor_desc* outputs, int32_t n_outputs, const void* attrs,
+                          ember_status* st);
+  /* Waits until all work submitted to the device is done. */
+  int32_t (*synchronize)(int32_t device, ember_status* st);
+} ember_backend_v1;
+
+/* Every plugin exports this symbol. It returns NULL if it cannot serve `requested_abi`. */
+typedef const ember_backend_v1* (*ember_backend_entry_fn)(uint32_t requested_abi);
+#define EMBER_BACKEND_ENTRY_SYMBOL "ember_backend_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_BACKEND_ABI_H */

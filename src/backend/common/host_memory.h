@@ -1,0 +1,60 @@
+// Host-memory buffers and status helpers shared by the backends whose memory is ordinary RAM
+// (cpu and reference). Plugins link no part of libember; they use only this and the C ABI.
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/abi.h"
+
+struct ember_buffer_s {
+  void* data;
+  size_t bytes;
+};
+
+namespace ember::host {
+
+inline int32_t set_status(ember_status* st, int32_t code, const char* fmt, ...) {
+  if (st) {
+    st->code = code;
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(st->message, sizeof st->message, fmt, args);
+    va_end(args);
+  }
+  return code;
+}
+
+inline int32_t buffer_alloc(int32_t, size_t bytes, ember_buffer* out, ember_status* st) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
+  *out = new ember_buffer_s{p, bytes};
+  return EMBER_OK;
+}
+
+inline void buffer_free(ember_buffer b) {
+  if (!b) return;
+  std::free(b->data);
+  delete b;
+}
+
+inline int32_t buffer_write(ember_buffer dst, size_t off, const void* src, size_t n, ember_status* st) {
+  if (off + n > dst->bytes)
+    return set_status(st, EMBER_ERR_INVALID, "write of %zu bytes at %zu past the end of a %zu-byte buffer", n,
+                      off, dst->bytes);
+  std::memcpy(static_cast<char*>(dst->data) + off, src, n);
+  return EMBER_OK;
+}
+
+inline int32_t buffer_read(ember_buffer src, size_t off, void* dst, size_t n, ember_status* st) {
+  if (off + n > src->bytes)
+    return set_status(st, EMBER_ERR_INVALID, "read of %zu bytes at %zu past the end of a %zu-byte buffer", n,
+                      off, src->bytes);
+  std::memcpy(dst, static_cast<const char*>(src->data) + off, n);
+  return EMBER_OK;
+}
+
+}  // namespace ember::host

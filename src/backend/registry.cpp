@@ -1,0 +1,221 @@
+// Plugin discovery and loading (dlopen), ABI checks, and the C-to-C++ error bridge.
+#include "backend/registry.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include "ember/error.h"
+
+namespace ember {
+
+namespace fs = std::filesystem;
+
+std::string plugin_file_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Cpu: return "libember_backend_cpu.so";
+    case DeviceKind::Reference: return "libember_backend_reference.so";
+    case DeviceKind::Vulkan: return "libember_backend_vulkan.so";
+    case DeviceKind::Cuda: return "libember_backend_cuda.so";
+  }
+  return "?";
+}
+
+// Directories searched for plugins: $EMBER_PLUGIN_PATH (':'-separated), then the directory of
+// the Ember library itself and its ember/plugins subdirectory (the installed layout).
+static std::vector<fs::path> plugin_dirs() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("EMBER_PLUGIN_PATH")) {
+    std::stringstream ss(env);
+    std::string item;
+    while (std::getline(ss, item, ':'))
+      if (!item.empty()) dirs.emplace_back(item);
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&plugin_file_name), &info) && info.dli_fname) {
+    fs::path self = fs::path(info.dli_fname).parent_path();
+    dirs.push_back(self / "ember" / "plugins");
+    dirs.push_back(self);
+  }
+  return dirs;
+}
+
+std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::string& name) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) throw Error(fmt::format("backend '{}': cannot load {}: {}", name, path, dlerror()));
+  auto entry = reinterpret_cast<ember_backend_entry_fn>(dlsym(lib, EMBER_BACKEND_ENTRY_SYMBOL));
+  if (!entry) {
+    dlclose(lib);
+    throw Error(fmt::format("backend '{}': {} does not export {}", name, path,
+                            EMBER_BACKEND_ENTRY_SYMBOL));
+  }
+  const ember_backend_v1* table = entry(EMBER_BACKEND_ABI_VERSION);
+  if (!table || table->abi_version != EMBER_BACKEND_ABI_VERSION ||
+      table->struct_size < sizeof(ember_backend_v1)) {
+    uint32_t got = table ? table->abi_version : 0;
+    dlclose(lib);
+    throw Error(fmt::format(
+        "backend '{}': plugin {} has ABI version {} but this Ember needs version {}; rebuild the "
+        "plugin against this Ember",
+        name, path, got, EMBER_BACKEND_ABI_VERSION));
+  }
+  std::unique_ptr<Backend> b(new Backend());
+  b->name_ = name;
+  b->library_ = lib;
+  b->table_ = table;
+  return b;
+}
+
+namespace {
+struct Slot {
+  std::once_flag once;
+  std::unique_ptr<Backend> backend;
+  std::string why;
+};
+Slot& slot(DeviceKind kind) {
+  static std::array<Slot, 4> slots;
+  return slots[size_t(kind)];
+}
+const char* kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Reference: return "reference";
+    case DeviceKind::Vulkan: return "vulkan";
+    case DeviceKind::Cuda: return "cuda";
+  }
+  return "?";
+}
+}  // namespace
+
+Backend* Backend::try_get(DeviceKind kind, std::string* why) {
+  Slot& s = slot(kind);
+  std::call_once(s.once, [&] {
+    std::string tried;
+    for (const auto& dir : plugin_dirs()) {
+      fs::path file = dir / plugin_file_name(kind);
+      std::error_code ec;
+      if (!fs::exists(file, ec)) {
+        tried += " " + dir.string();
+        continue;
+      }
+      try {
+        s.backend = load_file(file.string(), kind_name(kind));
+        if (s.backend->device_count() <= 0) {
+          s.why = fmt::format("backend '{}' loaded from {} but found no device", kind_name(kind),
+                              file.string());
+          s.backend.reset();
+        }
+      } catch (const Error& e) {
+        s.why = e.what();
+      }
+      return;
+    }
+    s.why = fmt::format("backend '{}': {} not found (searched:{}; set EMBER_PLUGIN_PATH)",
+                        kind_name(kind), plugin_file_name(kind), tried);
+  });
+  if (!s.backend && why) *why = s.why;
+  return s.backend.get();
+}
+
+Backend& Backend::get(DeviceKind kind) {
+  std::string why;
+  Backend* b = try_get(kind, &why);
+  if (!b) throw Error(why);
+  return *b;
+}
+
+Backend::~Backend() {
+  for (auto& [hash, prog] : programs_) table_->program_destroy(prog);
+  // The library stays loaded: buffers freed during static destruction may still call into it.
+}
+
+void Backend::check(int32_t code, const ember_status& st, const char* what) {
+  if (code == EMBER_OK) return;
+  throw Error(fmt::format("{} backend, {}: {}", name_, what, st.message));
+}
+
+std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
+  ember_status st{};
+  ember_buffer handle = nullptr;
+  check(table_->buffer_alloc(device.index, bytes, &handle, &st), st, "allocating memory");
+  auto buf = std::make_shared<Buffer>();
+  buf->backend = this;
+  buf->handle = handle;
+  buf->bytes = bytes;
+  buf->device = device;
+  account(device.index, int64_t(bytes), +1);
+  return buf;
+}
+
+Buffer::~Buffer() {
+  if (!handle) return;
+  backend->table().buffer_free(handle);
+  backend->account(device.index, -int64_t(bytes), -1);
+}
+
+void Backend::write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes) {
+  ember_status st{};
+  check(table_->buffer_write(dst.handle, offset_bytes, src, bytes, &st), st, "writing memory");
+}
+
+void Backend::read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes) {
+  ember_status st{};
+  check(table_->buffer_read(src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
+}
+
+ember_program Backend::program(const ember_kir_program& program, uint64_t structure_hash) {
+  std::lock_guard lock(mutex_);
+  auto it = programs_.find(structure_hash);
+  if (it != programs_.end()) return it->second;
+  ember_status st{};
+  ember_program prog = nullptr;
+  check(table_->program_create(&program, &prog, &st), st, "compiling a kernel");
+  programs_.emplace(structure_hash, prog);
+  return prog;
+}
+
+void Backend::run(ember_program program, const ember_kir_launch& launch) {
+  ember_status st{};
+  int32_t code = table_->program_run(program, &launch, &st);
+  if (code != EMBER_OK) throw Error(st.message);
+}
+
+void Backend::library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+                           const ember_tensor_desc* outputs, int n_outputs, const void* attrs) {
+  ember_status st{};
+  int32_t code = table_->library_call(op, inputs, n_inputs, outputs, n_outputs, attrs, &st);
+  if (code != EMBER_OK) throw Error(st.message);
+}
+
+void Backend::synchronize(int device) {
+  ember_status st{};
+  check(table_->synchronize(device, &st), st, "synchronizing");
+}
+
+void Backend::account(int device, int64_t delta, int delta_buffers) {
+  std::lock_guard lock(mutex_);
+  Counters& c = counters_[device];
+  c.live += delta;
+  c.buffers += delta_buffers;
+  c.peak = std::max(c.peak, c.live);
+}
+
+MemoryStats Backend::stats(int device) {
+  std::lock_guard lock(mutex_);
+  Counters& c = counters_[device];
+  return MemoryStats{c.live, c.peak, 0, c.buffers};
+}
+
+void Backend::reset_peak(int device) {
+  std::lock_guard lock(mutex_);
+  Counters& c = counters_[device];
+  c.peak = c.live;
+}
+
+}  // namespace ember

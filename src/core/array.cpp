@@ -1,0 +1,141 @@
+// Array methods: metadata, evaluation, host reads and PyTorch-style printing.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "ember/ops.h"
+#include "graph/node.h"
+#include "ops/frontend.h"
+
+namespace ember {
+
+const Shape& Array::shape() const { return node_of(*this, "shape", Loc::current())->shape; }
+DType Array::dtype() const { return node_of(*this, "dtype", Loc::current())->dtype; }
+Device Array::device() const { return node_of(*this, "device", Loc::current())->device; }
+
+int64_t Array::size(int dim) const {
+  const Shape& s = shape();
+  return s[dim_arg(dim, s.rank(), "size", Loc::current())];
+}
+
+const Array& Array::eval() const {
+  realize({node_of(*this, "eval", Loc::current())});
+  return *this;
+}
+
+bool Array::is_evaluated() const { return node_ && node_->is_ready(); }
+
+void eval(const std::vector<Array>& arrays) {
+  std::vector<NodePtr> roots;
+  for (const Array& a : arrays)
+    if (a.defined()) roots.push_back(a.node());
+  realize(roots);
+}
+
+void Array::check_single_element() const {
+  if (numel() != 1)
+    throw Error(fmt::format("item: tensor of shape {} has {} elements, expected exactly one",
+                            shape().str(), numel()));
+}
+
+void Array::read_host(DType as, void* dst) const {
+  Loc here = Loc::current();
+  Array a = contiguous(cast(*this, as, here), here);
+  realize({a.node()});
+  const Node& n = *a.node();
+  size_t bytes = size_t(n.shape.numel()) * dtype_size(as);
+  if (bytes == 0) return;
+  n.view.buffer->backend->read(*n.view.buffer, size_t(n.view.offset) * dtype_size(as), dst, bytes);
+}
+
+// ---- printing -----------------------------------------------------------------------------
+namespace {
+
+struct Formatter {
+  bool is_bool = false, is_int = false, sci = false, integral_floats = false;
+  int width = 0;
+
+  std::string one(double v, int64_t i) const {
+    if (is_bool) return i ? "True" : "False";
+    if (is_int) return std::to_string(i);
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (sci) return fmt::format("{:.4e}", v);
+    if (integral_floats) return fmt::format("{:.0f}.", v);
+    return fmt::format("{:.4f}", v);
+  }
+};
+
+void print_rec(std::string& out, const std::vector<double>& f, const std::vector<int64_t>& iv,
+               const Shape& shape, int dim, int64_t offset, const Formatter& fm, int indent) {
+  const int64_t edge = 3;
+  int64_t n = shape[dim];
+  bool summarize = shape.numel() > 1000 && n > 2 * edge;
+  int64_t inner = 1;
+  for (int d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+  out += "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarize && i == edge) {
+      out += dim == shape.rank() - 1 ? "..., " : fmt::format("...,\n{:{}}", "", indent + 1);
+      i = n - edge;
+    }
+    if (dim == shape.rank() - 1) {
+      std::string s = fm.one(f[size_t(offset + i)], iv[size_t(offset + i)]);
+      out += fmt::format("{:>{}}", s, fm.width);
+    } else {
+      print_rec(out, f, iv, shape, dim + 1, offset + i * inner, fm, indent + 1);
+    }
+    if (i + 1 < n) {
+      out += ",";
+      if (dim == shape.rank() - 1) out += " ";
+      else out += std::string(size_t(shape.rank() - dim - 1), '\n') + std::string(size_t(indent + 1), ' ');
+    }
+  }
+  out += "]";
+}
+
+}  // namespace
+
+std::string Array::str() const {
+  if (!defined()) return "tensor(undefined)";
+  Formatter fm;
+  fm.is_bool = dtype() == DType::Bool;
+  fm.is_int = is_integral(dtype());
+  std::vector<double> f;
+  std::vector<int64_t> iv;
+  if (fm.is_bool || fm.is_int) {
+    iv = to_vector<int64_t>();
+    f.assign(iv.size(), 0);
+  } else {
+    f = to_vector<double>();
+    iv.assign(f.size(), 0);
+    double lo = INFINITY, hi = 0;
+    bool all_integral = true;
+    for (double v : f) {
+      if (!std::isfinite(v)) continue;
+      double a = std::fabs(v);
+      if (a > 0) lo = std::min(lo, a);
+      hi = std::max(hi, a);
+      all_integral &= v == std::nearbyint(v);
+    }
+    fm.integral_floats = all_integral;
+    fm.sci = hi >= 1e8 || (!all_integral && lo < 1e-4) || (hi > 0 && hi / lo > 1000 && !all_integral && hi >= 1e4);
+  }
+  for (size_t i = 0; i < f.size(); ++i) fm.width = std::max(fm.width, int(fm.one(f[i], iv[i]).size()));
+  std::string body;
+  const int prefix = 7;  // "tensor("
+  if (rank() == 0) body = numel() ? fm.one(f[0], iv[0]) : "";
+  else print_rec(body, f, iv, shape(), 0, 0, fm, prefix);
+  std::string extra;
+  DType dt = dtype();
+  if (dt != DType::F32 && dt != DType::I64 && dt != DType::Bool)
+    extra += fmt::format(", dtype=ember.{}", dtype_name(dt));
+  if (numel() == 0 && rank() > 1) extra += fmt::format(", size={}", shape().str());
+  if (!(device() == Device::cpu())) extra += fmt::format(", device='{}'", device().str());
+  return fmt::format("tensor({}{})", body, extra);
+}
+
+std::ostream& operator<<(std::ostream& os, const Array& a) { return os << a.str(); }
+
+}  // namespace ember

@@ -1,0 +1,50 @@
+// Shape helpers: element counts, strides, dim wrapping and broadcasting.
+#include "ember/shape.h"
+
+#include <fmt/format.h>
+
+#include "ember/error.h"
+
+namespace ember {
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims_) n *= d;
+  return n;
+}
+
+std::vector<int64_t> Shape::contiguous_strides() const {
+  std::vector<int64_t> s(dims_.size());
+  int64_t acc = 1;
+  for (size_t i = dims_.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= dims_[i] > 0 ? dims_[i] : 1;
+  }
+  return s;
+}
+
+std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+
+int wrap_dim(int dim, int rank, const char* op) {
+  int lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  if (dim < lo || dim > hi)
+    throw Error(fmt::format("{}: dim {} is out of range for a tensor of rank {} (expected {} to {})",
+                            op, dim, rank, lo, hi));
+  return dim < 0 ? dim + (rank == 0 ? 1 : rank) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  int r = std::max(a.rank(), b.rank());
+  std::vector<int64_t> out(static_cast<size_t>(r));
+  for (int i = 0; i < r; ++i) {
+    int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw Error(fmt::format("{}: shapes {} and {} cannot be broadcast (dim {}: {} vs {})", op,
+                              a.str(), b.str(), i - r, da, db));
+    out[size_t(i)] = da == 1 ? db : da;
+  }
+  return Shape(std::move(out));
+}
+
+}  // namespace ember

@@ -1,0 +1,78 @@
+// Shared argument checking and node construction for the front-end ops.
+#include "ops/frontend.h"
+
+#include "ops/dtype_rules.h"
+
+namespace ember {
+
+void fail(const char* op, const std::string& message, Loc loc) {
+  throw Error(fmt::format("{}: {} (at {})", op, message, format_location(loc)));
+}
+
+const NodePtr& node_of(const Array& a, const char* op, Loc loc) {
+  if (!a.defined()) fail(op, "argument is an empty (default-constructed) tensor", loc);
+  return a.node();
+}
+
+int dim_arg(int dim, int rank, const char* op, Loc loc) {
+  int lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  if (dim < lo || dim > hi)
+    fail(op, fmt::format("dim {} is out of range for a tensor of rank {} (expected {} to {})", dim, rank, lo, hi), loc);
+  return dim < 0 ? dim + (rank == 0 ? 1 : rank) : dim;
+}
+
+Device common_device(const std::vector<const Array*>& arrays, const char* op, Loc loc) {
+  Device d = node_of(*arrays[0], op, loc)->device;
+  for (const Array* a : arrays) {
+    Device e = node_of(*a, op, loc)->device;
+    if (!(e == d))
+      fail(op, fmt::format("operands are on different devices ({} and {}); move one with to()", d.str(),
+                           e.str()),
+           loc);
+  }
+  return d;
+}
+
+Array scalar_array(Scalar s, DType dtype, Device device, Loc loc) {
+  OpAttrs attrs;
+  attrs.value = {s.f, s.i};
+  if (s.category == DTypeCategory::Floating && !is_floating(dtype)) attrs.value.i = int64_t(s.f);
+  return make_array(Op::Full, std::move(attrs), {}, Shape{}, dtype, device, loc);
+}
+
+Array scalar_like(Scalar s, const Array& other, Loc loc) {
+  const NodePtr& n = node_of(other, "scalar operand", loc);
+  return scalar_array(s, promote_with_scalar(n->dtype, s.category), n->device, loc);
+}
+
+Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to) {
+  const char* name = op_name(op);
+  std::vector<const Array*> ptrs;
+  for (const Array& a : inputs) ptrs.push_back(&a);
+  Device device = common_device(ptrs, name, loc);
+  Shape shape = inputs[0].shape();
+  std::vector<DType> dtypes;
+  std::vector<NodePtr> nodes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) {
+      try {
+        shape = broadcast_shapes(shape, inputs[i].shape(), name);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+      }
+    }
+    dtypes.push_back(inputs[i].dtype());
+    nodes.push_back(inputs[i].node());
+  }
+  ElementwiseTypes t;
+  try {
+    t = elementwise_types(op, dtypes, cast_to);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+  }
+  OpAttrs attrs;
+  attrs.dtype = cast_to;
+  return make_array(op, std::move(attrs), std::move(nodes), std::move(shape), t.result, device, loc);
+}
+
+}  // namespace ember

@@ -1,0 +1,60 @@
+// The op enum, kinds and KIR expressions generated from ops/ops.def.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/dtype.h"
+#include "kir/builder.h"
+
+namespace ember {
+
+enum class Op : uint16_t {
+#define EMBER_UNARY(Name, fn, rule, expr) Name,
+#define EMBER_BINARY(Name, fn, rule, expr) Name,
+#define EMBER_TERNARY(Name, fn, rule, expr) Name,
+#define EMBER_GENERATOR(Name, fn, expr) Name,
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish) Name,
+#define EMBER_OTHER(Name, fn, kind) Name,
+#include "ops/ops.def"
+  NumOps
+};
+
+enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Contraction };
+
+enum class DTypeRule : uint8_t {
+  Numeric, Float, Logical, Promote, PromoteFloat, Compare, Where, Cast,  // elementwise
+  Sum, FloatOnly, SameNonEmpty, IndexNonEmpty,                            // reductions
+  None
+};
+
+// Attributes of a node. Which fields matter depends on the op.
+struct OpAttrs {
+  std::vector<int64_t> ints;               // dims, permutation, slice starts/steps, shapes
+  double f0 = 0, f1 = 0;                   // scalars: arange start/step, random bounds
+  kir::Builder::Scalar2 value{0, 0};       // full: the fill value
+  uint64_t seed = 0;                       // random ops
+  DType dtype = DType::F32;                // cast target
+};
+
+struct OpInfo {
+  const char* name;
+  OpKind kind;
+  int arity;  // for elementwise ops; -1 otherwise
+  DTypeRule rule;
+};
+
+const OpInfo& op_info(Op op);
+inline const char* op_name(Op op) { return op_info(op).name; }
+
+// KIR expression of an elementwise op: operands are already in the compute dtype `dt`.
+kir::Val elementwise_expr(Op op, kir::Builder& b, const OpAttrs& a, DType dt, kir::Val x,
+                          kir::Val y, kir::Val z);
+// KIR expression of a generator at linear index `i` (i64), producing dtype `dt`.
+kir::Val generator_expr(Op op, kir::Builder& b, const OpAttrs& a, DType dt, kir::Val i);
+// Accumulation (phase 0 operand -> phase 1 value) and finishing expression of a reduction.
+kir::Val reduce_accumulate(Op op, kir::Builder& b, kir::Val x);
+kir::Val reduce_finish(Op op, kir::Builder& b, kir::Val acc, int64_t n);
+
+}  // namespace ember
