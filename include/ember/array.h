@@ -4,7 +4,7 @@
 #pragma once
 
 #include <memory>
-#include <source_location>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,7 +17,6 @@
 namespace ember {
 
 struct Node;  // internal graph node (src/graph/node.h)
-using Loc = std::source_location;
 
 // A C++ number used as an operand. It is "weakly typed": it adopts the tensor's dtype unless it
 // belongs to a higher category (see promote_with_scalar).
@@ -33,7 +32,7 @@ struct Scalar {
 };
 
 struct TensorOptions {
-  DType dtype = DType::F32;
+  std::optional<DType> dtype;  // unset: f32 for Array functions, the kind's default for Tensor<D, K>
   Device device = Device::cpu();
 };
 

@@ -9,7 +9,7 @@
 
 namespace ember {
 
-std::string format_location(const std::source_location& loc) {
+std::string format_location(const Loc& loc) {
   std::string file = loc.file_name();
   size_t slash = file.find_last_of('/');
   if (slash != std::string::npos) file = file.substr(slash + 1);
@@ -17,7 +17,7 @@ std::string format_location(const std::source_location& loc) {
 }
 
 Node::Node(Op op_, OpAttrs attrs_, std::vector<NodePtr> inputs_, Shape shape_, DType dtype_,
-           Device device_, std::source_location loc_)
+           Device device_, Loc loc_)
     : op(op_), attrs(std::move(attrs_)), inputs(std::move(inputs_)), shape(std::move(shape_)),
       dtype(dtype_), device(device_), loc(loc_) {
   uint32_t d = 0;
@@ -55,7 +55,7 @@ RuntimePolicy& runtime_policy() {
 }
 
 Array make_array(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype,
-                 Device device, std::source_location loc) {
+                 Device device, Loc loc) {
   auto node = std::make_shared<Node>(op, std::move(attrs), std::move(inputs), std::move(shape),
                                      dtype, device, loc);
   const RuntimePolicy& policy = runtime_policy();
@@ -65,7 +65,7 @@ Array make_array(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape,
 }
 
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
-                       std::source_location loc) {
+                       Loc loc) {
   auto node = std::make_shared<Node>(op, OpAttrs{}, std::vector<NodePtr>{}, std::move(shape), dtype,
                                      device, loc);
   node->view = std::move(view);

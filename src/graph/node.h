@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <source_location>
 #include <vector>
 
 #include "backend/registry.h"
@@ -31,14 +30,14 @@ struct Node {
   Shape shape;
   DType dtype;
   Device device;
-  std::source_location loc;
+  Loc loc;
   uint32_t depth = 0;  // longest chain of pending nodes ending here
 
   std::atomic<bool> ready{false};
   View view;  // valid once ready
 
   Node(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype, Device device,
-       std::source_location loc);
+       Loc loc);
   ~Node();  // releases long input chains iteratively, never recursively
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -52,10 +51,10 @@ struct Node {
 // eager mode (EMBER_SYNC=1) realizes at once, and a node deeper than the auto-eval depth is
 // realized so that graphs cannot grow without bound.
 Array make_array(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype,
-                 Device device, std::source_location loc);
+                 Device device, Loc loc);
 // A realized node that wraps an existing view (a leaf).
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
-                       std::source_location loc);
+                       Loc loc);
 
 // Realizes the nodes (and what they depend on). Thread-safe; throws the first error.
 void realize(const std::vector<NodePtr>& roots);

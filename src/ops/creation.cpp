@@ -14,14 +14,15 @@ static void check_shape(const Shape& shape, const char* op, Loc loc) {
 
 Array full(const Shape& shape, Scalar value, TensorOptions opts, Loc loc) {
   check_shape(shape, "full", loc);
+  DType dtype = opts.dtype.value_or(kDefaultFloat);
   OpAttrs attrs;
   attrs.value = {value.f, value.i};
-  if (value.category == DTypeCategory::Floating && !is_floating(opts.dtype)) {
+  if (value.category == DTypeCategory::Floating && !is_floating(dtype)) {
     if (!std::isfinite(value.f))
-      fail("full", fmt::format("value {} cannot be represented in {}", value.f, dtype_name(opts.dtype)), loc);
+      fail("full", fmt::format("value {} cannot be represented in {}", value.f, dtype_name(dtype)), loc);
     attrs.value.i = int64_t(value.f);
   }
-  return make_array(Op::Full, std::move(attrs), {}, shape, opts.dtype, opts.device, loc);
+  return make_array(Op::Full, std::move(attrs), {}, shape, dtype, opts.device, loc);
 }
 
 Array zeros(const Shape& shape, TensorOptions opts, Loc loc) { return full(shape, 0, opts, loc); }

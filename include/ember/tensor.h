@@ -1,0 +1,498 @@
+// Tensor<D, K>: the typed facade over Array. The rank D is a compile-time constant and the kind
+// K (Float, Int, Bool) says which dtypes the tensor may hold, so rank mistakes and kind mistakes
+// (gelu of a bool tensor) fail to compile. Reductions keep the rank (as in Burn); only squeeze,
+// unsqueeze, reshape, flatten and the whole-tensor reductions change it, where the code says so.
+#pragma once
+
+#include <array>
+#include <initializer_list>
+#include <ostream>
+#include <type_traits>
+#include <vector>
+
+#include "ember/ops.h"
+
+namespace ember {
+
+// ---- kinds --------------------------------------------------------------------------------
+struct Float {
+  static constexpr DType default_dtype = DType::F32;
+  static constexpr const char* name = "Float";
+  static bool accepts(DType t) { return is_floating(t); }
+};
+struct Int {
+  static constexpr DType default_dtype = DType::I64;
+  static constexpr const char* name = "Int";
+  static bool accepts(DType t) { return is_integral(t); }
+};
+struct Bool {
+  static constexpr DType default_dtype = DType::Bool;
+  static constexpr const char* name = "Bool";
+  static bool accepts(DType t) { return t == DType::Bool; }
+};
+
+template <class K>
+concept TensorKind = std::is_same_v<K, Float> || std::is_same_v<K, Int> || std::is_same_v<K, Bool>;
+
+// The kind of a sum or product: bool values are counted as integers.
+template <class K>
+using SumKind = std::conditional_t<std::is_same_v<K, Bool>, Int, K>;
+// The C++ element type that from_data takes for each kind.
+template <class K>
+using ElementOf = std::conditional_t<std::is_same_v<K, Float>, double,
+                                     std::conditional_t<std::is_same_v<K, Int>, int64_t, bool>>;
+
+// Exactly D sizes: `Dims<2>{4, 3}`. Passing another number of sizes does not compile.
+template <int D>
+struct Dims {
+  std::array<int64_t, size_t(D)> v{};
+  template <class... I>
+    requires(sizeof...(I) == size_t(D) && (std::is_integral_v<I> && ...))
+  Dims(I... sizes) : v{int64_t(sizes)...} {}  // NOLINT: implicit, so `{4, 3}` works
+  Shape shape() const { return Shape(std::vector<int64_t>(v.begin(), v.end())); }
+};
+
+// Nested initializer lists of depth D, for from_data.
+template <class T, int D>
+struct NestedList {
+  using type = std::initializer_list<typename NestedList<T, D - 1>::type>;
+};
+template <class T>
+struct NestedList<T, 1> {
+  using type = std::initializer_list<T>;
+};
+
+// Records where an operator was used, so errors from `a + b` name the user's line.
+template <class T>
+struct Located {
+  const T& value;
+  Loc loc;
+  Located(const T& v, Loc l = Loc::current()) : value(v), loc(l) {}  // NOLINT: implicit on purpose
+};
+
+namespace detail {
+[[noreturn]] void kind_mismatch(const char* kind, int rank, const Array& a, Loc loc);
+template <class T, int D>
+void flatten_nested(const typename NestedList<T, D>::type& list, std::vector<int64_t>& shape, int depth,
+                    std::vector<T>& out, Loc loc);
+void check_nested_size(size_t got, int64_t expected, int depth, Loc loc);
+}  // namespace detail
+
+template <int D, TensorKind K = Float>
+class Tensor {
+  static_assert(D >= 0 && D <= kMaxRank, "rank must be between 0 and 8");
+
+ public:
+  using Kind = K;
+  static constexpr int rank = D;
+
+  Tensor() = default;
+  // Wraps an Array; throws if its rank is not D or its dtype does not belong to kind K.
+  explicit Tensor(Array a, Loc loc = Loc::current()) : a_(std::move(a)) {
+    if (a_.defined() && (a_.rank() != D || !K::accepts(a_.dtype()))) detail::kind_mismatch(K::name, D, a_, loc);
+  }
+
+  // ---- creation ------------------------------------------------------------------------------
+  static Tensor zeros(Dims<D> shape, TensorOptions opts = {}, Loc loc = Loc::current()) {
+    return Tensor(ember::zeros(shape.shape(), kinded(opts), loc), loc);
+  }
+  static Tensor ones(Dims<D> shape, TensorOptions opts = {}, Loc loc = Loc::current()) {
+    return Tensor(ember::ones(shape.shape(), kinded(opts), loc), loc);
+  }
+  static Tensor full(Dims<D> shape, Scalar value, TensorOptions opts = {}, Loc loc = Loc::current()) {
+    return Tensor(ember::full(shape.shape(), value, kinded(opts), loc), loc);
+  }
+  static Tensor zeros_like(const Tensor& t, Loc loc = Loc::current()) {
+    return Tensor(ember::zeros(t.shape(), {t.dtype(), t.device()}, loc), loc);
+  }
+  static Tensor ones_like(const Tensor& t, Loc loc = Loc::current()) {
+    return Tensor(ember::ones(t.shape(), {t.dtype(), t.device()}, loc), loc);
+  }
+  // Standard normal / uniform [low, high) samples (Float tensors).
+  static Tensor randn(Dims<D> shape, RandomOptions opts = {}, Loc loc = Loc::current())
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(normal(shape.shape(), 0, 1, opts, loc), loc);
+  }
+  static Tensor rand(Dims<D> shape, RandomOptions opts = {}, Loc loc = Loc::current())
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(uniform(shape.shape(), 0, 1, opts, loc), loc);
+  }
+  static Tensor random_uniform(Dims<D> shape, double low, double high, RandomOptions opts = {},
+                               Loc loc = Loc::current())
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(uniform(shape.shape(), low, high, opts, loc), loc);
+  }
+  static Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = {},
+                       Loc loc = Loc::current())
+    requires(D == 1 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::arange(start, end, step, kinded(opts).dtype, opts.device, loc), loc);
+  }
+  // From nested lists: Tensor<2>::from_data({{1, 2}, {3, 4}}). Ragged lists throw.
+  static Tensor from_data(typename NestedList<ElementOf<K>, D>::type data, TensorOptions opts = {},
+                          Loc loc = Loc::current())
+    requires(D >= 1)
+  {
+    std::vector<int64_t> shape(static_cast<size_t>(D), -1);
+    std::vector<ElementOf<K>> flat;
+    detail::flatten_nested<ElementOf<K>, D>(data, shape, 0, flat, loc);
+    return from_vector(flat, Shape(shape), opts, loc);
+  }
+  // From a flat vector in row-major order.
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& data, const Shape& shape, TensorOptions opts = {},
+                            Loc loc = Loc::current()) {
+    if (int64_t(data.size()) != shape.numel())
+      throw Error(fmt_size_error(data.size(), shape, loc));
+    return Tensor(cast(ember::from_vector(data, shape, opts.device, loc), *kinded(opts).dtype, loc), loc);
+  }
+
+  // ---- metadata -------------------------------------------------------------------------------
+  const Array& array() const { return a_; }
+  bool defined() const { return a_.defined(); }
+  const Shape& shape() const { return a_.shape(); }
+  std::array<int64_t, size_t(D)> dims() const {
+    std::array<int64_t, size_t(D)> d{};
+    for (int i = 0; i < D; ++i) d[size_t(i)] = a_.shape()[i];
+    return d;
+  }
+  int64_t size(int dim) const { return a_.size(dim); }
+  int64_t numel() const { return a_.numel(); }
+  DType dtype() const { return a_.dtype(); }
+  Device device() const { return a_.device(); }
+
+  // ---- evaluation and host access -------------------------------------------------------------
+  const Tensor& eval() const {
+    a_.eval();
+    return *this;
+  }
+  template <class T = std::conditional_t<std::is_same_v<K, Float>, float, ElementOf<K>>>
+  std::vector<T> to_vector() const {
+    return a_.to_vector<T>();
+  }
+  template <class T = std::conditional_t<std::is_same_v<K, Float>, float, ElementOf<K>>>
+  T item() const {
+    return a_.item<T>();
+  }
+  std::string str() const { return a_.str(); }
+  friend std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.a_; }
+
+  // ---- dtype and kind -------------------------------------------------------------------------
+  Tensor to_dtype(DType dtype, Loc loc = Loc::current()) const { return Tensor(cast(a_, dtype, loc), loc); }
+  Tensor<D, Float> to_float(DType dtype = DType::F32, Loc loc = Loc::current()) const {
+    return Tensor<D, Float>(cast(a_, dtype, loc), loc);
+  }
+  Tensor<D, Int> to_int(DType dtype = DType::I64, Loc loc = Loc::current()) const {
+    return Tensor<D, Int>(cast(a_, dtype, loc), loc);
+  }
+  Tensor<D, Bool> to_bool(Loc loc = Loc::current()) const { return Tensor<D, Bool>(cast(a_, DType::Bool, loc), loc); }
+
+  // ---- arithmetic (numeric kinds) -------------------------------------------------------------
+#define EMBER_TENSOR_BINARY(op_, fn)                                                                       \
+  friend Tensor operator op_(Located<Tensor> a, const Tensor& b)                                          \
+    requires(!std::is_same_v<K, Bool>)                                                                    \
+  {                                                                                                        \
+    return Tensor(ember::fn(a.value.a_, b.a_, a.loc), a.loc);                                             \
+  }                                                                                                        \
+  template <int D2>                                                                                        \
+    requires(D2 < D && !std::is_same_v<K, Bool>)                                                           \
+  friend Tensor operator op_(Located<Tensor> a, const Tensor<D2, K>& b) {                                \
+    return Tensor(ember::fn(a.value.a_, b.array(), a.loc), a.loc);                                        \
+  }                                                                                                        \
+  friend Tensor operator op_(Located<Tensor> a, Scalar b)                                                 \
+    requires(!std::is_same_v<K, Bool>)                                                                    \
+  {                                                                                                        \
+    return Tensor(ember::fn(a.value.a_, b, a.loc), a.loc);                                                \
+  }                                                                                                        \
+  friend Tensor operator op_(Scalar a, Located<Tensor> b)                                                 \
+    requires(!std::is_same_v<K, Bool>)                                                                    \
+  {                                                                                                        \
+    return Tensor(ember::fn(a, b.value.a_, b.loc), b.loc);                                                \
+  }
+  EMBER_TENSOR_BINARY(+, add)
+  EMBER_TENSOR_BINARY(-, sub)
+  EMBER_TENSOR_BINARY(*, mul)
+#undef EMBER_TENSOR_BINARY
+  // Division: Float tensors only (integer true division would change the kind; use floor_div).
+  friend Tensor operator/(Located<Tensor> a, const Tensor& b)
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::div(a.value.a_, b.a_, a.loc), a.loc);
+  }
+  template <int D2>
+    requires(D2 < D && std::is_same_v<K, Float>)
+  friend Tensor operator/(Located<Tensor> a, const Tensor<D2, K>& b) {
+    return Tensor(ember::div(a.value.a_, b.array(), a.loc), a.loc);
+  }
+  friend Tensor operator/(Located<Tensor> a, Scalar b)
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::div(a.value.a_, b, a.loc), a.loc);
+  }
+  friend Tensor operator/(Scalar a, Located<Tensor> b)
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::div(a, b.value.a_, b.loc), b.loc);
+  }
+  friend Tensor operator-(Located<Tensor> a)
+    requires(!std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::neg(a.value.a_, a.loc), a.loc);
+  }
+  Tensor& operator+=(const Tensor& b) { return *this = *this + b; }
+  Tensor& operator-=(const Tensor& b) { return *this = *this - b; }
+  Tensor& operator*=(const Tensor& b) { return *this = *this * b; }
+  Tensor& operator+=(Scalar b) { return *this = *this + b; }
+  Tensor& operator-=(Scalar b) { return *this = *this - b; }
+  Tensor& operator*=(Scalar b) { return *this = *this * b; }
+
+  Tensor floor_div(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::floor_div(a_, b.a_, loc), loc); }
+  Tensor floor_div(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::floor_div(a_, b, loc), loc); }
+  // Remainder with the sign of the divisor (Python's %).
+  Tensor rem(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::rem(a_, b.a_, loc), loc); }
+  Tensor rem(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::rem(a_, b, loc), loc); }
+  Tensor pow(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::pow(a_, b.a_, loc), loc); }
+  Tensor pow(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::pow(a_, b, loc), loc); }
+  Tensor max_pair(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(maximum(a_, b.a_, loc), loc); }
+  Tensor min_pair(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(minimum(a_, b.a_, loc), loc); }
+  Tensor abs(Loc loc = Loc::current()) const { return Tensor(ember::abs(a_, loc), loc); }
+  Tensor clamp(Scalar lo, Scalar hi, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, hi, loc), loc); }
+  Tensor clamp_min(Scalar lo, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, std::nullopt, loc), loc); }
+  Tensor clamp_max(Scalar hi, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, std::nullopt, hi, loc), loc); }
+
+  // ---- float math -----------------------------------------------------------------------------
+#define EMBER_TENSOR_FLOAT_UNARY(fn)                                                          \
+  Tensor fn(Loc loc = Loc::current()) const                                                  \
+    requires std::is_same_v<K, Float>                                                        \
+  {                                                                                           \
+    return Tensor(ember::fn(a_, loc), loc);                                                  \
+  }
+  EMBER_TENSOR_FLOAT_UNARY(exp)
+  EMBER_TENSOR_FLOAT_UNARY(log)
+  EMBER_TENSOR_FLOAT_UNARY(sqrt)
+  EMBER_TENSOR_FLOAT_UNARY(tanh)
+  EMBER_TENSOR_FLOAT_UNARY(erf)
+  EMBER_TENSOR_FLOAT_UNARY(sigmoid)
+  EMBER_TENSOR_FLOAT_UNARY(gelu)
+#undef EMBER_TENSOR_FLOAT_UNARY
+  Tensor relu(Loc loc = Loc::current()) const
+    requires(!std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::relu(a_, loc), loc);
+  }
+
+  // ---- comparisons and masks ------------------------------------------------------------------
+#define EMBER_TENSOR_COMPARE(name, fn)                                                                      \
+  Tensor<D, Bool> name(const Tensor& b, Loc loc = Loc::current()) const {                                   \
+    return Tensor<D, Bool>(ember::fn(a_, b.a_, loc), loc);                                                  \
+  }                                                                                                          \
+  Tensor<D, Bool> name(Scalar b, Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::fn(a_, b, loc), loc); }
+  EMBER_TENSOR_COMPARE(equal, eq)
+  EMBER_TENSOR_COMPARE(not_equal, ne)
+  EMBER_TENSOR_COMPARE(greater, gt)
+  EMBER_TENSOR_COMPARE(greater_equal, ge)
+  EMBER_TENSOR_COMPARE(lower, lt)
+  EMBER_TENSOR_COMPARE(lower_equal, le)
+#undef EMBER_TENSOR_COMPARE
+  Tensor logical_and(const Tensor& b, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Bool>
+  {
+    return Tensor(ember::logical_and(a_, b.a_, loc), loc);
+  }
+  Tensor logical_or(const Tensor& b, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Bool>
+  {
+    return Tensor(ember::logical_or(a_, b.a_, loc), loc);
+  }
+  Tensor logical_not(Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Bool>
+  {
+    return Tensor(ember::logical_not(a_, loc), loc);
+  }
+  // Where mask is true take `other`, else this (Burn's mask_where / mask_fill).
+  Tensor mask_where(const Tensor<D, Bool>& mask, const Tensor& other, Loc loc = Loc::current()) const {
+    return Tensor(where(mask.array(), other.a_, a_, loc), loc);
+  }
+  Tensor mask_fill(const Tensor<D, Bool>& mask, Scalar value, Loc loc = Loc::current()) const {
+    return Tensor(where(mask.array(), value, a_, loc), loc);
+  }
+
+  // ---- reductions: *_dim keeps the rank; the whole-tensor forms give one element --------------
+  Tensor<1, SumKind<K>> sum(Loc loc = Loc::current()) const { return whole<SumKind<K>>(ember::sum(a_, {}, false, loc), loc); }
+  Tensor<D, SumKind<K>> sum_dim(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, SumKind<K>>(ember::sum(a_, {dim}, true, loc), loc);
+  }
+  Tensor<D, SumKind<K>> sum_dims(std::vector<int> dims, Loc loc = Loc::current()) const {
+    return Tensor<D, SumKind<K>>(ember::sum(a_, std::move(dims), true, loc), loc);
+  }
+  Tensor<1, SumKind<K>> prod(Loc loc = Loc::current()) const { return whole<SumKind<K>>(ember::prod(a_, {}, false, loc), loc); }
+  Tensor<D, SumKind<K>> prod_dim(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, SumKind<K>>(ember::prod(a_, {dim}, true, loc), loc);
+  }
+  Tensor<1, K> mean(Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return whole<K>(ember::mean(a_, {}, false, loc), loc);
+  }
+  Tensor mean_dim(int dim, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::mean(a_, {dim}, true, loc), loc);
+  }
+  Tensor mean_dims(std::vector<int> dims, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::mean(a_, std::move(dims), true, loc), loc);
+  }
+  Tensor<1, K> max(Loc loc = Loc::current()) const { return whole<K>(ember::max(a_, {}, false, loc), loc); }
+  Tensor max_dim(int dim, Loc loc = Loc::current()) const { return Tensor(ember::max(a_, {dim}, true, loc), loc); }
+  Tensor<1, K> min(Loc loc = Loc::current()) const { return whole<K>(ember::min(a_, {}, false, loc), loc); }
+  Tensor min_dim(int dim, Loc loc = Loc::current()) const { return Tensor(ember::min(a_, {dim}, true, loc), loc); }
+  Tensor<D, Int> argmax(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, Int>(ember::argmax(a_, dim, true, loc), loc);
+  }
+  Tensor<D, Int> argmin(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, Int>(ember::argmin(a_, dim, true, loc), loc);
+  }
+
+  // ---- movement: views ------------------------------------------------------------------------
+  template <int N>
+  Tensor<N, K> reshape(Dims<N> shape, Loc loc = Loc::current()) const {
+    return Tensor<N, K>(ember::reshape(a_, shape.shape(), loc), loc);
+  }
+  template <int Dim>
+    requires(D > 0)
+  Tensor<D - 1, K> squeeze(Loc loc = Loc::current()) const {
+    static_assert(Dim >= -D && Dim < D, "squeeze: dim out of range for this rank");
+    return Tensor<D - 1, K>(ember::squeeze(a_, Dim, loc), loc);
+  }
+  template <int Dim>
+    requires(D < kMaxRank)
+  Tensor<D + 1, K> unsqueeze(Loc loc = Loc::current()) const {
+    static_assert(Dim >= -(D + 1) && Dim <= D, "unsqueeze: dim out of range for this rank");
+    return Tensor<D + 1, K>(ember::unsqueeze(a_, Dim, loc), loc);
+  }
+  // Flattens dims start_dim .. start_dim + (D - N) into one, giving rank N.
+  template <int N>
+    requires(N >= 1 && N <= D)
+  Tensor<N, K> flatten(int start_dim = 0, Loc loc = Loc::current()) const {
+    return Tensor<N, K>(ember::flatten(a_, start_dim, start_dim + (D - N), loc), loc);
+  }
+  Tensor permute(std::array<int, size_t(D)> dims, Loc loc = Loc::current()) const {
+    return Tensor(ember::permute(a_, std::vector<int>(dims.begin(), dims.end()), loc), loc);
+  }
+  // Swaps the last two dims.
+  Tensor transpose(Loc loc = Loc::current()) const
+    requires(D >= 2)
+  {
+    return Tensor(ember::transpose(a_, -2, -1, loc), loc);
+  }
+  Tensor swap_dims(int dim0, int dim1, Loc loc = Loc::current()) const {
+    return Tensor(ember::transpose(a_, dim0, dim1, loc), loc);
+  }
+  Tensor slice(int dim, int64_t start, int64_t end, int64_t step = 1, Loc loc = Loc::current()) const {
+    return Tensor(ember::slice(a_, dim, start, end, step, loc), loc);
+  }
+  Tensor narrow(int dim, int64_t start, int64_t length, Loc loc = Loc::current()) const {
+    return Tensor(ember::slice(a_, dim, start, start + length, 1, loc), loc);
+  }
+  template <int N>
+    requires(N >= D)
+  Tensor<N, K> expand(Dims<N> shape, Loc loc = Loc::current()) const {
+    return Tensor<N, K>(ember::expand(a_, shape.shape(), loc), loc);
+  }
+  Tensor contiguous(Loc loc = Loc::current()) const { return Tensor(ember::contiguous(a_, loc), loc); }
+  static Tensor cat(const std::vector<Tensor>& xs, int dim, Loc loc = Loc::current()) {
+    std::vector<Array> as;
+    for (const Tensor& t : xs) as.push_back(t.a_);
+    return Tensor(ember::cat(as, dim, loc), loc);
+  }
+
+  // ---- indexing -------------------------------------------------------------------------------
+  Tensor gather(int dim, const Tensor<D, Int>& index, Loc loc = Loc::current()) const {
+    return Tensor(ember::gather(a_, dim, index.array(), loc), loc);
+  }
+  // The entries `index` along dim (index_select).
+  Tensor select(int dim, const Tensor<1, Int>& index, Loc loc = Loc::current()) const {
+    return Tensor(index_select(a_, dim, index.array(), loc), loc);
+  }
+
+  // ---- contraction ----------------------------------------------------------------------------
+  // Batched matrix product over the last two dims; batch dims broadcast.
+  Tensor matmul(const Tensor& b, Loc loc = Loc::current()) const
+    requires(D >= 2 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::matmul(a_, b.a_, loc), loc);
+  }
+
+ private:
+  static TensorOptions kinded(TensorOptions opts) {
+    if (!opts.dtype) opts.dtype = K::default_dtype;
+    return opts;
+  }
+  template <class K2>
+  static Tensor<1, K2> whole(Array a, Loc loc) {
+    return Tensor<1, K2>(ember::reshape(a, Shape{1}, loc), loc);
+  }
+  static std::string fmt_size_error(size_t got, const Shape& shape, Loc loc);
+
+  Array a_;
+};
+
+// ---- free functions in the style of the API sketch --------------------------------------------
+#define EMBER_TENSOR_FREE_UNARY(fn)                                              \
+  template <int D>                                                               \
+  Tensor<D, Float> fn(const Tensor<D, Float>& x, Loc loc = Loc::current()) {   \
+    return Tensor<D, Float>(ember::fn(x.array(), loc), loc);                    \
+  }
+EMBER_TENSOR_FREE_UNARY(exp)
+EMBER_TENSOR_FREE_UNARY(log)
+EMBER_TENSOR_FREE_UNARY(sqrt)
+EMBER_TENSOR_FREE_UNARY(tanh)
+EMBER_TENSOR_FREE_UNARY(erf)
+EMBER_TENSOR_FREE_UNARY(sigmoid)
+EMBER_TENSOR_FREE_UNARY(gelu)
+#undef EMBER_TENSOR_FREE_UNARY
+template <int D, class K>
+  requires(!std::is_same_v<K, Bool>)
+Tensor<D, K> relu(const Tensor<D, K>& x, Loc loc = Loc::current()) {
+  return Tensor<D, K>(ember::relu(x.array(), loc), loc);
+}
+template <int D, class K>
+Tensor<D, K> where(const Tensor<D, Bool>& cond, const Tensor<D, K>& a, const Tensor<D, K>& b, Loc loc = Loc::current()) {
+  return Tensor<D, K>(ember::where(cond.array(), a.array(), b.array(), loc), loc);
+}
+template <int D, class K>
+  requires(!std::is_same_v<K, Bool>)
+Tensor<D, K> matmul(const Tensor<D, K>& a, const Tensor<D, K>& b, Loc loc = Loc::current()) {
+  return Tensor<D, K>(ember::matmul(a.array(), b.array(), loc), loc);
+}
+
+// ---- implementation details -------------------------------------------------------------------
+namespace detail {
+template <class T, int D>
+void flatten_nested(const typename NestedList<T, D>::type& list, std::vector<int64_t>& shape, int depth,
+                    std::vector<T>& out, Loc loc) {
+  check_nested_size(list.size(), shape[size_t(depth)], depth, loc);
+  shape[size_t(depth)] = int64_t(list.size());
+  if constexpr (D == 1) {
+    out.insert(out.end(), list.begin(), list.end());
+  } else {
+    for (const auto& inner : list) flatten_nested<T, D - 1>(inner, shape, depth + 1, out, loc);
+    if (list.size() == 0)  // an empty outer list: the inner sizes are 0 too
+      for (size_t d = size_t(depth) + 1; d < shape.size(); ++d)
+        if (shape[d] < 0) shape[d] = 0;
+  }
+}
+}  // namespace detail
+
+template <int D, TensorKind K>
+std::string Tensor<D, K>::fmt_size_error(size_t got, const Shape& shape, Loc loc) {
+  return "from_vector: " + std::to_string(got) + " values for shape " + shape.str() + " (" +
+         std::to_string(shape.numel()) + " elements) (at " + format_location(loc) + ")";
+}
+
+}  // namespace ember
