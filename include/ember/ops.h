@@ -120,6 +120,10 @@ Array gather(const Array& x, int dim, const Array& index, Loc loc = Loc::current
 // Picks the entries `index` (1-D, integer) along dim.
 Array index_select(const Array& x, int dim, const Array& index, Loc loc = Loc::current());
 
+// ---- devices -------------------------------------------------------------------------------
+// A copy on another device (realizes x first; the copy goes through host memory for now).
+Array to_device(const Array& x, Device device, Loc loc = Loc::current());
+
 // ---- contractions --------------------------------------------------------------------------
 // [..., M, K] x [..., K, N] -> [..., M, N]; batch dims broadcast; 1-D operands as in numpy.
 Array matmul(const Array& a, const Array& b, Loc loc = Loc::current());

@@ -164,6 +164,9 @@ class Tensor {
   DType dtype() const { return a_.dtype(); }
   Device device() const { return a_.device(); }
 
+  // A copy on another device.
+  Tensor to(Device device, Loc loc = Loc::current()) const { return Tensor(to_device(a_, device, loc), loc); }
+
   // ---- evaluation and host access -------------------------------------------------------------
   const Tensor& eval() const {
     a_.eval();

@@ -49,6 +49,19 @@ void Array::read_host(DType as, void* dst) const {
   n.view.buffer->backend->read(*n.view.buffer, size_t(n.view.offset) * dtype_size(as), dst, bytes);
 }
 
+Array to_device(const Array& x, Device device, Loc loc) {
+  const NodePtr& src = node_of(x, "to_device", loc);
+  if (src->device == device) return x;
+  Backend::get(device.kind);  // a clear error if the target's plugin is missing
+  Array c = contiguous(x, loc);
+  realize({c.node()});
+  const Node& n = *c.node();
+  size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
+  std::vector<unsigned char> host(bytes);
+  if (bytes) n.view.buffer->backend->read(*n.view.buffer, size_t(n.view.offset) * dtype_size(n.dtype), host.data(), bytes);
+  return from_buffer(host.data(), n.shape, n.dtype, device, loc);
+}
+
 // ---- printing -----------------------------------------------------------------------------
 namespace {
 

@@ -1,0 +1,189 @@
+// The lazy graph: nothing computes before a read or eval(), realized nodes drop their inputs,
+// deep chains neither overflow the stack nor grow without bound, memory stays flat in loops,
+// EMBER_SYNC-style eager mode, errors that name the user's line, and concurrent use.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ember/ember.h"
+#include "graph/node.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+Device test_device() { return Device::cpu().available() ? Device::cpu() : Device::reference(); }
+
+// Restores the run-time policy a test changed.
+struct PolicyGuard {
+  RuntimePolicy saved = runtime_policy();
+  ~PolicyGuard() { runtime_policy() = saved; }
+};
+
+TEST(GraphTest, OpsAreLazyUntilRead) {
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2, 3}, {3}, d);
+  EXPECT_TRUE(x.is_evaluated());  // host data is ready at once
+  Array y = exp(add(x, 1.0));
+  Array z = sum(y);
+  EXPECT_FALSE(y.is_evaluated());
+  EXPECT_FALSE(z.is_evaluated());
+  double got = z.item<double>();
+  EXPECT_NEAR(got, std::exp(2.0) + std::exp(3.0) + std::exp(4.0), 1e-4);
+  EXPECT_TRUE(z.is_evaluated());
+  // y was an intermediate of z: realizing z realized y as a kernel input.
+  EXPECT_TRUE(y.is_evaluated());
+}
+
+TEST(GraphTest, ExplicitEvalRealizesSeveralArraysAndDropsInputs) {
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2, 3, 4}, {2, 2}, d);
+  Array a = mul(x, 2.0), b = sub(x, 1.0);
+  EXPECT_EQ(a.node()->inputs.size(), 2u);
+  eval({a, b});
+  EXPECT_TRUE(a.is_evaluated());
+  EXPECT_TRUE(b.is_evaluated());
+  EXPECT_TRUE(a.node()->inputs.empty());  // ready nodes let go of their inputs
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+}
+
+TEST(GraphTest, MillionOpChainIsComputedAndFreedWithoutStackOverflow) {
+  PolicyGuard guard;
+  Device d = test_device();
+  Array x = from_vector<float>({0, 0}, {2}, d);
+  for (int i = 0; i < 1000000; ++i) x = add(x, 1.0);
+  // The automatic evaluation depth bounded the pending chain; the value is exact in f32.
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1e6f, 1e6f}));
+}
+
+TEST(GraphTest, MillionOpPendingChainIsDestroyedIteratively) {
+  PolicyGuard guard;
+  runtime_policy().auto_eval_depth = 0;  // let the pending chain grow
+  Device d = test_device();
+  int64_t live_before = memory_stats(d).live_bytes;
+  {
+    Array x = from_vector<float>({1}, {1}, d);
+    for (int i = 0; i < 1000000; ++i) x = neg(x);
+    EXPECT_EQ(x.node()->depth, 1000000u);
+    EXPECT_FALSE(x.is_evaluated());
+  }  // dropping the last handle releases a million nodes: a recursive destructor would crash here
+  EXPECT_EQ(memory_stats(d).live_bytes, live_before);
+}
+
+TEST(GraphTest, AutoEvalDepthRealizesDeepPendingChains) {
+  PolicyGuard guard;
+  runtime_policy().auto_eval_depth = 100;
+  Device d = test_device();
+  Array x = from_vector<float>({1}, {1}, d);
+  Array mid;
+  for (int i = 0; i < 250; ++i) {
+    x = mul(x, 1.0);
+    if (i == 50) mid = x;
+  }
+  EXPECT_TRUE(mid.is_evaluated());  // realized without any read or eval()
+  EXPECT_LE(x.node()->depth, 100u);
+}
+
+TEST(GraphTest, LiveBytesStayFlatOverTenThousandIterations) {
+  Device d = test_device();
+  Array x = zeros({256}, {.device = d});
+  x = add(mul(x, 0.5), 1.0).eval();
+  int64_t live = memory_stats(d).live_bytes;
+  for (int i = 0; i < 10000; ++i) {
+    x = add(mul(x, 0.5), 1.0);
+    x.eval();
+    ASSERT_EQ(memory_stats(d).live_bytes, live) << "iteration " << i;
+  }
+  EXPECT_NEAR(x.to_vector<float>()[0], 2.0f, 1e-6);  // fixed point of x/2 + 1
+}
+
+TEST(GraphTest, PeakMemoryIsTracked) {
+  Device d = test_device();
+  reset_peak_memory(d);
+  int64_t live = memory_stats(d).live_bytes;
+  {
+    Array big = zeros({1 << 16}, {.device = d}).eval();  // 256 KiB
+    EXPECT_GE(memory_stats(d).live_bytes, live + (1 << 18));
+  }
+  EXPECT_EQ(memory_stats(d).live_bytes, live);
+  EXPECT_GE(memory_stats(d).peak_bytes, live + (1 << 18));
+}
+
+TEST(GraphTest, EagerModeRealizesEveryOpAtCreation) {
+  PolicyGuard guard;
+  runtime_policy().eager = true;  // what EMBER_SYNC=1 sets
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2}, {2}, d);
+  Array y = mul(x, 3.0);
+  EXPECT_TRUE(y.is_evaluated());
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3, 6}));
+}
+
+TEST(GraphTest, KernelErrorsNameTheOpAndTheUsersLine) {
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2, 3}, {3}, d);
+  Array idx = from_vector<int64_t>({0, 5}, {2}, d);
+  Array g = index_select(x, 0, idx);  // fails only when computed
+  int line = __LINE__ - 1;
+  try {
+    (void)g.to_vector<float>();
+    FAIL() << "expected an out-of-range error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("index_select"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("graph_test.cpp:" + std::to_string(line)), std::string::npos) << msg;
+    EXPECT_NE(msg.find('5'), std::string::npos) << msg;
+  }
+}
+
+TEST(GraphTest, ShapeErrorsAreThrownAtTheCall) {
+  Device d = test_device();
+  Array a = zeros({2, 3}, {.device = d}), b = zeros({4}, {.device = d});
+  try {
+    Array c = add(a, b);
+    FAIL() << "expected a broadcast error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("add"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("graph_test.cpp:"), std::string::npos) << msg;
+  }
+}
+
+TEST(GraphTest, SharedTensorsAcrossThreads) {
+  Device d = test_device();
+  Array shared = arange(0, 1000, 1, DType::F32, d);  // pending: realized by whichever thread gets there
+  Array base = mul(shared, 2.0);
+  std::vector<double> results(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Array y = base;
+      for (int i = 0; i < 50; ++i) y = add(y, double(t));
+      results[size_t(t)] = sum(y).item<double>();
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_DOUBLE_EQ(results[size_t(t)], 999000.0 + 50.0 * t * 1000) << t;
+}
+
+TEST(GraphTest, DeviceStringsParse) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda:1"), Device::cuda(1));
+  EXPECT_EQ(Device::parse("reference").str(), "reference");
+  EXPECT_THROW(Device::parse("tpu"), Error);
+  EXPECT_THROW(Device::parse("cuda:x"), Error);
+}
+
+TEST(GraphTest, OperandsOnDifferentDevicesAreRejected) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "needs both the cpu and the reference plugin";
+  Array a = zeros({2}, {.device = Device::cpu()}), b = zeros({2}, {.device = Device::reference()});
+  EXPECT_THROW(add(a, b), Error);
+  Array moved = to_device(add(from_vector<float>({1, 2}, {2}, Device::cpu()), 1.0), Device::reference());
+  EXPECT_EQ(moved.device(), Device::reference());
+  EXPECT_EQ(add(moved, b).to_vector<float>(), (std::vector<float>{2, 3}));
+}
+
+}  // namespace
+}  // namespace ember
