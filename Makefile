@@ -1,0 +1,39 @@
+# The two entry points of the README, plus developer conveniences. Everything goes through the
+# CMake presets in CMakePresets.json (Ninja + ccache).
+.PHONY: demo test build asan asan-test clang clean
+
+JOBS ?= $(shell nproc)
+# Extra CMake arguments, e.g. EMBER_CMAKE_ARGS=-DEMBER_WERROR=ON (what CI uses).
+EMBER_CMAKE_ARGS ?=
+
+build:
+	@bash scripts/setup.sh
+	@cmake --preset release $(EMBER_CMAKE_ARGS) >/dev/null
+	@cmake --build --preset release -j$(JOBS)
+
+# The main job: for now a demo that builds tensors, runs ops and prints the results.
+demo: build
+	@./build/release/bin/ember-demo
+
+# The whole test suite (Release build).
+test: build
+	@ctest --test-dir build/release --output-on-failure -j$(JOBS) --timeout 600
+
+# AddressSanitizer + UndefinedBehaviorSanitizer on the core tests (the slow exhaustive suites
+# are left to the Release run).
+asan:
+	@bash scripts/setup.sh
+	@cmake --preset asan $(EMBER_CMAKE_ARGS) >/dev/null
+	@cmake --build --preset asan -j$(JOBS)
+asan-test: asan
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASAN_FILTER)'
+ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:-*Million*
+
+# Warning check with clang 14.
+clang:
+	@cmake --preset clang $(EMBER_CMAKE_ARGS) >/dev/null
+	@cmake --build --preset clang -j$(JOBS)
+
+clean:
+	rm -rf build
