@@ -8,3 +8,4 @@
 #include "ember/ops.h"
 #include "ember/shape.h"
 #include "ember/tensor.h"
+#include "ember/version.h"

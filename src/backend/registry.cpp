@@ -28,7 +28,8 @@ std::string plugin_file_name(DeviceKind kind) {
 }
 
 // Directories searched for plugins: $EMBER_PLUGIN_PATH (':'-separated), then the directory of
-// the Ember library itself and its ember/plugins subdirectory (the installed layout).
+// the Ember library itself and its ember/plugins subdirectory (the installed layout), then the
+// plugin directory of the install prefix this library was configured for (static linking).
 static std::vector<fs::path> plugin_dirs() {
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("EMBER_PLUGIN_PATH")) {
@@ -43,6 +44,9 @@ static std::vector<fs::path> plugin_dirs() {
     dirs.push_back(self / "ember" / "plugins");
     dirs.push_back(self);
   }
+#ifdef EMBER_INSTALLED_PLUGIN_DIR
+  dirs.emplace_back(EMBER_INSTALLED_PLUGIN_DIR);
+#endif
   return dirs;
 }
 
@@ -101,7 +105,8 @@ Backend* Backend::try_get(DeviceKind kind, std::string* why) {
       fs::path file = dir / plugin_file_name(kind);
       std::error_code ec;
       if (!fs::exists(file, ec)) {
-        tried += " " + dir.string();
+        tried += ' ';  // (not `" " + dir.string()`: g++ 12 warns falsely with -Wrestrict)
+        tried += dir.string();
         continue;
       }
       try {
