@@ -26,14 +26,33 @@ Val Builder::emit(ember_kir_op op, DType dtype, Val a, Val b, Val c) {
   return Val{this, int32_t(insts_.size()) - 1, dtype};
 }
 
+// A constant holds a value of its dtype: floats are rounded to the dtype's precision (f16/bf16
+// too, although backends may compute them in f32) and integers wrap to its width, as CAST would.
+static double round_float_constant(double v, DType dtype) {
+  switch (dtype) {
+    case DType::F32: return double(float(v));
+    case DType::F16: return double(half_to_float(float_to_half(float(v))));
+    case DType::BF16: return double(bf16_to_float(float_to_bf16(float(v))));
+    default: return v;
+  }
+}
+static int64_t wrap_int_constant(int64_t v, DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return v != 0;
+    case DType::U8: return int64_t(uint8_t(uint64_t(v)));
+    case DType::I32: return int64_t(int32_t(uint32_t(uint64_t(v))));
+    default: return v;
+  }
+}
+
 Val Builder::constant(double v, DType dtype) {
   Val r = emit(EMBER_KIR_CONST, dtype);
   if (is_floating(dtype)) {
-    insts_.back().fimm = v;
+    insts_.back().fimm = round_float_constant(v, dtype);
   } else if (dtype == DType::Bool) {
     insts_.back().iimm = v != 0;
   } else {
-    insts_.back().iimm = int64_t(v);
+    insts_.back().iimm = wrap_int_constant(int64_t(v), dtype);
   }
   return r;
 }
@@ -41,7 +60,7 @@ Val Builder::constant(double v, DType dtype) {
 Val Builder::constant_int(int64_t v, DType dtype) {
   if (is_floating(dtype)) return constant(double(v), dtype);
   Val r = emit(EMBER_KIR_CONST, dtype);
-  insts_.back().iimm = dtype == DType::Bool ? (v != 0) : v;
+  insts_.back().iimm = wrap_int_constant(v, dtype);
   return r;
 }
 
