@@ -345,14 +345,16 @@ bool reshape_strides(const Shape& from, const std::vector<int64_t>& strides, con
         pt *= to[j++];
       }
     }
-    // Input dims i0..i-1 must be contiguous among themselves (ignoring size-1 dims).
-    int64_t last = -1;
+    // Input dims i0..i-1 must be contiguous among themselves (ignoring size-1 dims); the chunk's
+    // output dims then step by the stride of its innermost input dim.
+    int64_t last = -1, innermost = -1;
     for (int d = i - 1; d >= i0; --d) {
       if (from[d] == 1) continue;
       if (last >= 0 && strides[size_t(d)] != strides[size_t(last)] * from[last]) return false;
+      if (innermost < 0) innermost = d;
       last = d;
     }
-    int64_t inner = last >= 0 ? strides[size_t(last)] : 1;
+    int64_t inner = innermost >= 0 ? strides[size_t(innermost)] : 1;
     for (int d = j - 1; d >= j0; --d) {
       out[size_t(d)] = inner;
       inner *= to[d];
