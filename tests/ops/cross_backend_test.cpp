@@ -1,0 +1,159 @@
+// Runs every op on random inputs on each loaded backend and compares it with the reference
+// backend (the scalar KIR interpreter, whose results are themselves checked against independent
+// values by the rest of the suite). Skipped when the reference is the only backend.
+#include <cmath>
+#include <functional>
+
+#include "ops/op_test_util.h"
+
+namespace ember::testing {
+namespace {
+
+struct Case {
+  std::string name;
+  std::function<Array(Device)> run;
+  double rtol = 0, atol = 0;  // 0, 0: bit-identical values
+};
+
+// Host inputs are generated once (fixed seeds) and uploaded to each device.
+std::vector<Case> cases() {
+  std::vector<Case> cs;
+  auto add_case = [&](std::string n, std::function<Array(Device)> f, double rtol = 0, double atol = 0) {
+    cs.push_back({std::move(n), std::move(f), rtol, atol});
+  };
+  const int64_t n = 70001;
+  static const std::vector<double> u = rand_f32(n, -3, 3, 101), v = rand_f32(n, -3, 3, 102);
+  static const std::vector<double> pos = rand_f32(n, 1e-3, 50, 103);
+  static const std::vector<double> ints = rand_int(n, -1000, 1000, 104), nz = rand_int(n, 1, 37, 105);
+  static const std::vector<double> m1 = rand_f32(6 * 257, -1, 1, 106);
+
+  // random number generators: bits must match (uniform within 1 ulp, normal within ~1e-5)
+  for (DType t : float_dtypes()) {
+    add_case("uniform " + std::string(dtype_name(t)), [t](Device d) {
+      return uniform({n}, -2, 5, {.seed = 9, .dtype = t, .device = d});
+    }, t == DType::F64 ? 2.3e-16 : 1.2e-7, 0);
+    add_case("normal " + std::string(dtype_name(t)), [t](Device d) {
+      return normal({n}, 0, 1, {.seed = 10, .dtype = t, .device = d});
+    }, rtol_for(t), 1e-5);
+  }
+  // unary math (f32, f16, bf16, f64)
+  using Un = Array (*)(const Array&, Loc);
+  const std::pair<const char*, Un> unary[] = {{"neg", &ember::neg},   {"abs", &ember::abs},         {"exp", &ember::exp},
+                                              {"tanh", &ember::tanh}, {"erf", &ember::erf},         {"sigmoid", &ember::sigmoid},
+                                              {"relu", &ember::relu}, {"gelu", &ember::gelu},       {"logical_not", &ember::logical_not}};
+  for (DType t : float_dtypes())
+    for (auto [name, f] : unary)
+      add_case(std::string(name) + " " + std::string(dtype_name(t)),
+               [f, t](Device d) { return f(make(u, {n}, t, d), Loc::current()); }, 4 * rtol_for(t), 1e-6);
+  add_case("log", [](Device d) { return log(f32(pos, {n}, d)); }, 4e-6, 1e-6);
+  add_case("sqrt", [](Device d) { return sqrt(f32(pos, {n}, d)); }, 2e-6, 0);
+  // binary arithmetic: IEEE ops are correctly rounded, so results must match exactly
+  add_case("add", [](Device d) { return add(f32(u, {n}, d), f32(v, {n}, d)); });
+  add_case("sub broadcast", [](Device d) { return sub(f32(m1, {6, 257}, d), f32(std::vector<double>(v.begin(), v.begin() + 257), {257}, d)); });
+  add_case("mul transposed", [](Device d) { return mul(transpose(f32(m1, {6, 257}, d), 0, 1), f32(std::vector<double>(u.begin(), u.begin() + 6), {6}, d)); });
+  add_case("div", [](Device d) { return div(f32(u, {n}, d), f32(pos, {n}, d)); });
+  add_case("pow", [](Device d) { return pow(f32(pos, {n}, d), f32(u, {n}, d)); }, 8e-6, 0);
+  add_case("maximum", [](Device d) { return maximum(f32(u, {n}, d), f32(v, {n}, d)); });
+  add_case("minimum f64", [](Device d) { return minimum(f64(u, {n}, d), f64(v, {n}, d)); });
+  add_case("floor_div f32", [](Device d) { return floor_div(f32(u, {n}, d), f32(v, {n}, d)); });
+  add_case("rem f32", [](Device d) { return rem(f32(u, {n}, d), f32(v, {n}, d)); }, 0, 1e-6);
+  for (DType t : {DType::I32, DType::I64, DType::U8}) {
+    std::string s(dtype_name(t));
+    add_case("add " + s, [t](Device d) { return add(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
+    add_case("mul " + s, [t](Device d) { return mul(make(ints, {n}, t, d), make(ints, {n}, t, d)); });
+    add_case("floor_div " + s, [t](Device d) { return floor_div(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
+    add_case("rem " + s, [t](Device d) { return rem(make(ints, {n}, t, d), neg(make(nz, {n}, DType::I32, d))); });
+    add_case("div " + s, [t](Device d) { return div(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
+    add_case("pow " + s, [t](Device d) { return pow(make(ints, {n}, t, d), 3); });
+  }
+  add_case("f16 + bf16", [](Device d) { return add(make(u, {n}, DType::F16, d), make(v, {n}, DType::BF16, d)); });
+  // comparisons, logical, where, clamp
+  add_case("lt", [](Device d) { return lt(f32(u, {n}, d), f32(v, {n}, d)); });
+  add_case("eq i32", [](Device d) { return eq(i32(ints, {n}, d), i32(nz, {n}, d)); });
+  add_case("ge mixed", [](Device d) { return ge(i32(ints, {n}, d), f32(u, {n}, d)); });
+  add_case("logical_or", [](Device d) { return logical_or(gt(f32(u, {n}, d), 1), lt(f32(v, {n}, d), -1)); });
+  add_case("where", [](Device d) { return where(gt(f32(u, {n}, d), 0), f32(v, {n}, d), i32(ints, {n}, d)); });
+  add_case("clamp", [](Device d) { return clamp(f32(u, {n}, d), -1, 0.5); });
+  // casts between every pair
+  for (DType from : all_dtypes())
+    for (DType to : all_dtypes())
+      add_case("cast " + std::string(dtype_name(from)) + "->" + std::string(dtype_name(to)), [from, to](Device d) {
+        return cast(make(map_d(u, [](double x) { return x * 100; }), {n}, from, d), to);
+      });
+  // reductions (the accumulation order may differ: sums get a tolerance)
+  add_case("sum all", [](Device d) { return sum(f32(u, {n}, d)); }, 1e-4, 1e-2);
+  add_case("sum rows", [](Device d) { return sum(f32(m1, {6, 257}, d), {1}); }, 1e-5, 1e-4);
+  add_case("sum cols keepdim", [](Device d) { return sum(f32(m1, {6, 257}, d), {0}, true); }, 1e-5, 1e-5);
+  add_case("sum i32", [](Device d) { return sum(i32(ints, {n}, d)); });
+  add_case("mean", [](Device d) { return mean(f32(m1, {6, 257}, d), {0, 1}); }, 1e-4, 1e-5);
+  add_case("prod", [](Device d) { return prod(add(div(f32(m1, {6, 257}, d), 20), 1), {1}); }, 1e-4, 0);
+  add_case("max", [](Device d) { return max(f32(u, {n}, d)); });
+  add_case("min dims", [](Device d) { return min(f32(m1, {6, 257}, d), {1}); });
+  add_case("argmax", [](Device d) { return argmax(f32(u, {n}, d), 0); });
+  add_case("argmin transposed", [](Device d) { return argmin(transpose(f32(m1, {6, 257}, d), 0, 1), 1); });
+  // movement and indexing (pure data movement: exact)
+  add_case("reshape of permuted", [](Device d) { return reshape(permute(f32(m1, {2, 3, 257}, d), {2, 0, 1}), {257, 6}); });
+  add_case("slice step", [](Device d) { return slice(f32(u, {n}, d), 0, 3, n - 5, 7); });
+  add_case("cat mixed", [](Device d) { return cat({f32(m1, {6, 257}, d), transpose(i32(std::vector<double>(ints.begin(), ints.begin() + 1542), {257, 6}, d), 0, 1)}, 1); });
+  add_case("expand contiguous", [](Device d) { return contiguous(expand(f32(std::vector<double>(u.begin(), u.begin() + 257), {257}, d), {5, 257})); });
+  add_case("index_select", [](Device d) { return index_select(f32(m1, {6, 257}, d), 1, i64(map_d(std::vector<double>(nz.begin(), nz.begin() + 500), [](double x) { return x * 6; }), {500}, d)); });
+  add_case("gather", [](Device d) { return gather(f32(m1, {6, 257}, d), 0, i64(map_d(std::vector<double>(nz.begin(), nz.begin() + 1542), [](double x) { return double(int(x) % 6); }), {6, 257}, d)); });
+  // matmul
+  add_case("matmul f32 batch", [](Device d) {
+    return matmul(f32(std::vector<double>(u.begin(), u.begin() + 2 * 37 * 65), {2, 1, 37, 65}, d),
+                  f32(std::vector<double>(v.begin(), v.begin() + 3 * 65 * 29), {3, 65, 29}, d));
+  }, 1e-4, 1e-4);
+  add_case("matmul f64 transposed", [](Device d) {
+    return matmul(transpose(f64(std::vector<double>(u.begin(), u.begin() + 65 * 37), {65, 37}, d), 0, 1),
+                  f64(std::vector<double>(v.begin(), v.begin() + 65 * 29), {65, 29}, d));
+  }, 1e-12, 1e-12);
+  add_case("matmul i32", [](Device d) {
+    return matmul(i32(std::vector<double>(ints.begin(), ints.begin() + 40 * 50), {40, 50}, d),
+                  i32(std::vector<double>(nz.begin(), nz.begin() + 50 * 30), {50, 30}, d));
+  });
+  add_case("matmul vector", [](Device d) { return matmul(f32(m1, {6, 257}, d), f32(std::vector<double>(u.begin(), u.begin() + 257), {257}, d)); }, 1e-4, 1e-4);
+  // large flat op (crosses every thread threshold)
+  add_case("add 2^20", [](Device d) {
+    Array a = arange(0, 1 << 20, 1, DType::F32, d);
+    return add(a, mul(a, 0.5f));
+  });
+  return cs;
+}
+
+TEST(OpCrossBackend, EveryOpMatchesTheReferenceBackend) {
+  std::vector<Device> others = non_reference_devices();
+  if (others.empty() || !Device::reference().available())
+    GTEST_SKIP() << "only one backend is loaded (" << test_devices().size()
+                 << " device(s)); nothing to compare against the reference";
+  const Device ref = Device::reference();
+  for (const Case& c : cases()) {
+    Array want = c.run(ref);
+    std::vector<double> w = vals(want);
+    for (const Device& d : others) {
+      SCOPED_TRACE(c.name + " on " + d.str());
+      Array got;
+      std::string err = error_of([&] { got = c.run(d); got.eval(); });
+      ASSERT_EQ(err, "<no error>");
+      EXPECT_EQ(got.dtype(), want.dtype());
+      EXPECT_EQ(got.shape(), want.shape());
+      EXPECT_TRUE(all_close(vals(got), w, c.rtol, c.atol));
+    }
+  }
+}
+
+// Errors found while running kernels are reported the same way on every backend.
+TEST(OpCrossBackend, KernelErrorsOnEveryBackend) {
+  std::vector<Device> others = non_reference_devices();
+  if (others.empty()) GTEST_SKIP() << "only the reference backend is loaded";
+  for (const Device& d : others) {
+    SCOPED_TRACE(d.str());
+    EMBER_EXPECT_ERROR(floor_div(i32({1, 2}, {2}, d), i32({1, 0}, {2}, d)).to_vector<int32_t>(), "floor_div", "zero");
+    EMBER_EXPECT_ERROR(rem(i64({1}, {1}, d), 0).to_vector<int64_t>(), "rem", "zero");
+    EMBER_EXPECT_ERROR(pow(i32({2}, {1}, d), -2).to_vector<int32_t>(), "pow", "negative");
+    EMBER_EXPECT_ERROR(index_select(f32({1, 2}, {2}, d), 0, i64({0, 2}, {2}, d)).to_vector<float>(), "index_select", "2");
+    EMBER_EXPECT_ERROR(gather(f32({1, 2}, {2}, d), 0, i64({-1}, {1}, d)).to_vector<float>(), "gather", "-1");
+  }
+}
+
+}  // namespace
+}  // namespace ember::testing
