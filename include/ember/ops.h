@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ember/array.h"
@@ -23,6 +24,9 @@ Array from_buffer(const void* data, const Shape& shape, DType dtype, Device devi
 template <class T>
 Array from_vector(const std::vector<T>& data, const Shape& shape, Device device = Device::cpu(),
                   Loc loc = Loc::current()) {
+  if (static_cast<int64_t>(data.size()) != shape.numel())
+    throw Error("from_data: got " + std::to_string(data.size()) + " values for shape " + shape.str() + " (" +
+                std::to_string(shape.numel()) + " elements) (at " + format_location(loc) + ")");
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(data.begin(), data.end());
     return from_buffer(bytes.data(), shape, DType::Bool, device, loc);

@@ -234,6 +234,9 @@ TEST_P(OpCreation, Errors) {
   EMBER_EXPECT_ERROR(normal({2}, 0, 1, {.seed = 1, .dtype = DType::Bool, .device = dev}), "normal", "bool");
   EMBER_EXPECT_ERROR(full({2}, NAN, opt(DType::I32)), "full", "nan", "int32");
   EMBER_EXPECT_ERROR(from_buffer(nullptr, {-1}, DType::F32, dev), "from_data", "[-1]");
+  // A vector whose length does not match the shape is rejected (not read out of bounds).
+  EMBER_EXPECT_ERROR(from_vector(std::vector<float>{1, 2}, {3}, dev), "from_data", "2 values", "[3]", "creation_test.cpp:");
+  EMBER_EXPECT_ERROR(from_vector(std::vector<bool>{true}, {2, 2}, dev), "from_data", "1 values", "[2, 2]");
 }
 
 EMBER_OP_SUITE(OpCreation);
