@@ -26,15 +26,11 @@ Val Builder::emit(ember_kir_op op, DType dtype, Val a, Val b, Val c) {
   return Val{this, int32_t(insts_.size()) - 1, dtype};
 }
 
-// A constant holds a value of its dtype: floats are rounded to the dtype's precision (f16/bf16
-// too, although backends may compute them in f32) and integers wrap to its width, as CAST would.
+// A constant holds a value of its dtype's compute precision (f16/bf16 compute in f32, so an
+// expression constant such as gelu's 1/sqrt(2) keeps f32 precision there) and integers wrap to
+// the dtype's width, as CAST would.
 static double round_float_constant(double v, DType dtype) {
-  switch (dtype) {
-    case DType::F32: return double(float(v));
-    case DType::F16: return double(half_to_float(float_to_half(float(v))));
-    case DType::BF16: return double(bf16_to_float(float_to_bf16(float(v))));
-    default: return v;
-  }
+  return dtype == DType::F64 ? v : double(float(v));
 }
 static int64_t wrap_int_constant(int64_t v, DType dtype) {
   switch (dtype) {

@@ -173,7 +173,11 @@ void run_elementwise(Node& n) {
     const NodePtr& in = n.inputs[k];
     kir::Val v;
     if (is_constant(in)) {
-      v = b.constant_like(in->attrs.value, in->dtype);
+      // A folded constant is a tensor of its dtype: an f16/bf16 value is rounded to it.
+      kir::Builder::Scalar2 value = in->attrs.value;
+      if (in->dtype == DType::F16) value.f = double(half_to_float(float_to_half(float(value.f))));
+      if (in->dtype == DType::BF16) value.f = double(bf16_to_float(float_to_bf16(float(value.f))));
+      v = b.constant_like(value, in->dtype);
     } else {
       v = b.load(b.add_arg(in->dtype));
       l.add(in->view, broadcast_strides(in->shape, in->view.strides, n.shape));

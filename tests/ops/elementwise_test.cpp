@@ -170,7 +170,7 @@ TEST_P(OpElementwise, PowFloat) {
   EXPECT_TRUE(same(pow(i32({-2, -2, 0, 1}, {4}, dev), i32({3, 0, 0, 100}, {4}, dev)), {-8, 1, 1, 1}));
 }
 
-TEST_P(OpElementwise, MaxMinRelyPropagateNaN) {
+TEST_P(OpElementwise, MaxMinReluPropagateNaN) {
   Array x = f32({kNaN, 1, kNaN, -kInf, 3}, {5}, dev), y = f32({1, kNaN, kNaN, 0, kInf}, {5}, dev);
   EXPECT_TRUE(same(maximum(x, y), {kNaN, kNaN, kNaN, 0, kInf}));
   EXPECT_TRUE(same(minimum(x, y), {kNaN, kNaN, kNaN, -kInf, 3}));
