@@ -1,0 +1,89 @@
+// The CPU backend plugin's C table (abi.h): host-memory buffers, KIR programs run by the tile
+// interpreter (program.cpp, interpreter.cpp, tile_kernels.cpp) and matmul through oneDNN
+// (matmul_dnnl.cpp). Work runs synchronously on the calling thread plus OpenMP threads, so
+// synchronize has nothing to wait for. No exception crosses the C boundary.
+#include <omp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <new>
+
+#include "backend/abi.h"
+#include "backend/common/host_memory.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/program.h"
+
+using ember::host::set_status;
+
+namespace {
+
+int32_t device_count() { return 1; }
+
+const char* device_name(int32_t) {
+  static char name[128];
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* target = ember::cpu::simd_target_name();
+    const char* pretty = std::strcmp(target, "AVX3") == 0 ? "AVX-512" : target;
+    std::snprintf(name, sizeof name, "x86-64 %s (Highway target %s), %d threads", pretty, target,
+                  omp_get_max_threads());
+  });
+  return name;
+}
+
+int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_status* st) {
+  if (!prog || !out) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_create without a program");
+  try {
+    auto* p = new ember::cpu::Program;
+    if (int32_t rc = ember::cpu::compile_program(*prog, *p, st)) {
+      delete p;
+      return rc;
+    }
+    *out = reinterpret_cast<ember_program>(p);
+    return EMBER_OK;
+  } catch (const std::bad_alloc&) {
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "cpu backend: out of memory compiling a kernel");
+  } catch (const std::exception& e) {
+    return set_status(st, EMBER_ERR_INTERNAL, "cpu backend: %s", e.what());
+  }
+}
+
+void program_destroy(ember_program p) { delete reinterpret_cast<ember::cpu::Program*>(p); }
+
+int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st) {
+  if (!p || !l) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_run without a program or launch");
+  try {
+    return ember::cpu::run_program(*reinterpret_cast<const ember::cpu::Program*>(p), *l, st);
+  } catch (const std::bad_alloc&) {
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "cpu backend: out of memory running a kernel");
+  } catch (const std::exception& e) {
+    return set_status(st, EMBER_ERR_INTERNAL, "cpu backend: %s", e.what());
+  }
+}
+
+int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                     int32_t n_out, const void*, ember_status* st) {
+  try {
+    if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);
+  } catch (const std::bad_alloc&) {
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "cpu backend: out of memory in library op %d", op);
+  } catch (const std::exception& e) {
+    return set_status(st, EMBER_ERR_INTERNAL, "cpu backend: library op %d: %s", op, e.what());
+  }
+}
+
+int32_t synchronize(int32_t, ember_status*) { return EMBER_OK; }
+
+const ember_backend_v1 table = {
+    EMBER_BACKEND_ABI_VERSION, sizeof(ember_backend_v1), "cpu", device_count, device_name,
+    ember::host::buffer_alloc, ember::host::buffer_free, ember::host::buffer_write, ember::host::buffer_read,
+    program_create, program_destroy, program_run, library_call, synchronize};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const ember_backend_v1* ember_backend_entry(uint32_t abi) {
+  return abi == EMBER_BACKEND_ABI_VERSION ? &table : nullptr;
+}

@@ -1,0 +1,106 @@
+// Test harness for backend plugins: runs one KIR launch (or library call) with given argument
+// buffers on a backend through ember::Backend and returns the buffers' final bytes, so a test
+// can compare the CPU backend with the scalar reference. Also sets the OpenMP thread count of
+// the CPU plugin's runtime (libgomp, loaded with the plugin) for determinism tests.
+#pragma once
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "ember/dtype.h"
+#include "ember/error.h"
+#include "kir/builder.h"
+
+namespace ember::testing {
+
+// One argument of a launch: its storage dtype, initial buffer contents and view.
+struct HArg {
+  DType dtype = DType::F32;
+  std::vector<uint8_t> bytes;  // initial contents (also fixes the buffer size)
+  int64_t offset = 0;
+  std::vector<int64_t> strides;  // over the launch dims
+  int64_t gather_stride = 0, gather_size = 0;
+};
+
+struct HLaunch {
+  int outer_rank = 0, reduce_rank = 0;
+  std::vector<int64_t> shape;
+  std::vector<HArg> args;
+};
+
+inline Backend& cpu_backend() { return Backend::get(DeviceKind::Cpu); }
+inline Backend& reference_backend() { return Backend::get(DeviceKind::Reference); }
+
+// Runs the program on `be`; returns every argument's final bytes, or sets *error.
+inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, const std::string& name,
+                                                 const HLaunch& h, std::string* error) {
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  std::vector<ember_kir_arg> args(h.args.size());
+  for (size_t a = 0; a < h.args.size(); ++a) {
+    const HArg& ha = h.args[a];
+    auto buf = be.alloc(Device{}, ha.bytes.size());
+    be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
+    bufs.push_back(buf);
+    ember_kir_arg& c = args[a];
+    c = ember_kir_arg{};
+    c.buffer = buf->handle;
+    c.offset = ha.offset;
+    for (size_t d = 0; d < ha.strides.size(); ++d) c.strides[d] = ha.strides[d];
+    c.gather_stride = ha.gather_stride;
+    c.gather_size = ha.gather_size;
+  }
+  ember_kir_launch l{};
+  l.outer_rank = h.outer_rank;
+  l.reduce_rank = h.reduce_rank;
+  for (size_t d = 0; d < h.shape.size(); ++d) l.shape[d] = h.shape[d];
+  l.n_args = int32_t(args.size());
+  l.args = args.data();
+  std::vector<std::vector<uint8_t>> out;
+  try {
+    ember_kir_program prog = b.program(name);
+    ember_program p = be.program(prog, b.structure_hash());
+    be.run(p, l);
+  } catch (const Error& e) {
+    if (error) *error = e.what();
+    return out;
+  }
+  for (size_t a = 0; a < h.args.size(); ++a) {
+    std::vector<uint8_t> bytes(h.args[a].bytes.size());
+    be.read(*bufs[a], 0, bytes.data(), bytes.size());
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+// Element i of a buffer of dtype dt, as a double.
+inline double element(const std::vector<uint8_t>& bytes, DType dt, size_t i) {
+  const uint8_t* p = bytes.data();
+  switch (dt) {
+    case DType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case DType::F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return half_to_float(v); }
+    case DType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return bf16_to_float(v); }
+    case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
+    default: return p[i];
+  }
+}
+
+// Sets the OpenMP thread count of the calling thread in the process's libgomp (the CPU plugin's
+// runtime); false if libgomp is not loaded.
+inline bool set_omp_threads(int n) {
+  void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!gomp) return false;
+  auto fn = reinterpret_cast<void (*)(int)>(dlsym(gomp, "omp_set_num_threads"));
+  if (fn) fn(n);
+  dlclose(gomp);
+  return fn != nullptr;
+}
+
+}  // namespace ember::testing
