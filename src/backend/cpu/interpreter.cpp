@@ -307,6 +307,7 @@ struct Failure {
 // large. Each thread first computes the program's uniform values into its own registers.
 template <class Body>
 void run_tiles(const Program& p, const ember_kir_launch& l, int64_t count, int64_t work, Failure& f, Body body) {
+  if (count <= 0) return;
   auto worker = [&](int64_t begin, int64_t end) {
     try {
       Scratch s = make_scratch(p, l.n_args);

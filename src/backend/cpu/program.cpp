@@ -1,6 +1,7 @@
 // Program analysis for the CPU backend: validates a KIR program against abi.h (operand order,
 // phases, argument indices, dtypes) and splits it into the instruction lists the tile
 // interpreter runs: uniform values (computed once per thread), phase 0, phase 1 and the ACCs.
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/common/host_memory.h"
@@ -68,7 +69,6 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
     if (dt > EMBER_BOOL) return set_status(st, EMBER_ERR_INVALID, "%s: argument of unknown dtype %d", name, dt);
   size_t n = p.insts.size();
   p.kind.resize(n);
-  p.arg_stored.assign(p.arg_dtypes.size(), 0);
   p.arg_in_phase[0].assign(p.arg_dtypes.size(), 0);
   p.arg_in_phase[1].assign(p.arg_dtypes.size(), 0);
   std::vector<uint8_t> uniform(n, 0);
@@ -110,7 +110,6 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       if (in.arg < 0 || size_t(in.arg) >= p.arg_dtypes.size())
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu uses argument %d of %zu", name, k, in.arg,
                           p.arg_dtypes.size());
-      if (in.op == EMBER_KIR_STORE) p.arg_stored[size_t(in.arg)] = 1;
       p.arg_in_phase[in.phase][size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
@@ -137,6 +136,24 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
     } else {
       p.phase[in.phase].push_back(int32_t(k));
     }
+  }
+  // A load may alias the memory a later store writes (in-place ops); reading it in place is
+  // only safe if no store runs while its value is still needed. ACCs read their operand after
+  // all of phase 0.
+  std::vector<size_t> last_use(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    for (int32_t o : {in.a, in.b, in.c})
+      if (o >= 0 && o < int32_t(k)) last_use[size_t(o)] = is_acc_op(in.op) ? n : std::max(last_use[size_t(o)], k);
+  }
+  p.zero_copy.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    if (p.insts[k].op != EMBER_KIR_LOAD) continue;
+    const size_t end = std::min(last_use[k], n);  // stores strictly before the last use matter
+    bool ok = true;
+    for (size_t s = k + 1; s < end && ok; ++s)
+      ok = !(p.insts[s].op == EMBER_KIR_STORE && (last_use[k] < n || p.insts[s].phase == 0));
+    p.zero_copy[k] = ok;
   }
   // Phase-1 instructions without any ACC still run once per outer point, after the reduce loop.
   p.has_reduction = p.has_reduction || !p.phase[1].empty();

@@ -46,7 +46,8 @@ struct Program {
   std::vector<int32_t> uniform;      // same value at every point (consts and ALU ops on them)
   std::vector<int32_t> phase[2];     // the other non-ACC instructions of each phase, in order
   std::vector<int32_t> accs;         // ACC_* instructions
-  std::vector<uint8_t> arg_stored;   // argument written by some STORE (never read in place)
+  std::vector<uint8_t> zero_copy;    // LOAD whose value is dead before any later STORE, so it
+                                     // may be read in place from the argument's memory
   std::vector<uint8_t> arg_in_phase[2];  // argument accessed by an instruction of that phase
   bool has_reduction = false;
 };

@@ -487,7 +487,7 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
       const uint8_t dt = p.arg_dtypes[size_t(in.arg)];
       const void* data = t.launch->args[in.arg].buffer->data;
       const bool direct_format = dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_I32 || dt == EMBER_I64;
-      if (!a.offs && a.step == 1 && direct_format && !p.arg_stored[size_t(in.arg)]) {
+      if (!a.offs && a.step == 1 && direct_format && p.zero_copy[size_t(k)]) {
         // Zero copy: the register is the argument's memory itself.
         const size_t es = dt == EMBER_F32 || dt == EMBER_I32 ? 4 : 8;
         t.src[k] = static_cast<const char*>(data) + a.base * int64_t(es);
