@@ -17,6 +17,15 @@
 namespace ember {
 
 struct Node;  // internal graph node (src/graph/node.h)
+namespace autograd {
+struct GradNode;  // internal backward node (src/autograd/grad_node.h)
+}
+class Gradients;
+
+struct BackwardOptions {
+  bool retain_graph = false;  // keep saved tensors so backward can run again through this graph
+  bool create_graph = false;  // record the backward ops, so gradients can be differentiated again
+};
 
 // A C++ number used as an operand. It is "weakly typed": it adopts the tensor's dtype unless it
 // belongs to a higher category (see promote_with_scalar).
@@ -39,7 +48,8 @@ struct TensorOptions {
 class Array {
  public:
   Array() = default;
-  explicit Array(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  explicit Array(std::shared_ptr<Node> node, std::shared_ptr<autograd::GradNode> grad = nullptr)
+      : node_(std::move(node)), grad_(std::move(grad)) {}
 
   bool defined() const { return node_ != nullptr; }
   const Shape& shape() const;
@@ -76,12 +86,31 @@ class Array {
   // Prints like PyTorch: "tensor([[1., 2.], [3., 4.]])".
   std::string str() const;
 
+  // ---- autograd (see ember/autograd.h) ----
+  // A handle to the same data that is a leaf of differentiation (a parameter): gradients with
+  // respect to it can be read from the Gradients of a backward pass. Floating dtypes only.
+  Array require_grad(bool on = true) const;
+  // True for leaves made with require_grad() and for results computed from them.
+  bool requires_grad() const { return grad_ != nullptr; }
+  // The same data without history: gradients do not flow through it.
+  Array detach() const { return Array(node_); }
+  // Gradients of this one-element tensor with respect to every leaf it depends on.
+  Gradients backward(BackwardOptions opts = {}) const;
+  // Vector-Jacobian product: `grad_output` has this tensor's shape.
+  Gradients backward(const Array& grad_output, BackwardOptions opts = {}) const;
+  // Adds the gradients of this pass into `into` (gradient accumulation).
+  void backward_into(Gradients& into, BackwardOptions opts = {}) const;
+  // This leaf's gradient in `grads` (an undefined Array if it has none).
+  Array grad(const Gradients& grads) const;
+
   const std::shared_ptr<Node>& node() const { return node_; }
+  const std::shared_ptr<autograd::GradNode>& grad_node() const { return grad_; }
 
  private:
   void read_host(DType as, void* dst) const;
   void check_single_element() const;
   std::shared_ptr<Node> node_;
+  std::shared_ptr<autograd::GradNode> grad_;  // backward history (null: no gradient flows)
 };
 
 std::ostream& operator<<(std::ostream& os, const Array& a);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ember/array.h"
+#include "ember/autograd.h"
 #include "ember/device.h"
 #include "ember/dtype.h"
 #include "ember/error.h"

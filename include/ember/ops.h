@@ -75,6 +75,7 @@ EMBER_DECLARE_BINARY(logical_or)
 
 Array neg(const Array& x, Loc loc = Loc::current());
 Array abs(const Array& x, Loc loc = Loc::current());
+Array sign(const Array& x, Loc loc = Loc::current());  // -1, 0, 1
 Array exp(const Array& x, Loc loc = Loc::current());
 Array log(const Array& x, Loc loc = Loc::current());
 Array sqrt(const Array& x, Loc loc = Loc::current());
@@ -123,6 +124,11 @@ Array broadcast_to(const Array& x, const Shape& shape, Loc loc = Loc::current())
 Array gather(const Array& x, int dim, const Array& index, Loc loc = Loc::current());
 // Picks the entries `index` (1-D, integer) along dim.
 Array index_select(const Array& x, int dim, const Array& index, Loc loc = Loc::current());
+// x with src added at the positions index names along dim: out[i][index[i][j]] += src[i][j] for
+// dim 1. index and src have one shape, no larger than x's in the other dims. Duplicates add up.
+Array scatter_add(const Array& x, int dim, const Array& index, const Array& src, Loc loc = Loc::current());
+// Adds the slices of src (size len(index) along dim) into x at the positions index (1-D) names.
+Array index_add(const Array& x, int dim, const Array& index, const Array& src, Loc loc = Loc::current());
 
 // ---- devices -------------------------------------------------------------------------------
 // A copy on another device (realizes x first; the copy goes through host memory for now).

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/autograd.h"
 #include "ember/ops.h"
 
 namespace ember {
@@ -163,6 +164,19 @@ class Tensor {
   int64_t numel() const { return a_.numel(); }
   DType dtype() const { return a_.dtype(); }
   Device device() const { return a_.device(); }
+
+  // ---- autograd (see ember/autograd.h) ----------------------------------------------------
+  // This tensor as a leaf of differentiation (Float tensors).
+  Tensor require_grad(bool on = true) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(a_.require_grad(on));
+  }
+  bool requires_grad() const { return a_.requires_grad(); }
+  Tensor detach() const { return Tensor(a_.detach()); }
+  Gradients backward(BackwardOptions opts = {}) const { return a_.backward(opts); }
+  // This leaf's gradient (an undefined tensor if the pass did not reach it).
+  Tensor grad(const Gradients& grads) const { return Tensor(a_.grad(grads)); }
 
   // A copy on another device.
   Tensor to(Device device, Loc loc = Loc::current()) const { return Tensor(to_device(a_, device, loc), loc); }

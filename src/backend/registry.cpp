@@ -82,9 +82,11 @@ struct Slot {
   std::unique_ptr<Backend> backend;
   std::string why;
 };
+// Loaded backends live until the process ends (never destroyed): arrays held in static objects
+// may free their buffers during static destruction, after any destructor here would have run.
 Slot& slot(DeviceKind kind) {
-  static std::array<Slot, 4> slots;
-  return slots[size_t(kind)];
+  static auto* slots = new std::array<Slot, 4>;
+  return (*slots)[size_t(kind)];
 }
 const char* kind_name(DeviceKind kind) {
   switch (kind) {

@@ -1,6 +1,8 @@
 // Node construction, iterative destruction, and the creation-time evaluation policy.
 #include "graph/node.h"
 
+#include "autograd/grad_node.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -54,14 +56,23 @@ RuntimePolicy& runtime_policy() {
   return policy;
 }
 
-Array make_array(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype,
+Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc) {
-  auto node = std::make_shared<Node>(op, std::move(attrs), std::move(inputs), std::move(shape),
-                                     dtype, device, loc);
+  std::vector<NodePtr> nodes;
+  nodes.reserve(inputs.size());
+  bool any_grad = false;
+  for (const Array& a : inputs) {
+    nodes.push_back(a.node());
+    any_grad |= a.requires_grad();
+  }
+  auto node = std::make_shared<Node>(op, std::move(attrs), std::move(nodes), std::move(shape), dtype,
+                                     device, loc);
+  std::shared_ptr<autograd::GradNode> grad;
+  if (any_grad && grad_enabled()) grad = autograd::record(op, node->attrs, inputs, node, loc);
   const RuntimePolicy& policy = runtime_policy();
   if (policy.eager || (policy.auto_eval_depth && node->depth > policy.auto_eval_depth))
     realize({node});
-  return Array(std::move(node));
+  return Array(std::move(node), std::move(grad));
 }
 
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,

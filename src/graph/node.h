@@ -47,10 +47,11 @@ struct Node {
   std::string where() const;
 };
 
-// Creates a node for an op whose inputs were checked by the caller. Applies the run-time policy:
-// eager mode (EMBER_SYNC=1) realizes at once, and a node deeper than the auto-eval depth is
-// realized so that graphs cannot grow without bound.
-Array make_array(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype,
+// Creates a node for an op whose inputs were checked by the caller, and records its backward
+// history when an input requires grad. Applies the run-time policy: eager mode (EMBER_SYNC=1)
+// realizes at once, and a node deeper than the auto-eval depth is realized so that graphs
+// cannot grow without bound.
+Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc);
 // A realized node that wraps an existing view (a leaf).
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,

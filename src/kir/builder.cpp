@@ -190,6 +190,10 @@ Val tanh(Val x) { return unary(EMBER_KIR_TANH, x); }
 Val erf(Val x) { return unary(EMBER_KIR_ERF, x); }
 Val sin(Val x) { return unary(EMBER_KIR_SIN, x); }
 Val cos(Val x) { return unary(EMBER_KIR_COS, x); }
+Val sign(Val x) {
+  Val zero = x.b->constant(0, x.dtype);
+  return x.b->cast(gt(x, zero), x.dtype) - x.b->cast(lt(x, zero), x.dtype);
+}
 Val floor(Val x) { return unary(EMBER_KIR_FLOOR, x); }
 Val ceil(Val x) { return unary(EMBER_KIR_CEIL, x); }
 Val floor_div(Val x, Val y) { return binary(EMBER_KIR_FLOORDIV, x, y); }

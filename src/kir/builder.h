@@ -84,6 +84,7 @@ Val tanh(Val x);
 Val erf(Val x);
 Val sin(Val x);
 Val cos(Val x);
+Val sign(Val x);  // -1, 0 or 1 in x's dtype (0 for NaN)
 Val floor(Val x);
 Val ceil(Val x);
 Val floor_div(Val x, Val y);

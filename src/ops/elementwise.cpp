@@ -37,6 +37,7 @@ EMBER_DEFINE_BINARY(logical_or, LogicalOr)
   Array fn(const Array& x, Loc loc) { return elementwise(Op::Name, {x}, loc); }
 EMBER_DEFINE_UNARY(neg, Neg)
 EMBER_DEFINE_UNARY(abs, Abs)
+EMBER_DEFINE_UNARY(sign, Sign)
 EMBER_DEFINE_UNARY(exp, Exp)
 EMBER_DEFINE_UNARY(log, Log)
 EMBER_DEFINE_UNARY(sqrt, Sqrt)

@@ -52,7 +52,6 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
   Device device = common_device(ptrs, name, loc);
   Shape shape = inputs[0].shape();
   std::vector<DType> dtypes;
-  std::vector<NodePtr> nodes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (i > 0) {
       try {
@@ -62,7 +61,6 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
       }
     }
     dtypes.push_back(inputs[i].dtype());
-    nodes.push_back(inputs[i].node());
   }
   ElementwiseTypes t;
   try {
@@ -72,7 +70,7 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
   }
   OpAttrs attrs;
   attrs.dtype = cast_to;
-  return make_array(op, std::move(attrs), std::move(nodes), std::move(shape), t.result, device, loc);
+  return make_array(op, std::move(attrs), inputs, std::move(shape), t.result, device, loc);
 }
 
 }  // namespace ember

@@ -25,7 +25,7 @@ Array gather(const Array& x, int dim, const Array& index, Loc loc) {
            loc);
   OpAttrs attrs;
   attrs.ints = {d};
-  return make_array(Op::Gather, std::move(attrs), {n, idx}, idx->shape, n->dtype, n->device, loc);
+  return make_array(Op::Gather, std::move(attrs), {x, index}, idx->shape, n->dtype, n->device, loc);
 }
 
 Array index_select(const Array& x, int dim, const Array& index, Loc loc) {
@@ -42,7 +42,7 @@ Array index_select(const Array& x, int dim, const Array& index, Loc loc) {
   shape[d] = idx->shape[0];
   OpAttrs attrs;
   attrs.ints = {d};
-  return make_array(Op::IndexSelect, std::move(attrs), {n, idx}, shape, n->dtype, n->device, loc);
+  return make_array(Op::IndexSelect, std::move(attrs), {x, index}, shape, n->dtype, n->device, loc);
 }
 
 Array matmul(const Array& a, const Array& b, Loc loc) {
@@ -80,10 +80,80 @@ Array matmul(const Array& a, const Array& b, Loc loc) {
     return reshape(cast(t, dt, loc), Shape(dims), loc);
   };
   Array xa = lift(x, sx), ya = lift(y, sy);
-  Array r = make_array(Op::Matmul, {}, {xa.node(), ya.node()}, Shape(out), dt, device, loc);
+  Array r = make_array(Op::Matmul, {}, {xa, ya}, Shape(out), dt, device, loc);
   if (na->shape.rank() == 1) r = squeeze(r, -2, loc);
   if (nb->shape.rank() == 1) r = squeeze(r, -1, loc);
   return r;
+}
+
+}  // namespace ember
+
+namespace ember {
+
+// The dense scatter-add (Op::ScatterAdd): out has index's shape with dim resized to `size`.
+static Array scatter_sum(const Array& src, int dim, const Array& index, int64_t size, Loc loc) {
+  OpAttrs attrs;
+  attrs.ints = {dim};
+  attrs.value = {double(size), size};
+  Shape shape = index.shape();
+  shape[dim] = size;
+  return make_array(Op::ScatterAdd, std::move(attrs), {src, index}, shape, src.dtype(), src.device(), loc);
+}
+
+// Zero-pads `a` at the end of every dim up to `shape` (scatter results for a smaller index).
+static Array pad_to(const Array& a, const Shape& shape, Loc loc) {
+  Array r = a;
+  for (int d = 0; d < shape.rank(); ++d) {
+    int64_t missing = shape[d] - r.shape()[d];
+    if (missing <= 0) continue;
+    Shape zs = r.shape();
+    zs[d] = missing;
+    r = cat({r, zeros(zs, {r.dtype(), r.device()}, loc)}, d, loc);
+  }
+  return r;
+}
+
+Array scatter_add(const Array& x, int dim, const Array& index, const Array& src, Loc loc) {
+  const NodePtr& n = node_of(x, "scatter_add", loc);
+  const NodePtr& idx = node_of(index, "scatter_add", loc);
+  const NodePtr& s = node_of(src, "scatter_add", loc);
+  common_device({&x, &index, &src}, "scatter_add", loc);
+  check_index(idx, "scatter_add", loc);
+  int r = n->shape.rank();
+  int d = dim_arg(dim, r, "scatter_add", loc);
+  if (idx->shape != s->shape)
+    fail("scatter_add", fmt::format("index shape {} and src shape {} differ", idx->shape.str(), s->shape.str()), loc);
+  if (idx->shape.rank() != r)
+    fail("scatter_add", fmt::format("index has rank {} but input has rank {}", idx->shape.rank(), r), loc);
+  for (int k = 0; k < r; ++k)
+    if (k != d && idx->shape[k] > n->shape[k])
+      fail("scatter_add", fmt::format("index shape {} exceeds input shape {} in dim {}", idx->shape.str(),
+                                      n->shape.str(), k),
+           loc);
+  Array summed = scatter_sum(cast(src, x.dtype(), loc), d, index, n->shape[d], loc);
+  return add(x, pad_to(summed, n->shape, loc), loc);
+}
+
+Array index_add(const Array& x, int dim, const Array& index, const Array& src, Loc loc) {
+  const NodePtr& n = node_of(x, "index_add", loc);
+  const NodePtr& idx = node_of(index, "index_add", loc);
+  const NodePtr& s = node_of(src, "index_add", loc);
+  common_device({&x, &index, &src}, "index_add", loc);
+  check_index(idx, "index_add", loc);
+  if (idx->shape.rank() != 1) fail("index_add", fmt::format("index must be 1-D, got shape {}", idx->shape.str()), loc);
+  int r = n->shape.rank();
+  int d = dim_arg(dim, r, "index_add", loc);
+  Shape want = n->shape;
+  want[d] = idx->shape[0];
+  if (s->shape != want)
+    fail("index_add", fmt::format("src has shape {}, expected {} for input {} and {} indices", s->shape.str(),
+                                  want.str(), n->shape.str(), idx->shape[0]),
+         loc);
+  // The 1-D index, viewed (stride 0) along every other dim of src.
+  std::vector<int64_t> view(static_cast<size_t>(r), 1);
+  view[size_t(d)] = idx->shape[0];
+  Array wide = expand(reshape(index, Shape(view), loc), want, loc);
+  return add(x, scatter_sum(cast(src, x.dtype(), loc), d, wide, n->shape[d], loc), loc);
 }
 
 }  // namespace ember

@@ -7,8 +7,9 @@
 
 namespace ember {
 
-static Array movement(Op op, const NodePtr& in, OpAttrs attrs, Shape shape, Loc loc) {
-  return make_array(op, std::move(attrs), {in}, std::move(shape), in->dtype, in->device, loc);
+static Array movement(Op op, const Array& x, OpAttrs attrs, Shape shape, Loc loc) {
+  const NodePtr& in = x.node();
+  return make_array(op, std::move(attrs), {x}, std::move(shape), in->dtype, in->device, loc);
 }
 
 Array reshape(const Array& x, const Shape& shape, Loc loc) {
@@ -39,7 +40,7 @@ Array reshape(const Array& x, const Shape& shape, Loc loc) {
          loc);
   if (target.rank() > kMaxRank) fail("reshape", fmt::format("rank {} exceeds {}", target.rank(), kMaxRank), loc);
   if (target == n->shape) return x;
-  return movement(Op::Reshape, n, {}, target, loc);
+  return movement(Op::Reshape, x, {}, target, loc);
 }
 
 Array permute(const Array& x, const std::vector<int>& dims, Loc loc) {
@@ -60,7 +61,7 @@ Array permute(const Array& x, const std::vector<int>& dims, Loc loc) {
   bool identity = true;
   for (int i = 0; i < r; ++i) identity &= attrs.ints[size_t(i)] == i;
   if (identity) return x;
-  return movement(Op::Permute, n, std::move(attrs), Shape(shape), loc);
+  return movement(Op::Permute, x, std::move(attrs), Shape(shape), loc);
 }
 
 Array transpose(const Array& x, int dim0, int dim1, Loc loc) {
@@ -95,7 +96,7 @@ Array slice(const Array& x, int dim, int64_t start, int64_t end, int64_t step, L
   attrs.ints[size_t(2 * d + 1)] = step;
   Shape shape = n->shape;
   shape[d] = len;
-  return movement(Op::Slice, n, std::move(attrs), shape, loc);
+  return movement(Op::Slice, x, std::move(attrs), shape, loc);
 }
 
 Array expand(const Array& x, const Shape& shape, Loc loc) {
@@ -120,7 +121,7 @@ Array expand(const Array& x, const Shape& shape, Loc loc) {
   }
   Shape target(out);
   if (target == n->shape) return x;
-  return movement(Op::Expand, n, {}, target, loc);
+  return movement(Op::Expand, x, {}, target, loc);
 }
 
 Array broadcast_to(const Array& x, const Shape& shape, Loc loc) { return expand(x, shape, loc); }
@@ -163,7 +164,7 @@ Array contiguous(const Array& x, Loc loc) {
   const NodePtr& n = node_of(x, "contiguous", loc);
   // Only views can be non-contiguous: every kernel writes a fresh contiguous buffer.
   if (n->op == Op::Contiguous || op_info(n->op).kind != OpKind::Movement) return x;
-  return movement(Op::Contiguous, n, {}, n->shape, loc);
+  return movement(Op::Contiguous, x, {}, n->shape, loc);
 }
 
 Array cat(const std::vector<Array>& xs, int dim, Loc loc) {
@@ -190,11 +191,11 @@ Array cat(const std::vector<Array>& xs, int dim, Loc loc) {
     dt = promote_types(dt, xs[i].dtype());
   }
   if (xs.size() == 1) return xs[0];
-  std::vector<NodePtr> nodes;
-  for (const Array& a : xs) nodes.push_back(cast(a, dt, loc).node());
+  std::vector<Array> inputs;
+  for (const Array& a : xs) inputs.push_back(cast(a, dt, loc));
   OpAttrs attrs;
   attrs.ints = {d};
-  return make_array(Op::Cat, std::move(attrs), std::move(nodes), Shape(out), dt, device, loc);
+  return make_array(Op::Cat, std::move(attrs), inputs, Shape(out), dt, device, loc);
 }
 
 }  // namespace ember

@@ -7,9 +7,9 @@ namespace ember {
 
 const OpInfo& op_info(Op op) {
   static const OpInfo table[] = {
-#define EMBER_UNARY(Name, fn, rule, expr) {#fn, OpKind::Elementwise, 1, DTypeRule::rule},
-#define EMBER_BINARY(Name, fn, rule, expr) {#fn, OpKind::Elementwise, 2, DTypeRule::rule},
-#define EMBER_TERNARY(Name, fn, rule, expr) {#fn, OpKind::Elementwise, 3, DTypeRule::rule},
+#define EMBER_UNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 1, DTypeRule::rule},
+#define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule},
+#define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule},
 #define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None},
 #define EMBER_REDUCE(Name, fn, rule, accumulate, finish) {#fn, OpKind::Reduce, 1, DTypeRule::rule},
 #define EMBER_OTHER(Name, fn, kind) {#fn, OpKind::kind, -1, DTypeRule::None},
@@ -25,11 +25,11 @@ using namespace kir;  // NOLINT
 Val elementwise_expr(Op op, Builder& b, const OpAttrs& a, DType dt, Val x, Val y, Val z) {
   (void)b, (void)a, (void)dt, (void)y, (void)z;
   switch (op) {
-#define EMBER_UNARY(Name, fn, rule, expr) \
+#define EMBER_UNARY(Name, fn, rule, expr, ...) \
   case Op::Name: return expr;
-#define EMBER_BINARY(Name, fn, rule, expr) \
+#define EMBER_BINARY(Name, fn, rule, expr, ...) \
   case Op::Name: return expr;
-#define EMBER_TERNARY(Name, fn, rule, expr) \
+#define EMBER_TERNARY(Name, fn, rule, expr, ...) \
   case Op::Name: return expr;
 #include "ops/ops.def"
     default: assert(false && "not an elementwise op"); return x;

@@ -11,9 +11,9 @@
 namespace ember {
 
 enum class Op : uint16_t {
-#define EMBER_UNARY(Name, fn, rule, expr) Name,
-#define EMBER_BINARY(Name, fn, rule, expr) Name,
-#define EMBER_TERNARY(Name, fn, rule, expr) Name,
+#define EMBER_UNARY(Name, fn, rule, expr, ...) Name,
+#define EMBER_BINARY(Name, fn, rule, expr, ...) Name,
+#define EMBER_TERNARY(Name, fn, rule, expr, ...) Name,
 #define EMBER_GENERATOR(Name, fn, expr) Name,
 #define EMBER_REDUCE(Name, fn, rule, accumulate, finish) Name,
 #define EMBER_OTHER(Name, fn, kind) Name,
@@ -21,7 +21,7 @@ enum class Op : uint16_t {
   NumOps
 };
 
-enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Contraction };
+enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Scatter, Contraction };
 
 enum class DTypeRule : uint8_t {
   Numeric, Float, Logical, Promote, PromoteFloat, Compare, Where, Cast,  // elementwise

@@ -38,7 +38,7 @@ static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, 
   bool needs_elements = op_info(op).rule == DTypeRule::SameNonEmpty || op_info(op).rule == DTypeRule::IndexNonEmpty;
   if (needs_elements && count == 0)
     fail(name, fmt::format("cannot reduce over zero elements (input shape {})", n->shape.str()), loc);
-  return make_array(op, std::move(attrs), {n}, Shape(std::move(out)), t.result, n->device, loc);
+  return make_array(op, std::move(attrs), {x}, Shape(std::move(out)), t.result, n->device, loc);
 }
 
 Array sum(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) { return reduce(Op::Sum, x, std::move(dims), keepdim, loc); }

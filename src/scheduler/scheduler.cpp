@@ -279,6 +279,49 @@ void run_gather(Node& n) {
   l.run(backend_for(n.device), b, op_name(n.op));
 }
 
+// ScatterAdd (attrs.ints = {dim}): a reduction over the index's extent k along dim:
+// out[p] = sum_k (index[p|dim=k] == p[dim] ? src[p|dim=k] : 0). The comparison value p[dim] is
+// the IOTA of an argument without a buffer that steps 1 along dim.
+void run_scatter_add(Node& n) {
+  const Node& src = *n.inputs[0];
+  const Node& index = *n.inputs[1];
+  int dim = int(n.attrs.ints[0]);
+  n.view = alloc_contiguous(n);
+  if (n.shape.numel() == 0) return;
+  int r = n.shape.rank();
+  Launch l;
+  l.outer_rank = r;
+  l.shape = n.shape.dims();
+  l.shape.push_back(index.shape[dim]);
+  auto with_k = [&](const View& v) {  // strides over outer dims (dim -> 0) and then k
+    std::vector<int64_t> s(v.strides.begin(), v.strides.end());
+    s[size_t(dim)] = 0;
+    s.push_back(v.strides[size_t(dim)]);
+    return s;
+  };
+  std::vector<int64_t> out_strides = n.view.strides;
+  out_strides.push_back(0);
+  l.add(n.view, out_strides);
+  l.add(src.view, with_k(src.view));
+  l.add(index.view, with_k(index.view));
+  std::vector<int64_t> position(static_cast<size_t>(r + 1), 0);
+  position[size_t(dim)] = 1;
+  l.add(View{}, position);
+
+  kir::Builder b;
+  DType acc = (n.dtype == DType::F16 || n.dtype == DType::BF16) ? DType::F32 : n.dtype;
+  int out = b.add_arg(n.dtype);
+  int s_arg = b.add_arg(src.dtype);
+  int i_arg = b.add_arg(index.dtype);
+  int p_arg = b.add_arg(DType::I64);
+  kir::Val hit = kir::eq(b.cast(b.load(i_arg), DType::I64), b.iota(p_arg));
+  kir::Val v = kir::select(hit, b.cast(b.load(s_arg), acc), b.constant(0, acc));
+  kir::Val total = b.acc_sum(v);
+  b.phase = 1;
+  b.store(out, b.cast(total, n.dtype));
+  l.run(backend_for(n.device), b, op_name(n.op));
+}
+
 // Cat (attrs.ints = {dim}): one copy per input into its slab of the output.
 void run_cat(Node& n) {
   int dim = int(n.attrs.ints[0]);
@@ -417,6 +460,7 @@ void execute_node(Node& n) {
     case OpKind::Reduce: run_reduce(n); break;
     case OpKind::Movement: run_movement(n); break;
     case OpKind::Gather: run_gather(n); break;
+    case OpKind::Scatter: run_scatter_add(n); break;
     case OpKind::Opaque: run_cat(n); break;
     case OpKind::Contraction: run_matmul(n); break;
     case OpKind::Leaf: throw Error(fmt::format("{}: leaf node has no data", n.where()));

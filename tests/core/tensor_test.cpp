@@ -169,3 +169,20 @@ INSTANTIATE_TEST_SUITE_P(Devices, TensorTest, ::testing::ValuesIn(ember::testing
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(TensorAutogradTest, TypedGradients) {
+  Device d = Device::cpu().available() ? Device::cpu() : Device::reference();
+  auto w = Tensor<2>::from_data({{1, 2}, {3, 4}}, {.dtype = DType::F64, .device = d}).require_grad();
+  auto x = Tensor<2>::from_data({{1, 0}, {0, 2}}, {.dtype = DType::F64, .device = d});
+  Tensor<1> loss = (x.matmul(w) * 0.5).sum();
+  Gradients g = loss.backward();
+  Tensor<2> dw = w.grad(g);  // d/dw sum(0.5 x w) = 0.5 x^T 1
+  EXPECT_EQ(dw.to_vector<double>(), (std::vector<double>{0.5, 0.5, 1, 1}));
+  EXPECT_FALSE(w.detach().requires_grad());
+}
+
+}  // namespace
+}  // namespace ember

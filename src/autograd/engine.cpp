@@ -1,0 +1,188 @@
+// The backward pass: orders the GradNodes reachable from the output (iteratively, so deep
+// histories cannot overflow the stack), runs each rule once all gradients of its output have
+// arrived, sums broadcast gradients back to the input shapes, and collects the gradients of
+// leaves. Without retain_graph the saved tensors are released afterwards, which frees the
+// forward pass's intermediates.
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "autograd/grad_math.h"
+#include "autograd/grad_node.h"
+
+namespace ember {
+
+using autograd::GradNode;
+
+namespace {
+
+// Sums `g` (a broadcast result) back to `shape`.
+Array sum_to(const Array& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  int extra = g.rank() - shape.rank();
+  std::vector<int> dims;
+  for (int d = 0; d < g.rank(); ++d)
+    if (d < extra || (shape[d - extra] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  Array r = dims.empty() ? g : sum(g, dims, true);
+  return reshape(r, shape);
+}
+
+// Reverse topological order of the GradNodes reachable from `root` (outputs before inputs).
+std::vector<GradNode*> order_from(GradNode* root) {
+  std::vector<GradNode*> post;
+  std::unordered_map<GradNode*, bool> seen;
+  struct Frame {
+    GradNode* node;
+    size_t next;
+  };
+  std::vector<Frame> stack{{root, 0}};
+  seen[root] = true;
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next < f.node->inputs.size()) {
+      GradNode* in = f.node->inputs[f.next++].fn.get();
+      if (in && !seen[in]) {
+        seen[in] = true;
+        stack.push_back({in, 0});
+      }
+      continue;
+    }
+    post.push_back(f.node);
+    stack.pop_back();
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+void run_backward(const Array& output, const Array& grad_output, BackwardOptions opts, Gradients& into,
+                  const std::vector<GradNode*>* targets, std::unordered_map<GradNode*, Array>* target_grads) {
+  if (!output.defined()) throw Error("backward: the tensor is empty (default-constructed)");
+  if (!output.requires_grad())
+    throw Error("backward: the tensor does not require grad (no input of it was made with require_grad())");
+  Array seed = grad_output;
+  if (!seed.defined()) {
+    if (output.numel() != 1)
+      throw Error(fmt::format("backward: the output has shape {}; pass a gradient of that shape or reduce it "
+                              "to one element first",
+                              output.shape().str()));
+    seed = ones(output.shape(), {output.dtype(), output.device()});
+  } else if (seed.shape() != output.shape()) {
+    throw Error(fmt::format("backward: gradient shape {} does not match output shape {}", seed.shape().str(),
+                            output.shape().str()));
+  }
+
+  bool previous = grad_enabled();
+  set_grad_enabled(opts.create_graph);
+  struct Restore {
+    bool on;
+    ~Restore() { set_grad_enabled(on); }
+  } restore{previous};
+
+  GradNode* root = output.grad_node().get();
+  std::vector<GradNode*> order = order_from(root);
+  std::unordered_map<GradNode*, Array> pending;
+  pending[root] = seed;
+  for (GradNode* n : order) {
+    auto it = pending.find(n);
+    if (it == pending.end()) continue;  // no gradient reached it
+    Array g = std::move(it->second);
+    pending.erase(it);
+    if (targets) {
+      for (GradNode* t : *targets)
+        if (t == n) {
+          Array& slot = (*target_grads)[n];
+          slot = slot.defined() ? add(slot, g) : g;
+        }
+    }
+    if (n->is_leaf) {
+      if (!targets) into.accumulate(n->shared_from_this(), g);
+      continue;
+    }
+    if (n->released)
+      throw Error(fmt::format("backward: the graph through {} (created at {}) was already used by a backward "
+                              "pass; pass retain_graph = true to the first one to run backward twice",
+                              op_name(n->op), format_location(n->loc)));
+    std::vector<Array> grads = autograd::apply_rule(*n, g);
+    for (size_t i = 0; i < n->inputs.size() && i < grads.size(); ++i) {
+      const GradNode::Edge& e = n->inputs[i];
+      if (!e.fn || !grads[i].defined()) continue;
+      Array gi = cast(sum_to(grads[i], e.shape), e.dtype);
+      Array& slot = pending[e.fn.get()];
+      slot = slot.defined() ? add(slot, gi) : gi;
+    }
+  }
+  if (!opts.retain_graph && !opts.create_graph)  // a recorded backward may be differentiated again
+    for (GradNode* n : order)
+      if (!n->is_leaf) n->release();
+}
+
+}  // namespace
+
+// ---- Gradients -------------------------------------------------------------------------------
+Array Gradients::get(const Array& leaf) const {
+  auto it = grads_.find(leaf.grad_node().get());
+  return it == grads_.end() ? Array() : it->second.grad;
+}
+bool Gradients::contains(const Array& leaf) const { return grads_.count(leaf.grad_node().get()) > 0; }
+Array Gradients::remove(const Array& leaf) {
+  auto it = grads_.find(leaf.grad_node().get());
+  if (it == grads_.end()) return Array();
+  Array g = it->second.grad;
+  grads_.erase(it);
+  return g;
+}
+void Gradients::accumulate(const std::shared_ptr<GradNode>& leaf, const Array& grad) {
+  Entry& e = grads_[leaf.get()];
+  e.leaf = leaf;
+  e.grad = e.grad.defined() ? add(e.grad, grad) : grad;
+}
+void Gradients::accumulate(const Array& leaf, const Array& grad) {
+  if (!leaf.grad_node() || !leaf.grad_node()->is_leaf)
+    throw Error("Gradients::accumulate: the key is not a leaf (make it with require_grad())");
+  accumulate(leaf.grad_node(), grad);
+}
+Gradients& Gradients::operator+=(const Gradients& other) {
+  for (const auto& [key, e] : other.grads_) accumulate(e.leaf, e.grad);
+  return *this;
+}
+std::vector<Array> Gradients::arrays() const {
+  std::vector<Array> out;
+  for (const auto& [key, e] : grads_) out.push_back(e.grad);
+  return out;
+}
+
+// ---- Array entry points -------------------------------------------------------------------
+Gradients Array::backward(BackwardOptions opts) const {
+  Gradients g;
+  run_backward(*this, Array(), opts, g, nullptr, nullptr);
+  return g;
+}
+Gradients Array::backward(const Array& grad_output, BackwardOptions opts) const {
+  Gradients g;
+  run_backward(*this, grad_output, opts, g, nullptr, nullptr);
+  return g;
+}
+void Array::backward_into(Gradients& into, BackwardOptions opts) const {
+  run_backward(*this, Array(), opts, into, nullptr, nullptr);
+}
+Array Array::grad(const Gradients& grads) const { return grads.get(*this); }
+
+std::vector<Array> grad(const Array& output, const std::vector<Array>& inputs, BackwardOptions opts,
+                        const Array& grad_output) {
+  std::vector<GradNode*> targets;
+  for (const Array& in : inputs) {
+    if (!in.requires_grad()) throw Error("grad: an input does not require grad");
+    targets.push_back(in.grad_node().get());
+  }
+  std::unordered_map<GradNode*, Array> found;
+  Gradients unused;
+  run_backward(output, grad_output, opts, unused, &targets, &found);
+  std::vector<Array> result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = found.find(targets[i]);
+    result.push_back(it == found.end() ? zeros(inputs[i].shape(), {inputs[i].dtype(), inputs[i].device()})
+                                       : it->second);
+  }
+  return result;
+}
+
+}  // namespace ember

@@ -1,0 +1,103 @@
+// Recording: thread-local grad mode, leaf identities, and the creation of GradNodes with exactly
+// what each op's backward rule needs saved.
+#include <fmt/format.h>
+
+#include "autograd/grad_node.h"
+
+namespace ember {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+namespace autograd {
+
+Saves saves_of(Op op) {
+  switch (op) {
+#define EMBER_UNARY(Name, fn, rule, expr, saves, ...) \
+  case Op::Name: return Saves::saves;
+#define EMBER_BINARY(Name, fn, rule, expr, saves, ...) \
+  case Op::Name: return Saves::saves;
+#define EMBER_TERNARY(Name, fn, rule, expr, saves, ...) \
+  case Op::Name: return Saves::saves;
+#include "ops/ops.def"
+    case Op::Prod: return Saves::XYOut;  // input and output
+    case Op::Max: case Op::Min: return Saves::XYOut;
+    case Op::Gather: case Op::IndexSelect: case Op::ScatterAdd: return Saves::XY;  // the index
+    case Op::Matmul: return Saves::XY;
+    default: return Saves::None;
+  }
+}
+
+bool is_differentiable(Op op) {
+  switch (op) {
+    case Op::Sign: case Op::LogicalNot: case Op::FloorDiv: case Op::Eq: case Op::Ne: case Op::Lt:
+    case Op::Le: case Op::Gt: case Op::Ge: case Op::LogicalAnd: case Op::LogicalOr: case Op::Argmax:
+    case Op::Argmin: case Op::FromData:
+      return false;
+    default:
+      return op_info(op).kind != OpKind::Generator;
+  }
+}
+
+std::shared_ptr<GradNode> make_leaf(const Shape& shape, DType dtype) {
+  auto leaf = std::make_shared<GradNode>();
+  leaf->is_leaf = true;
+  leaf->out_shape = shape;
+  leaf->out_dtype = dtype;
+  return leaf;
+}
+
+std::shared_ptr<GradNode> record(Op op, const OpAttrs& attrs, const std::vector<Array>& inputs,
+                                 const NodePtr& output, Loc loc) {
+  if (!is_differentiable(op)) return nullptr;
+  auto node = std::make_shared<GradNode>();
+  node->op = op;
+  node->attrs = attrs;
+  node->loc = loc;
+  node->out_shape = output->shape;
+  node->out_dtype = output->dtype;
+  bool any = false;
+  for (const Array& in : inputs) {
+    // Only floating values carry gradients (an integer index input never does).
+    bool flows = in.requires_grad() && is_floating(in.dtype());
+    node->inputs.push_back({flows ? in.grad_node() : nullptr, in.shape(), in.dtype()});
+    any |= flows;
+  }
+  if (!any || !is_floating(output->dtype)) return nullptr;
+  Saves s = saves_of(op);
+  auto save_input = [&](size_t i) {
+    if (node->saved_inputs.size() < inputs.size()) node->saved_inputs.resize(inputs.size());
+    if (i < inputs.size()) node->saved_inputs[i] = inputs[i];
+  };
+  switch (s) {
+    case Saves::None: break;
+    case Saves::X: save_input(0); break;
+    case Saves::Out: node->saved_output = output; break;
+    case Saves::XY: save_input(0); save_input(1); break;
+    case Saves::XYOut: save_input(0); save_input(1); node->saved_output = output; break;
+    case Saves::XYZ: save_input(0); save_input(1); save_input(2); break;
+    case Saves::All:
+      for (size_t i = 0; i < inputs.size(); ++i) save_input(i);
+      node->saved_output = output;
+      break;
+  }
+  return node;
+}
+
+}  // namespace autograd
+
+Array Array::require_grad(bool on) const {
+  if (!defined()) throw Error("require_grad: the tensor is empty (default-constructed)");
+  if (!on) return detach();
+  if (!is_floating(dtype()))
+    throw Error(fmt::format("require_grad: only floating tensors can require grad, this one is {}",
+                            dtype_name(dtype())));
+  if (grad_ && grad_->is_leaf) return *this;
+  return Array(node_, autograd::make_leaf(shape(), dtype()));
+}
+
+}  // namespace ember

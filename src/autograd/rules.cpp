@@ -1,0 +1,155 @@
+// Backward rules. Elementwise rules come from the gradient columns of src/ops/ops.def; the rules
+// of reductions, movement, indexing and matmul are written here, all with ordinary front-end ops
+// so that gradients are lazy and go through the same scheduler as the forward pass.
+#include <fmt/format.h>
+
+#include "autograd/grad_math.h"
+#include "autograd/grad_node.h"
+
+namespace ember::autograd {
+
+using namespace math;  // NOLINT: operators for the rule formulas
+
+namespace {
+
+// The input's shape with the reduced dims kept as size 1 (what keepdim would have given).
+Shape keep_shape(const Shape& in, const std::vector<int64_t>& reduced) {
+  Shape s = in;
+  for (int64_t d : reduced) s[int(d)] = 1;
+  return s;
+}
+
+std::vector<int> as_dims(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+
+// Gradient of slice: the slice's gradient placed into zeros of the input's shape.
+Array slice_backward(const Array& g, const Shape& in_shape, const std::vector<int64_t>& starts_steps) {
+  Array r = g;
+  for (int d = 0; d < in_shape.rank(); ++d) {
+    int64_t start = starts_steps[size_t(2 * d)], step = starts_steps[size_t(2 * d + 1)];
+    int64_t len = r.shape()[d], size = in_shape[d];
+    if (len == size) continue;
+    TensorOptions like{r.dtype(), r.device()};
+    if (len == 0) {
+      Shape z = r.shape();
+      z[d] = size;
+      r = zeros(z, like);
+      continue;
+    }
+    if (step > 1) {  // interleave step-1 zeros after every element, then drop the tail
+      Array u = unsqueeze(r, d + 1);
+      Shape z = u.shape();
+      z[d + 1] = step - 1;
+      Array spread = cat({u, zeros(z, like)}, d + 1);
+      Shape merged = r.shape();
+      merged[d] = len * step;
+      r = slice(reshape(spread, merged), d, 0, (len - 1) * step + 1);
+    }
+    int64_t before = start, after = size - start - r.shape()[d];
+    std::vector<Array> parts;
+    Shape z = r.shape();
+    if (before > 0) {
+      z[d] = before;
+      parts.push_back(zeros(z, like));
+    }
+    parts.push_back(r);
+    if (after > 0) {
+      z[d] = after;
+      parts.push_back(zeros(z, like));
+    }
+    r = parts.size() == 1 ? r : cat(parts, d);
+  }
+  return r;
+}
+
+std::vector<int> inverse_permutation(const std::vector<int64_t>& perm) {
+  std::vector<int> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int(i);
+  return inv;
+}
+
+}  // namespace
+
+std::vector<Array> apply_rule(GradNode& node, const Array& g) {
+  if (node.custom) return node.custom(node, g);
+  const auto& in = node.inputs;
+  const auto& a = node.attrs;
+  auto saved = [&](size_t i) { return i < node.saved_inputs.size() ? node.saved_inputs[i] : Array(); };
+  Array x = saved(0), y = saved(1), z = saved(2);
+  Array out = node.saved_output ? node.output() : Array();
+  DType x_dtype = in.empty() ? node.out_dtype : in[0].dtype;
+  (void)x_dtype;
+
+  switch (node.op) {
+#define EMBER_UNARY(Name, fn, rule, expr, saves, dx) \
+  case Op::Name: return {[&]() -> Array { return dx; }()};
+#define EMBER_BINARY(Name, fn, rule, expr, saves, dx, dy) \
+  case Op::Name: return {[&]() -> Array { return dx; }(), [&]() -> Array { return dy; }()};
+#define EMBER_TERNARY(Name, fn, rule, expr, saves, dx, dy, dz)                           \
+  case Op::Name:                                                                          \
+    return {[&]() -> Array { return dx; }(), [&]() -> Array { return dy; }(),            \
+            [&]() -> Array { return dz; }()};
+#include "ops/ops.def"
+
+    // ---- reductions: the gradient is broadcast back over the reduced dims ----------------
+    case Op::Sum:
+      return {expand(reshape(g, keep_shape(in[0].shape, a.ints)), in[0].shape)};
+    case Op::Mean: {
+      int64_t count = 1;
+      for (int64_t d : a.ints) count *= in[0].shape[int(d)];
+      return {expand(reshape(g, keep_shape(in[0].shape, a.ints)), in[0].shape) / double(count)};
+    }
+    case Op::Prod: {  // d prod / d x_i = prod / x_i (inputs with zeros give inf/nan, as 0/0)
+      Shape keep = keep_shape(in[0].shape, a.ints);
+      return {reshape(g, keep) * reshape(out, keep) / x};
+    }
+    case Op::Max:
+    case Op::Min: {  // ties share the gradient equally
+      Shape keep = keep_shape(in[0].shape, a.ints);
+      Array mask = cast(eq(x, reshape(out, keep)), g.dtype());
+      Array count = sum(mask, as_dims(a.ints), true);
+      return {reshape(g, keep) * mask / count};
+    }
+
+    // ---- movement -------------------------------------------------------------------------
+    case Op::Reshape: return {reshape(g, in[0].shape)};
+    case Op::Permute: return {permute(g, inverse_permutation(a.ints))};
+    case Op::Slice: return {slice_backward(g, in[0].shape, a.ints)};
+    case Op::Expand: return {g};  // summed back to the input shape by the engine
+    case Op::Contiguous: return {g};
+    case Op::Cat: {
+      int dim = int(a.ints[0]);
+      std::vector<Array> grads;
+      int64_t start = 0;
+      for (const auto& e : in) {
+        grads.push_back(slice(g, dim, start, start + e.shape[dim]));
+        start += e.shape[dim];
+      }
+      return grads;
+    }
+
+    // ---- indexing ------------------------------------------------------------------------
+    case Op::Gather: {
+      int dim = int(a.ints[0]);
+      return {scatter_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g), Array()};
+    }
+    case Op::IndexSelect: {
+      int dim = int(a.ints[0]);
+      return {index_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g), Array()};
+    }
+    case Op::ScatterAdd: {  // out[p] = sum of src where index hits p: src's gradient gathers
+      int dim = int(a.ints[0]);
+      return {gather(g, dim, y), Array()};
+    }
+
+    // ---- contraction ---------------------------------------------------------------------
+    case Op::Matmul:  // both operands have the output's rank; the engine sums broadcast batches
+      return {in[0].fn ? matmul(g, transpose(y, -1, -2)) : Array(),
+              in[1].fn ? matmul(transpose(x, -1, -2), g) : Array()};
+
+    default:
+      throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),
+                              format_location(node.loc)));
+  }
+}
+
+}  // namespace ember::autograd
