@@ -103,6 +103,12 @@ Array min(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc 
 Array argmax(const Array& x, int dim, bool keepdim = false, Loc loc = Loc::current());
 Array argmin(const Array& x, int dim, bool keepdim = false, Loc loc = Loc::current());
 
+// ---- composite ops, written with the ops above (so they differentiate and fuse for free) ----
+// Numerically stable: the maximum along dim is subtracted first.
+Array softmax(const Array& x, int dim, Loc loc = Loc::current());
+Array log_softmax(const Array& x, int dim, Loc loc = Loc::current());
+Array logsumexp(const Array& x, std::vector<int> dims, bool keepdim = false, Loc loc = Loc::current());
+
 // ---- movement: views, no copies unless a layout forces one ---------------------------------
 Array reshape(const Array& x, const Shape& shape, Loc loc = Loc::current());  // one -1 allowed
 Array permute(const Array& x, const std::vector<int>& dims, Loc loc = Loc::current());

@@ -1,0 +1,131 @@
+// Kernel launches: collapsing iteration spaces, compiling (cached) and running KIR programs,
+// and the buffer/stride helpers the lowering files share.
+#include "scheduler/launch.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "ember/error.h"
+
+namespace ember {
+
+Backend& backend_for(Device d) { return Backend::get(d.kind); }
+
+static bool env_log_kir() {
+  static bool on = [] {
+    const char* s = std::getenv("EMBER_LOG");
+    return s && std::string(s).find("kir") != std::string::npos;
+  }();
+  return on;
+}
+
+View alloc_contiguous(const Node& n) {
+  View v;
+  size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
+  v.buffer = backend_for(n.device).alloc(n.device, bytes);
+  v.strides = n.shape.contiguous_strides();
+  return v;
+}
+
+bool is_contiguous(const View& v, const Shape& shape) {
+  int64_t expect = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && v.strides[size_t(i)] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+// Strides of `in` (shape in_shape) read at every point of out_shape (numpy broadcasting).
+std::vector<int64_t> broadcast_strides(const Shape& in_shape, const std::vector<int64_t>& strides,
+                                       const Shape& out_shape) {
+  int r = out_shape.rank(), ri = in_shape.rank();
+  std::vector<int64_t> s(size_t(r), 0);
+  for (int i = 0; i < ri; ++i) {
+    int o = r - ri + i;
+    s[size_t(o)] = in_shape[i] == 1 ? 0 : strides[size_t(i)];
+  }
+  return s;
+}
+
+void Launch::collapse() {
+  std::vector<int64_t> kept_shape;
+  std::vector<std::vector<int64_t>> kept_strides(args.size());
+  int kept_outer = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool outer = int(d) < outer_rank;
+    // Outer dims come first, so the previous kept dim is in d's segment if one exists there.
+    bool has_neighbour = outer ? !kept_shape.empty() : int(kept_shape.size()) > kept_outer;
+    bool mergeable = has_neighbour;
+    for (size_t a = 0; a < args.size() && mergeable; ++a)
+      mergeable = kept_strides[a].back() == args[a].strides[d] * shape[d];
+    if (mergeable) {
+      kept_shape.back() *= shape[d];
+      for (size_t a = 0; a < args.size(); ++a) kept_strides[a].back() = args[a].strides[d];
+    } else {
+      kept_shape.push_back(shape[d]);
+      for (size_t a = 0; a < args.size(); ++a) kept_strides[a].push_back(args[a].strides[d]);
+      if (outer) ++kept_outer;
+    }
+  }
+  shape = std::move(kept_shape);
+  outer_rank = kept_outer;
+  for (size_t a = 0; a < args.size(); ++a) args[a].strides = std::move(kept_strides[a]);
+}
+
+
+void Launch::run(Backend& be, kir::Builder& b, const std::string& name) {
+  collapse();
+  if (shape.size() > EMBER_MAX_ITER_RANK)
+    throw Error(fmt::format("{}: iteration space of rank {} exceeds {}", name, shape.size(),
+                            EMBER_MAX_ITER_RANK));
+  ember_kir_program prog = b.program(name);
+  if (env_log_kir()) std::cerr << kir::to_string(prog);
+  ember_program compiled = be.program(prog, b.structure_hash());
+  std::vector<ember_kir_arg> cargs(args.size());
+  for (size_t a = 0; a < args.size(); ++a) {
+    ember_kir_arg& c = cargs[a];
+    c = ember_kir_arg{};
+    c.buffer = args[a].buffer ? args[a].buffer->handle : nullptr;
+    c.offset = args[a].offset;
+    std::copy(args[a].strides.begin(), args[a].strides.end(), c.strides);
+    c.gather_stride = args[a].gather_stride;
+    c.gather_size = args[a].gather_size;
+  }
+  ember_kir_launch l{};
+  l.outer_rank = outer_rank;
+  l.reduce_rank = int32_t(shape.size()) - outer_rank;
+  std::copy(shape.begin(), shape.end(), l.shape);
+  l.n_args = int32_t(cargs.size());
+  l.args = cargs.data();
+  be.run(compiled, l);
+}
+
+
+// Copies `src` (viewed with `src_view`) into `dst` at every point of `shape`.
+void copy_kernel(const Node& src, const View& src_view, const Shape& shape, const View& dst,
+                 const std::vector<int64_t>& dst_strides, Device device) {
+  if (shape.numel() == 0) return;
+  kir::Builder b;
+  int out = b.add_arg(src.dtype);
+  int in = b.add_arg(src.dtype);
+  b.store(out, b.load(in));
+  Launch l;
+  l.outer_rank = shape.rank();
+  l.shape = shape.dims();
+  l.add(dst, dst_strides);
+  l.add(src_view, src_view.strides);
+  l.run(backend_for(device), b, "copy");
+}
+
+View materialize(const Node& n, const View& v) {
+  View out = alloc_contiguous(n);
+  copy_kernel(n, v, n.shape, out, out.strides, n.device);
+  return out;
+}
+
+}  // namespace ember
