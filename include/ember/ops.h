@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/array.h"
+#include "ember/ops_library.h"
 
 namespace ember {
 

@@ -61,6 +61,9 @@ std::shared_ptr<GradNode> make_leaf(const Shape& shape, DType dtype);
 // back to the input shapes.
 std::vector<Array> apply_rule(GradNode& node, const Array& grad_output);
 
+// Rules of the library-backed ops (src/autograd/rules_library.cpp).
+std::vector<Array> library_rule(GradNode& node, const Array& grad_output);
+
 // What a rule saves from the forward pass.
 enum class Saves { None, X, Out, XY, XYOut, XYZ, All };
 Saves saves_of(Op op);

@@ -23,23 +23,35 @@ Saves saves_of(Op op) {
   case Op::Name: return Saves::saves;
 #define EMBER_TERNARY(Name, fn, rule, expr, saves, ...) \
   case Op::Name: return Saves::saves;
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, saves, grad) \
+  case Op::Name: return Saves::saves;
+#define EMBER_OTHER(Name, fn, kind, saves, grad) \
+  case Op::Name: return Saves::saves;
 #include "ops/ops.def"
-    case Op::Prod: return Saves::XYOut;  // input and output
-    case Op::Max: case Op::Min: return Saves::XYOut;
-    case Op::Gather: case Op::IndexSelect: case Op::ScatterAdd: return Saves::XY;  // the index
-    case Op::Matmul: return Saves::XY;
     default: return Saves::None;
   }
 }
 
+namespace {
+// An elementwise gradient column written as `{}` means "no gradient for this input".
+constexpr bool no_gradient(const char* column) { return column[0] == '{' && column[1] == '}' && column[2] == 0; }
+constexpr bool Yes = true, No = false;
+}  // namespace
+
 bool is_differentiable(Op op) {
   switch (op) {
-    case Op::Sign: case Op::LogicalNot: case Op::FloorDiv: case Op::Eq: case Op::Ne: case Op::Lt:
-    case Op::Le: case Op::Gt: case Op::Ge: case Op::LogicalAnd: case Op::LogicalOr: case Op::Argmax:
-    case Op::Argmin: case Op::FromData:
-      return false;
-    default:
-      return op_info(op).kind != OpKind::Generator;
+#define EMBER_UNARY(Name, fn, rule, expr, saves, dx) \
+  case Op::Name: return !no_gradient(#dx);
+#define EMBER_BINARY(Name, fn, rule, expr, saves, dx, dy) \
+  case Op::Name: return !no_gradient(#dx) || !no_gradient(#dy);
+#define EMBER_TERNARY(Name, fn, rule, expr, saves, dx, dy, dz) \
+  case Op::Name: return !no_gradient(#dx) || !no_gradient(#dy) || !no_gradient(#dz);
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, saves, grad) \
+  case Op::Name: return grad;
+#define EMBER_OTHER(Name, fn, kind, saves, grad) \
+  case Op::Name: return grad;
+#include "ops/ops.def"
+    default: return false;  // generators
   }
 }
 

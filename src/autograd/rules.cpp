@@ -147,6 +147,7 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
               in[1].fn ? matmul(transpose(x, -1, -2), g) : Array()};
 
     default:
+      if (op_info(node.op).kind == OpKind::Library) return library_rule(node, g);
       throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),
                               format_location(node.loc)));
   }

@@ -11,8 +11,8 @@ const OpInfo& op_info(Op op) {
 #define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule},
 #define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule},
 #define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None},
-#define EMBER_REDUCE(Name, fn, rule, accumulate, finish) {#fn, OpKind::Reduce, 1, DTypeRule::rule},
-#define EMBER_OTHER(Name, fn, kind) {#fn, OpKind::kind, -1, DTypeRule::None},
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) {#fn, OpKind::Reduce, 1, DTypeRule::rule},
+#define EMBER_OTHER(Name, fn, kind, ...) {#fn, OpKind::kind, -1, DTypeRule::None},
 #include "ops/ops.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == size_t(Op::NumOps));
@@ -48,7 +48,7 @@ Val generator_expr(Op op, Builder& b, const OpAttrs& a, DType dt, Val i) {
 
 Val reduce_accumulate(Op op, Builder& b, Val x) {
   switch (op) {
-#define EMBER_REDUCE(Name, fn, rule, accumulate, finish) \
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) \
   case Op::Name: return accumulate;
 #include "ops/ops.def"
     default: assert(false && "not a reduction"); return x;
@@ -58,7 +58,7 @@ Val reduce_accumulate(Op op, Builder& b, Val x) {
 Val reduce_finish(Op op, Builder& b, Val acc, int64_t n) {
   (void)b, (void)n;
   switch (op) {
-#define EMBER_REDUCE(Name, fn, rule, accumulate, finish) \
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) \
   case Op::Name: return finish;
 #include "ops/ops.def"
     default: assert(false && "not a reduction"); return acc;

@@ -15,13 +15,13 @@ enum class Op : uint16_t {
 #define EMBER_BINARY(Name, fn, rule, expr, ...) Name,
 #define EMBER_TERNARY(Name, fn, rule, expr, ...) Name,
 #define EMBER_GENERATOR(Name, fn, expr) Name,
-#define EMBER_REDUCE(Name, fn, rule, accumulate, finish) Name,
-#define EMBER_OTHER(Name, fn, kind) Name,
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) Name,
+#define EMBER_OTHER(Name, fn, kind, ...) Name,
 #include "ops/ops.def"
   NumOps
 };
 
-enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Scatter, Contraction };
+enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Scatter, Contraction, Library };
 
 enum class DTypeRule : uint8_t {
   Numeric, Float, Logical, Promote, PromoteFloat, Compare, Where, Cast,  // elementwise

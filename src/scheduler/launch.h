@@ -58,6 +58,7 @@ void run_gather(Node& n);
 void run_scatter_add(Node& n);
 void run_cat(Node& n);
 void run_matmul(Node& n);
+void run_library(Node& n);  // ops of ops_library.def (lower_library.cpp)
 void run_movement(Node& n);
 
 }  // namespace ember

@@ -39,4 +39,10 @@ void run_matmul(Node& n) {
   backend_for(n.device).library_call(EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr);
 }
 
+void run_library(Node& n) {
+  switch (n.op) {
+    default: throw Error(fmt::format("{}: no lowering for this library op", n.where()));
+  }
+}
+
 }  // namespace ember

@@ -26,6 +26,7 @@ void execute_node(Node& n) {
     case OpKind::Scatter: run_scatter_add(n); break;
     case OpKind::Opaque: run_cat(n); break;
     case OpKind::Contraction: run_matmul(n); break;
+    case OpKind::Library: run_library(n); break;
     case OpKind::Leaf: throw Error(fmt::format("{}: leaf node has no data", n.where()));
   }
 }
