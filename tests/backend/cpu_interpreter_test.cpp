@@ -790,6 +790,29 @@ TEST(CpuInterpreter, InPlaceStoreDoesNotChangeLoadedValues) {
   }
 }
 
+// IOTA only needs an argument's view, not its memory (the scheduler passes views without buffers).
+TEST(CpuInterpreter, IotaArgumentNeedsNoBuffer) {
+  kir::Builder b;
+  int out = b.add_arg(DType::I64), pos = b.add_arg(DType::I64);
+  b.store(out, b.iota(pos));
+  auto buf = cpu_backend().alloc(Device{}, 100 * 8);
+  ember_kir_arg args[2] = {};
+  args[0].buffer = buf->handle;
+  args[0].strides[0] = 1;
+  args[1].offset = 5;
+  args[1].strides[0] = 3;
+  ember_kir_launch l{};
+  l.outer_rank = 1;
+  l.shape[0] = 100;
+  l.n_args = 2;
+  l.args = args;
+  ember_kir_program prog = b.program("iota_view");
+  cpu_backend().run(cpu_backend().program(prog, b.structure_hash()), l);
+  std::vector<int64_t> got(100);
+  cpu_backend().read(*buf, 0, got.data(), 800);
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(got[size_t(i)], 5 + 3 * i);
+}
+
 TEST(CpuInterpreter, DeviceName) {
   const char* name = cpu_backend().table().device_name(0);
   EXPECT_NE(std::string(name).find("threads"), std::string::npos) << name;

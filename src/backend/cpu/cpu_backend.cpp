@@ -1,6 +1,7 @@
 // The CPU backend plugin's C table (abi.h): host-memory buffers, KIR programs run by the tile
-// interpreter (program.cpp, interpreter.cpp, tile_kernels.cpp) and matmul through oneDNN
-// (matmul_dnnl.cpp). Work runs synchronously on the calling thread plus OpenMP threads, so
+// interpreter (program.cpp, interpreter.cpp, tile_kernels.cpp), matmul through oneDNN
+// (matmul_dnnl.cpp), conv/pooling (conv_dnnl.cpp) and sorting/scans (library_loops.cpp). Work runs
+// synchronously on the calling thread plus OpenMP threads, so
 // synchronize has nothing to wait for. No exception crosses the C boundary.
 #include <omp.h>
 
@@ -12,6 +13,7 @@
 
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
+#include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
 
@@ -64,9 +66,22 @@ int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st
 }
 
 int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
-                     int32_t n_out, const void*, ember_status* st) {
+                     int32_t n_out, const void* attrs, ember_status* st) {
   try {
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
+    if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS && (!in || !out || n_in < 1 || n_out != 1 || !attrs))
+      return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);
+    switch (op) {
+      case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+        return ember::cpu::conv_library(op, in, n_in, out[0], attrs, st);
+      case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
+      case EMBER_LIB_AVG_POOL2D_BACKWARD:
+        return ember::cpu::pool_library(op, in[0], out[0], attrs, st);
+      case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD:
+      case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
+        return ember::cpu::sort_scan_library(op, in[0], out[0], attrs, st);
+      default: break;
+    }
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);
   } catch (const std::bad_alloc&) {
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "cpu backend: out of memory in library op %d", op);

@@ -110,7 +110,8 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       if (in.arg < 0 || size_t(in.arg) >= p.arg_dtypes.size())
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu uses argument %d of %zu", name, k, in.arg,
                           p.arg_dtypes.size());
-      p.arg_in_phase[in.phase][size_t(in.arg)] = 1;
+      // IOTA only computes offsets: its argument may have no buffer.
+      if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase][size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
       return set_status(st, EMBER_ERR_INVALID, "%s: gather index %d is not i64", name, in.a);

@@ -48,7 +48,7 @@ struct Program {
   std::vector<int32_t> accs;         // ACC_* instructions
   std::vector<uint8_t> zero_copy;    // LOAD whose value is dead before any later STORE, so it
                                      // may be read in place from the argument's memory
-  std::vector<uint8_t> arg_in_phase[2];  // argument accessed by an instruction of that phase
+  std::vector<uint8_t> arg_in_phase[2];  // argument whose memory an instruction of that phase reads or writes
   bool has_reduction = false;
 };
 

@@ -1,0 +1,282 @@
+// Convolution and pooling for the CPU backend (abi.h EMBER_LIB_CONV2D ... AVG_POOL2D_BACKWARD).
+//  - f32: oneDNN convolution forward / backward-data / backward-weights with `any` layouts (oneDNN
+//    picks its blocked layout; operands are reordered from and to plain NCHW / OIHW), and oneDNN
+//    pooling forward on NCHW. f16/bf16 go through f32 and are rounded back.
+//  - f64: direct loops (library_loops.cpp).
+// Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; execution
+// uses oneDNN's library scratchpad (calls arrive from the device's single queue thread).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/common/host_memory.h"
+#include "backend/cpu/library.h"
+
+namespace ember::cpu {
+
+using ember::host::set_status;
+
+namespace {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+// A floating operand as a dense f32 array (in place when it already is one).
+struct DenseF32 {
+  const float* p = nullptr;
+  std::vector<float> own;
+};
+DenseF32 dense_f32(const ember_tensor_desc& d) {
+  DenseF32 r;
+  if (d.dtype == EMBER_F32 && desc_contiguous(d)) {
+    r.p = static_cast<const float*>(d.buffer->data) + d.offset;
+  } else {
+    r.own = pack_dense<float>(d);
+    r.p = r.own.data();
+  }
+  return r;
+}
+
+// An output written as dense f32: in place when possible, else through a temporary.
+struct OutF32 {
+  const ember_tensor_desc& d;
+  std::vector<float> tmp;
+  float* p;
+  explicit OutF32(const ember_tensor_desc& desc) : d(desc) {
+    if (d.dtype == EMBER_F32 && desc_contiguous(d)) {
+      p = static_cast<float*>(d.buffer->data) + d.offset;
+    } else {
+      tmp.resize(size_t(desc_numel(d)));
+      p = tmp.data();
+    }
+  }
+  void finish() {
+    if (!tmp.empty()) unpack_dense(tmp, d);
+  }
+};
+
+// ---- convolution -------------------------------------------------------------------------------
+enum Kind : int64_t { kFwd, kBwdData, kBwdWeights };
+
+struct Geometry {
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+};
+
+using Key = std::array<int64_t, 20>;
+
+// A cached primitive with the three tensors it reads/writes: two inputs, then the output. `want`
+// is the layout the primitive chose, `user` the plain layout of Ember's buffers.
+struct Entry {
+  dnnl::primitive prim;
+  std::array<int, 3> args;
+  std::array<dnnl::memory::desc, 3> user, want;
+  dnnl::memory::desc bias;
+};
+
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+  const int64_t G = a.groups;
+  dnnl::memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
+  dnnl::memory::dims wei = G > 1 ? dnnl::memory::dims{G, g.O / G, g.C / G, g.KH, g.KW}
+                                 : dnnl::memory::dims{g.O, g.C, g.KH, g.KW};
+  const tag wtag = G > 1 ? tag::goihw : tag::oihw;
+  dnnl::memory::dims strides{a.stride[0], a.stride[1]}, dil{a.dilation[0] - 1, a.dilation[1] - 1};
+  dnnl::memory::dims pad_l{a.pad_begin[0], a.pad_begin[1]}, pad_r{a.pad_end[0], a.pad_end[1]};
+  auto any = [](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, dt::f32, tag::any); };
+  const dnnl::memory::desc src_u(src, dt::f32, tag::nchw), dst_u(dst, dt::f32, tag::nchw), wei_u(wei, dt::f32, wtag);
+  const dnnl::memory::desc bias_md({g.O}, dt::f32, tag::x);
+  const auto alg = dnnl::algorithm::convolution_direct;
+  auto fd = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
+                                                       bias_md, any(dst), strides, dil, pad_l, pad_r)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
+                                                       any(dst), strides, dil, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc fpd(fd, engine());
+  Entry e;
+  e.bias = bias_md;
+  switch (kind) {
+    case kFwd:
+      e.prim = dnnl::convolution_forward(fpd);
+      e.args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+      e.user = {src_u, wei_u, dst_u};
+      e.want = {fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc()};
+      break;
+    case kBwdData: {
+      dnnl::convolution_backward_data::desc bd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), fpd);
+      e.prim = dnnl::convolution_backward_data(pd);
+      e.args = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+      e.user = {dst_u, wei_u, src_u};
+      e.want = {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
+      break;
+    }
+    case kBwdWeights: {
+      dnnl::convolution_backward_weights::desc wd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(wd, engine(), fpd);
+      e.prim = dnnl::convolution_backward_weights(pd);
+      e.args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+      e.user = {src_u, dst_u, wei_u};
+      e.want = {pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()};
+      break;
+    }
+  }
+  return e;
+}
+
+const Entry& entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+  static std::mutex mutex;
+  static std::map<Key, Entry> cache;
+  const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
+                a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias};
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() > 256) cache.clear();
+  return cache.emplace(key, make_entry(kind, g, a, has_bias)).first->second;
+}
+
+// Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
+void execute(const Entry& e, const float* in0, const float* in1, float* out, const float* bias) {
+  dnnl::stream s(engine());
+  std::unordered_map<int, dnnl::memory> args;
+  const float* ins[2] = {in0, in1};
+  for (int i = 0; i < 2; ++i) {
+    dnnl::memory user(e.user[size_t(i)], engine(), const_cast<float*>(ins[i]));
+    if (e.want[size_t(i)] == e.user[size_t(i)]) {
+      args.emplace(e.args[size_t(i)], user);
+    } else {
+      dnnl::memory m(e.want[size_t(i)], engine());
+      dnnl::reorder(user, m).execute(s, user, m);
+      args.emplace(e.args[size_t(i)], m);
+    }
+  }
+  dnnl::memory out_user(e.user[2], engine(), out);
+  std::optional<dnnl::memory> out_prim;
+  if (!(e.want[2] == e.user[2])) out_prim.emplace(e.want[2], engine());
+  args.emplace(e.args[2], out_prim ? *out_prim : out_user);
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+  e.prim.execute(s, args);
+  if (out_prim) dnnl::reorder(*out_prim, out_user).execute(s, *out_prim, out_user);
+  s.wait();
+}
+
+void dims4(const ember_tensor_desc& d, int64_t out[4]) {
+  for (int i = 0; i < 4; ++i) out[i] = d.shape[i];
+}
+
+int32_t conv_f64(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                 const ember_conv_attrs& a) {
+  std::vector<double> i0 = pack_dense<double>(in[0]), i1 = pack_dense<double>(in[1]);
+  std::vector<double> b = n_in == 3 ? pack_dense<double>(in[2]) : std::vector<double>();
+  std::vector<double> y(size_t(desc_numel(out)));
+  int64_t s0[4], s1[4], so[4];
+  dims4(in[0], s0);
+  dims4(in[1], s1);
+  dims4(out, so);
+  if (op == EMBER_LIB_CONV2D) conv2d_f64(i0.data(), i1.data(), n_in == 3 ? b.data() : nullptr, y.data(), s0, s1, so, a);
+  else if (op == EMBER_LIB_CONV2D_BACKWARD_DATA) conv2d_backward_data_f64(i0.data(), i1.data(), y.data(), so, s1, s0, a);
+  else conv2d_backward_weights_f64(i0.data(), i1.data(), y.data(), s0, so, s1, a);
+  unpack_dense(y, out);
+  return EMBER_OK;
+}
+
+}  // namespace
+
+int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                     const void* attrs, ember_status* st) {
+  const auto& a = *static_cast<const ember_conv_attrs*>(attrs);
+  const bool fwd = op == EMBER_LIB_CONV2D;
+  if (n_in != 2 && !(fwd && n_in == 3)) return set_status(st, EMBER_ERR_INVALID, "conv2d: %d inputs", n_in);
+  for (int i = 0; i < n_in; ++i)
+    if (in[i].rank != (i == 2 ? 1 : 4) || in[i].dtype != out.dtype)
+      return set_status(st, EMBER_ERR_INVALID, "conv2d: input %d has rank %d, dtype %d", i, in[i].rank, in[i].dtype);
+  if (out.rank != 4 || a.groups < 1) return set_status(st, EMBER_ERR_INVALID, "conv2d: bad output or groups");
+  // Geometry: x [N, C, H, W], w [O, C/G, KH, KW], y [N, O, OH, OW].
+  const ember_tensor_desc& x = op == EMBER_LIB_CONV2D_BACKWARD_DATA ? out : in[0];
+  const ember_tensor_desc& w = op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS ? out : in[1];
+  const ember_tensor_desc& y = fwd ? out : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? in[0] : in[1];
+  Geometry g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3], y.shape[2], y.shape[3]};
+  if (desc_numel(out) == 0) return EMBER_OK;
+  if (desc_numel(x) == 0 || desc_numel(w) == 0 || desc_numel(y) == 0) {  // an empty sum: zeros (plus bias)
+    std::vector<double> z(size_t(desc_numel(out)), 0.0);
+    if (fwd && n_in == 3) {
+      std::vector<double> b = pack_dense<double>(in[2]);
+      for (size_t i = 0; i < z.size(); ++i) z[i] = b[(i / size_t(g.OH * g.OW)) % size_t(g.O)];
+    }
+    unpack_dense(z, out);
+    return EMBER_OK;
+  }
+  if (out.dtype == EMBER_F64) return conv_f64(op, in, n_in, out, a);
+  if (out.dtype != EMBER_F32 && out.dtype != EMBER_F16 && out.dtype != EMBER_BF16)
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "conv2d: dtype %d is not floating", out.dtype);
+  try {
+    const Kind kind = fwd ? kFwd : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? kBwdData : kBwdWeights;
+    const Entry& e = entry(kind, g, a, fwd && n_in == 3);
+    DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
+    DenseF32 b;
+    if (fwd && n_in == 3) b = dense_f32(in[2]);
+    OutF32 o(out);
+    execute(e, i0.p, i1.p, o.p, b.p);
+    o.finish();
+  } catch (const dnnl::error& err) {
+    return set_status(st, EMBER_ERR_INTERNAL, "conv2d: oneDNN failed: %s (status %d)", err.what(), int(err.status));
+  }
+  return EMBER_OK;
+}
+
+// ---- pooling -----------------------------------------------------------------------------------
+int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
+                     ember_status* st) {
+  const auto& a = *static_cast<const ember_pool_attrs*>(attrs);
+  if (in.rank != 4 || out.rank != 4) return set_status(st, EMBER_ERR_INVALID, "pool2d: operands must be 4-D");
+  if (desc_numel(out) == 0) return EMBER_OK;
+  const bool dnnl_ok = (op == EMBER_LIB_MAX_POOL2D || op == EMBER_LIB_AVG_POOL2D) &&
+                       (in.dtype == EMBER_F32 || in.dtype == EMBER_F16 || in.dtype == EMBER_BF16);
+  if (!dnnl_ok) return pool_loops(op, in, out, a, st);
+  try {
+    using Key5 = std::array<int64_t, 16>;
+    static std::mutex mutex;
+    static std::map<Key5, dnnl::pooling_forward> cache;
+    const dnnl::algorithm alg = op == EMBER_LIB_MAX_POOL2D ? dnnl::algorithm::pooling_max
+                                : a.count_include_pad     ? dnnl::algorithm::pooling_avg_include_padding
+                                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+    const dnnl::memory::desc src({in.shape[0], in.shape[1], in.shape[2], in.shape[3]}, dt::f32, tag::nchw);
+    const dnnl::memory::desc dst({out.shape[0], out.shape[1], out.shape[2], out.shape[3]}, dt::f32, tag::nchw);
+    dnnl::pooling_forward prim;
+    {
+      const Key5 key{int64_t(alg), in.shape[0], in.shape[1], in.shape[2], in.shape[3], out.shape[2], out.shape[3],
+                     a.kernel[0], a.kernel[1], a.stride[0], a.stride[1], a.pad_begin[0], a.pad_begin[1],
+                     a.pad_end[0], a.pad_end[1], 0};
+      std::lock_guard lock(mutex);
+      auto it = cache.find(key);
+      if (it == cache.end()) {
+        dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst, {a.stride[0], a.stride[1]},
+                                      {a.kernel[0], a.kernel[1]}, {a.pad_begin[0], a.pad_begin[1]},
+                                      {a.pad_end[0], a.pad_end[1]});
+        if (cache.size() > 256) cache.clear();
+        it = cache.emplace(key, dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, engine()))).first;
+      }
+      prim = it->second;
+    }
+    DenseF32 x = dense_f32(in);
+    OutF32 o(out);
+    dnnl::stream s(engine());
+    prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(src, engine(), const_cast<float*>(x.p))},
+                     {DNNL_ARG_DST, dnnl::memory(dst, engine(), o.p)}});
+    s.wait();
+    o.finish();
+  } catch (const dnnl::error& err) {
+    return set_status(st, EMBER_ERR_INTERNAL, "pool2d: oneDNN failed: %s (status %d)", err.what(), int(err.status));
+  }
+  return EMBER_OK;
+}
+
+}  // namespace ember::cpu

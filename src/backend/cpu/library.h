@@ -1,0 +1,43 @@
+// The CPU backend's library calls beyond matmul (abi.h EMBER_LIB_CONV2D ... CUMMIN_INDICES):
+//  - conv_dnnl.cpp: convolution forward / backward-data / backward-weights and max/avg pooling
+//    forward with oneDNN in f32 (f16/bf16 converted to f32 and back); f64 through direct loops.
+//  - library_loops.cpp: the loops (f64 convolution, max-pool indices, avg-pool backward, sorting,
+//    top-k and scans), OpenMP over independent planes or rows, plus strided packing helpers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/abi.h"
+
+namespace ember::cpu {
+
+int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                     const void* attrs, ember_status* st);
+int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
+                     ember_status* st);
+int32_t sort_scan_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
+                          ember_status* st);
+
+// ---- helpers shared by the two files ---------------------------------------------------------
+int64_t desc_numel(const ember_tensor_desc& d);
+bool desc_contiguous(const ember_tensor_desc& d);
+// A floating descriptor read into a dense row-major vector of T (float or double).
+template <class T>
+std::vector<T> pack_dense(const ember_tensor_desc& d);
+// A dense row-major vector of T written into a floating descriptor (rounding to its dtype).
+template <class T>
+void unpack_dense(const std::vector<T>& v, const ember_tensor_desc& d);
+
+// f64 direct loops on dense operands (library_loops.cpp).
+void conv2d_f64(const double* x, const double* w, const double* bias, double* y, const int64_t xs[4],
+                const int64_t ws[4], const int64_t ys[4], const ember_conv_attrs& a);
+void conv2d_backward_data_f64(const double* dy, const double* w, double* dx, const int64_t dxs[4],
+                              const int64_t ws[4], const int64_t dys[4], const ember_conv_attrs& a);
+void conv2d_backward_weights_f64(const double* x, const double* dy, double* dw, const int64_t xs[4],
+                                 const int64_t dws[4], const int64_t dys[4], const ember_conv_attrs& a);
+// Pooling in double: f64 forward, max-pool indices, avg-pool backward (library_loops.cpp).
+int32_t pool_loops(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const ember_pool_attrs& a,
+                   ember_status* st);
+
+}  // namespace ember::cpu
