@@ -37,9 +37,14 @@ enum { EMBER_F32 = 0, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EM
 /* ---- KIR ------------------------------------------------------------------------------------
  * Values have a logical dtype. Backends may hold them wider: f16/bf16 as f32, u8/bool as i32.
  * CAST to a logical dtype rounds/wraps to that dtype (cast to bool is `!= 0`).
- * Phase 0 instructions run at every point of the whole iteration space (outer x reduce dims);
- * an ACC_* instruction (phase 1) is the accumulation of its phase-0 operand over the reduce dims,
- * and phase-1 instructions run once per outer point. Programs without ACC have no phase 1.     */
+ * Phases. For each outer point, a program makes passes over the reduce dims:
+ *   even phase 2k: pass k, its instructions run at every reduce point (in row-major order);
+ *   odd phase 2k+1: instructions run once, after pass k. An ACC_* instruction of phase 2k+1 is
+ *   the accumulation over pass k of its phase-2k operand.
+ * An instruction may use values of its own phase and of earlier odd phases (which stay valid
+ * for the rest of the outer point). Loads and stores may appear in any phase; in odd phases
+ * the reduce-dim strides are not used. Programs without reduce dims have only phase 0, where
+ * every instruction runs at every point. Fused softmax uses phases 0-4: max, sum, normalize. */
 typedef enum ember_kir_op {
   EMBER_KIR_CONST = 0,   /* fimm (floating dtypes) or iimm (others)                          */
   EMBER_KIR_LOAD,        /* arg; dtype = the arg's dtype                                      */
@@ -112,7 +117,7 @@ typedef struct ember_kir_launch {
   const ember_kir_arg* args; /* output args have zero strides over reduce dims */
 } ember_kir_launch;
 
-/* A tensor for library calls (matmul, later conv/pool). */
+/* A tensor for library calls (matmul, conv, pooling, sorting, scans). */
 typedef struct ember_tensor_desc {
   ember_buffer buffer;
   int64_t offset; /* elements */
@@ -122,9 +127,68 @@ typedef struct ember_tensor_desc {
   int64_t strides[8]; /* elements; may be 0 on broadcast dims */
 } ember_tensor_desc;
 
-enum { EMBER_LIB_MATMUL = 1 }; /* in: a [..., M, K], b [..., K, N] (same rank, batch dims already
-                                  broadcast to out's, possibly with stride 0); out [..., M, N]
-                                  contiguous. All three share one dtype. */
+/* Library calls. Every descriptor has explicit shape and strides (inputs may be strided views;
+ * outputs are fresh contiguous buffers). Unless stated, inputs and outputs share one floating
+ * dtype (f32, f64, f16, bf16). Index outputs are i64. */
+enum {
+  EMBER_LIB_MATMUL = 1, /* in: a [..., M, K], b [..., K, N] (same rank, batch dims already broadcast
+                           to out's, possibly with stride 0); out [..., M, N] contiguous. All three
+                           share one dtype (any dtype). attrs: none. */
+  /* Convolution, attrs = ember_conv_attrs. x [N, C, H, W], w [O, C/groups, KH, KW], y [N, O, OH, OW]
+   * with OH = (H + pad_begin[0] + pad_end[0] - dilation[0] * (KH - 1) - 1) / stride[0] + 1 (same
+   * for W); x[n, c, oh * stride - pad_begin + kh * dilation, ...] (zero outside the input).       */
+  EMBER_LIB_CONV2D = 2,              /* in: x, w[, bias [O]]; out: y                                 */
+  EMBER_LIB_CONV2D_BACKWARD_DATA = 3,    /* in: dy, w; out: dx (shape of x)                           */
+  EMBER_LIB_CONV2D_BACKWARD_WEIGHTS = 4, /* in: x, dy; out: dw (shape of w)                          */
+  /* Pooling over [N, C, H, W] windows, attrs = ember_pool_attrs (OH computed as for conv with
+   * dilation 1). Padding never wins a max; avg divides by the window's size inside the padded
+   * input (count_include_pad) or by the number of input elements it covers (else; 0 -> 0).      */
+  EMBER_LIB_MAX_POOL2D = 5,          /* in: x; out: y                                                */
+  EMBER_LIB_MAX_POOL2D_INDICES = 6,  /* in: x; out: i64 [N, C, OH, OW], h * W + w of the first maximum
+                                        in the window (a NaN is a maximum)                           */
+  EMBER_LIB_AVG_POOL2D = 7,          /* in: x; out: y                                                */
+  EMBER_LIB_AVG_POOL2D_BACKWARD = 8, /* in: dy; out: dx [N, C, H, W] (the adjoint of AVG_POOL2D)    */
+  /* Sorting along attrs->dim (ember_sort_attrs); input of any dtype, output i64 indices. Stable;
+   * a NaN compares greater than every number (last ascending, first descending).                */
+  EMBER_LIB_ARGSORT = 9,             /* in: x; out: indices, shape of x                              */
+  EMBER_LIB_TOPK = 10,               /* in: x; out: indices, shape of x with dim -> k: the first k of
+                                        the stable sort (descending = the k largest)                 */
+  /* Scans along attrs->dim (ember_scan_attrs); out has x's shape. Floating sums and products are
+   * accumulated in f64 and rounded at each store; integers wrap in 64 bits.                     */
+  EMBER_LIB_CUMSUM = 11,             /* in: x; out: same dtype (reverse: suffix sums)               */
+  EMBER_LIB_CUMPROD = 12,            /* in: x; out: same dtype                                       */
+  EMBER_LIB_CUMMAX_INDICES = 13,     /* in: x (any dtype); out: i64 index of the running maximum:
+                                        the latest of equal values; a NaN, once seen, stays          */
+  EMBER_LIB_CUMMIN_INDICES = 14,     /* as CUMMAX_INDICES for the minimum                            */
+  EMBER_LIB_NUM_OPS
+};
+
+typedef struct ember_conv_attrs {
+  int64_t stride[2];    /* (h, w) */
+  int64_t pad_begin[2]; /* top, left */
+  int64_t pad_end[2];   /* bottom, right */
+  int64_t dilation[2];  /* 1 = dense */
+  int64_t groups;
+} ember_conv_attrs;
+
+typedef struct ember_pool_attrs {
+  int64_t kernel[2];
+  int64_t stride[2];
+  int64_t pad_begin[2];
+  int64_t pad_end[2];
+  int32_t count_include_pad; /* avg pool only */
+} ember_pool_attrs;
+
+typedef struct ember_sort_attrs {
+  int32_t dim;
+  int32_t descending; /* ARGSORT: descending order; TOPK: 1 = largest, 0 = smallest */
+  int64_t k;          /* TOPK only */
+} ember_sort_attrs;
+
+typedef struct ember_scan_attrs {
+  int32_t dim;
+  int32_t reverse; /* CUMSUM only: scan from the end */
+} ember_scan_attrs;
 
 typedef struct ember_backend_v1 {
   uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */

@@ -86,7 +86,7 @@ bool parallel_worth(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in
 template <class T>
 std::vector<T> pack_dense(const ember_tensor_desc& d) {
   const int64_t n = desc_numel(d);
-  std::vector<T> v(size_t(n));
+  std::vector<T> v(static_cast<size_t>(n));
   if (n == 0) return v;
   const void* p = d.buffer->data;
   if (desc_contiguous(d) && ((std::is_same_v<T, float> && d.dtype == EMBER_F32) ||
@@ -347,7 +347,7 @@ void sort_rows(const ember_tensor_desc& x, const ember_tensor_desc& y, const emb
   const bool fl = is_float(x.dtype);
 #pragma omp parallel if (parallel_worth(rows * len * 8) && rows > 1)
   {
-    std::vector<Keyed<K>> row(size_t(len));
+    std::vector<Keyed<K>> row(static_cast<size_t>(len));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       int64_t ox, oy;

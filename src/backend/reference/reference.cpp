@@ -1,6 +1,7 @@
 // The reference backend: a scalar KIR interpreter, written for clarity rather than speed. It is
 // the oracle the tests compare the other backends against, so it evaluates every instruction
 // one point at a time with the C++ standard library's math, in the semantics stated in abi.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,12 @@
 #include "ember/dtype.h"
 
 using ember::DType;
+
+namespace ember::ref {
+// Convolution, pooling, sorting and scans (library.cpp).
+int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                const void* attrs, ember_status* st);
+}  // namespace ember::ref
 using ember::host::set_status;
 
 namespace {
@@ -270,6 +277,8 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
   for (size_t k = 0; k < n; ++k) rdt[k] = p.insts[k].dtype;
   std::vector<Accumulator> acc(n);
   std::vector<int64_t> idx(size_t(total), 0);
+  int max_phase = 0;
+  for (const auto& in : p.insts) max_phase = std::max(max_phase, int(in.phase));
 
   auto offset_of = [&](int arg, bool with_reduce) {
     const ember_kir_arg& a = l.args[arg];
@@ -282,7 +291,7 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
     for (size_t k = 0; k < n; ++k) {
       const ember_kir_inst& in = p.insts[k];
       if (in.phase != phase) continue;
-      bool full = phase == 0;
+      bool full = phase % 2 == 0;
       switch (in.op) {
         case EMBER_KIR_LOAD:
           reg[k] = load_value(l.args[in.arg].buffer->data, offset_of(in.arg, full), p.arg_dtypes[size_t(in.arg)]);
@@ -303,7 +312,7 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
           break;
         case EMBER_KIR_ACC_SUM: case EMBER_KIR_ACC_PROD: case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_MIN:
         case EMBER_KIR_ACC_ARGMAX: case EMBER_KIR_ACC_ARGMIN:
-          if (phase == 1) {  // read out the finished accumulator
+          {  // read out the finished accumulator (this is its phase, after its pass)
             reg[k] = in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN ? Value{0, acc[k].index}
                                                                                     : acc[k].v;
           }
@@ -311,11 +320,11 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
         default: reg[k] = eval_alu(in, reg, rdt); break;
       }
     }
-    // Accumulate phase-0 operands into phase-1 accumulators.
-    if (phase == 0)
+    // Accumulate this pass's operands into the next phase's accumulators.
+    if (phase % 2 == 0)
       for (size_t k = 0; k < n; ++k) {
         const ember_kir_inst& in = p.insts[k];
-        if (in.op >= EMBER_KIR_ACC_SUM && in.op <= EMBER_KIR_ACC_ARGMIN)
+        if (in.phase == phase + 1 && in.op >= EMBER_KIR_ACC_SUM && in.op <= EMBER_KIR_ACC_ARGMIN)
           acc_update(acc[k], in, rdt[size_t(in.a)], reg[size_t(in.a)], reduce_index);
       }
   };
@@ -330,16 +339,18 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
       for (size_t k = 0; k < n; ++k)
         if (p.insts[k].op >= EMBER_KIR_ACC_SUM && p.insts[k].op <= EMBER_KIR_ACC_ARGMIN)
           acc_init(acc[k], p.insts[k], rdt[size_t(p.insts[k].a)]);
-      for (int64_t r = 0; r < n_reduce; ++r) {
-        int64_t rr = r;
-        for (int d = total - 1; d >= outer; --d) {
-          idx[size_t(d)] = rr % l.shape[d];
-          rr /= l.shape[d];
+      for (int pass = 0; 2 * pass <= max_phase; ++pass) {
+        for (int64_t r = 0; r < n_reduce; ++r) {
+          int64_t rr = r;
+          for (int d = total - 1; d >= outer; --d) {
+            idx[size_t(d)] = rr % l.shape[d];
+            rr /= l.shape[d];
+          }
+          run_phase(2 * pass, r);
         }
-        run_phase(0, r);
+        for (int d = outer; d < total; ++d) idx[size_t(d)] = 0;
+        run_phase(2 * pass + 1, 0);
       }
-      for (int d = outer; d < total; ++d) idx[size_t(d)] = 0;
-      run_phase(1, 0);
     }
   } catch (const Error& e) {
     if (e.extra)
@@ -398,10 +409,10 @@ void program_destroy(ember_program p) { delete reinterpret_cast<Program*>(p); }
 int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st) {
   return run(*reinterpret_cast<const Program*>(p), *l, st);
 }
-int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t, const ember_tensor_desc* out, int32_t,
-                     const void*, ember_status* st) {
+int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                     int32_t n_out, const void* attrs, ember_status* st) {
   if (op == EMBER_LIB_MATMUL) return matmul(in, out, st);
-  return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
+  return ember::ref::library(op, in, n_in, out, n_out, attrs, st);  // library.cpp
 }
 int32_t synchronize(int32_t, ember_status*) { return EMBER_OK; }
 

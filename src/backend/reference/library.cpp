@@ -1,0 +1,370 @@
+// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... CUMMIN):
+// the most direct scalar loops, one output element at a time, floats accumulated in double. They
+// are the oracle the CPU backend's oneDNN and OpenMP code is tested against, so they share no code
+// with it: convolution is the defining sum, sorting is an insertion sort, scans are one pass.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "backend/abi.h"
+#include "backend/common/host_memory.h"
+#include "ember/dtype.h"
+
+using ember::host::set_status;
+
+namespace ember::ref {
+
+namespace {
+
+bool is_float(int32_t dt) { return dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_F16 || dt == EMBER_BF16; }
+
+// Element `off` of a buffer, as double (floats) or int64 (others).
+double getf(const ember_tensor_desc& d, int64_t off) {
+  const void* p = d.buffer->data;
+  switch (d.dtype) {
+    case EMBER_F32: return static_cast<const float*>(p)[off];
+    case EMBER_F64: return static_cast<const double*>(p)[off];
+    case EMBER_F16: return ember::half_to_float(static_cast<const uint16_t*>(p)[off]);
+    case EMBER_BF16: return ember::bf16_to_float(static_cast<const uint16_t*>(p)[off]);
+    default: return 0;
+  }
+}
+int64_t geti(const ember_tensor_desc& d, int64_t off) {
+  const void* p = d.buffer->data;
+  switch (d.dtype) {
+    case EMBER_I32: return static_cast<const int32_t*>(p)[off];
+    case EMBER_I64: return static_cast<const int64_t*>(p)[off];
+    case EMBER_U8: return static_cast<const uint8_t*>(p)[off];
+    case EMBER_BOOL: return static_cast<const uint8_t*>(p)[off] != 0;
+    default: return 0;
+  }
+}
+void setf(const ember_tensor_desc& d, int64_t off, double v) {
+  void* p = d.buffer->data;
+  switch (d.dtype) {
+    case EMBER_F32: static_cast<float*>(p)[off] = float(v); break;
+    case EMBER_F64: static_cast<double*>(p)[off] = v; break;
+    case EMBER_F16: static_cast<uint16_t*>(p)[off] = ember::float_to_half(float(v)); break;
+    case EMBER_BF16: static_cast<uint16_t*>(p)[off] = ember::float_to_bf16(float(v)); break;
+    default: break;
+  }
+}
+void seti(const ember_tensor_desc& d, int64_t off, int64_t v) {
+  void* p = d.buffer->data;
+  switch (d.dtype) {
+    case EMBER_I32: static_cast<int32_t*>(p)[off] = int32_t(v); break;
+    case EMBER_I64: static_cast<int64_t*>(p)[off] = v; break;
+    case EMBER_U8: static_cast<uint8_t*>(p)[off] = uint8_t(v); break;
+    case EMBER_BOOL: static_cast<uint8_t*>(p)[off] = v != 0; break;
+    default: break;
+  }
+}
+
+// Offset of element (a, b, c, e) of a rank-4 descriptor.
+int64_t at4(const ember_tensor_desc& d, int64_t a, int64_t b, int64_t c, int64_t e) {
+  return d.offset + a * d.strides[0] + b * d.strides[1] + c * d.strides[2] + e * d.strides[3];
+}
+
+int64_t numel(const ember_tensor_desc& d) {
+  int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.shape[i];
+  return n;
+}
+
+// ---- convolution -----------------------------------------------------------------------------
+int32_t conv2d(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y, const ember_conv_attrs& a) {
+  const ember_tensor_desc &x = in[0], &w = in[1];
+  const int64_t N = y.shape[0], O = y.shape[1], OH = y.shape[2], OW = y.shape[3];
+  const int64_t H = x.shape[2], W = x.shape[3], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  const int64_t Og = O / a.groups;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = n_in == 3 ? getf(in[2], in[2].offset + o * in[2].strides[0]) : 0.0;
+          const int64_t g = o / Og;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * a.stride[0] - a.pad_begin[0] + kh * a.dilation[0];
+                const int64_t iw = ow * a.stride[1] - a.pad_begin[1] + kw * a.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += getf(x, at4(x, n, g * Cg + c, ih, iw)) * getf(w, at4(w, o, c, kh, kw));
+              }
+          setf(y, at4(y, n, o, oh, ow), acc);
+        }
+  return EMBER_OK;
+}
+
+// dx[n, g*Cg + c, ih, iw] = sum of dy[n, o, oh, ow] * w[o, c, kh, kw] over the taps that read it.
+int32_t conv2d_backward_data(const ember_tensor_desc& dy, const ember_tensor_desc& w, const ember_tensor_desc& dx,
+                             const ember_conv_attrs& a) {
+  const int64_t N = dx.shape[0], C = dx.shape[1], H = dx.shape[2], W = dx.shape[3];
+  const int64_t O = dy.shape[1], OH = dy.shape[2], OW = dy.shape[3];
+  const int64_t Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3], Og = O / a.groups;
+  std::vector<double> acc(size_t(N * C * H * W), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const double gy = getf(dy, at4(dy, n, o, oh, ow));
+          const int64_t g = o / Og;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * a.stride[0] - a.pad_begin[0] + kh * a.dilation[0];
+                const int64_t iw = ow * a.stride[1] - a.pad_begin[1] + kw * a.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc[size_t(((n * C + g * Cg + c) * H + ih) * W + iw)] += gy * getf(w, at4(w, o, c, kh, kw));
+              }
+        }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t e = 0; e < W; ++e) setf(dx, at4(dx, n, c, h, e), acc[size_t(((n * C + c) * H + h) * W + e)]);
+  return EMBER_OK;
+}
+
+// dw[o, c, kh, kw] = sum over n, oh, ow of dy[n, o, oh, ow] * x[n, g*Cg + c, ih, iw].
+int32_t conv2d_backward_weights(const ember_tensor_desc& x, const ember_tensor_desc& dy, const ember_tensor_desc& dw,
+                                const ember_conv_attrs& a) {
+  const int64_t N = x.shape[0], H = x.shape[2], W = x.shape[3];
+  const int64_t O = dy.shape[1], OH = dy.shape[2], OW = dy.shape[3];
+  const int64_t Cg = dw.shape[1], KH = dw.shape[2], KW = dw.shape[3], Og = O / a.groups;
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          double acc = 0;
+          const int64_t g = o / Og;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t oh = 0; oh < OH; ++oh)
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t ih = oh * a.stride[0] - a.pad_begin[0] + kh * a.dilation[0];
+                const int64_t iw = ow * a.stride[1] - a.pad_begin[1] + kw * a.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += getf(dy, at4(dy, n, o, oh, ow)) * getf(x, at4(x, n, g * Cg + c, ih, iw));
+              }
+          setf(dw, at4(dw, o, c, kh, kw), acc);
+        }
+  return EMBER_OK;
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+// Calls f(ih, iw) for each input element inside the window of output (oh, ow).
+template <class F>
+void window(const ember_pool_attrs& a, int64_t H, int64_t W, int64_t oh, int64_t ow, F f) {
+  for (int64_t kh = 0; kh < a.kernel[0]; ++kh)
+    for (int64_t kw = 0; kw < a.kernel[1]; ++kw) {
+      const int64_t ih = oh * a.stride[0] - a.pad_begin[0] + kh, iw = ow * a.stride[1] - a.pad_begin[1] + kw;
+      if (ih >= 0 && ih < H && iw >= 0 && iw < W) f(ih, iw);
+    }
+}
+
+// The divisor of an average-pooling window.
+double avg_divisor(const ember_pool_attrs& a, int64_t H, int64_t W, int64_t oh, int64_t ow) {
+  const int64_t h0 = oh * a.stride[0] - a.pad_begin[0], w0 = ow * a.stride[1] - a.pad_begin[1];
+  int64_t count = 0;
+  if (a.count_include_pad) {
+    for (int64_t kh = 0; kh < a.kernel[0]; ++kh)
+      for (int64_t kw = 0; kw < a.kernel[1]; ++kw) {
+        const int64_t ih = h0 + kh, iw = w0 + kw;
+        if (ih < H + a.pad_end[0] && iw < W + a.pad_end[1]) ++count;
+      }
+  } else {
+    window(a, H, W, oh, ow, [&](int64_t, int64_t) { ++count; });
+  }
+  return double(count);
+}
+
+int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_pool_attrs& a) {
+  const int64_t N = y.shape[0], C = y.shape[1], OH = y.shape[2], OW = y.shape[3], H = x.shape[2], W = x.shape[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          if (op == EMBER_LIB_AVG_POOL2D) {
+            double s = 0;
+            window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) { s += getf(x, at4(x, n, c, ih, iw)); });
+            const double div = avg_divisor(a, H, W, oh, ow);
+            setf(y, at4(y, n, c, oh, ow), div > 0 ? s / div : 0.0);
+            continue;
+          }
+          bool have = false;
+          double best = 0;
+          int64_t arg = 0;
+          window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) {
+            const double v = getf(x, at4(x, n, c, ih, iw));
+            if (!have || (std::isnan(v) && !std::isnan(best)) || v > best) {
+              have = true;
+              best = v;
+              arg = ih * W + iw;
+            }
+          });
+          if (!have) best = -INFINITY;
+          if (op == EMBER_LIB_MAX_POOL2D) setf(y, at4(y, n, c, oh, ow), best);
+          else seti(y, at4(y, n, c, oh, ow), arg);
+        }
+  return EMBER_OK;
+}
+
+int32_t avg_pool2d_backward(const ember_tensor_desc& dy, const ember_tensor_desc& dx, const ember_pool_attrs& a) {
+  const int64_t N = dx.shape[0], C = dx.shape[1], H = dx.shape[2], W = dx.shape[3];
+  const int64_t OH = dy.shape[2], OW = dy.shape[3];
+  std::vector<double> acc(size_t(N * C * H * W), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const double div = avg_divisor(a, H, W, oh, ow);
+          if (div == 0) continue;
+          const double g = getf(dy, at4(dy, n, c, oh, ow)) / div;
+          window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) { acc[size_t(((n * C + c) * H + ih) * W + iw)] += g; });
+        }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t e = 0; e < W; ++e) setf(dx, at4(dx, n, c, h, e), acc[size_t(((n * C + c) * H + h) * W + e)]);
+  return EMBER_OK;
+}
+
+// ---- rows along a dim (sorting and scans) ----------------------------------------------------
+// Calls f(in_start, out_start) for every row along `dim` of the (equal-rank) descriptors x and y,
+// iterating over the other dims of y.
+template <class F>
+void rows(const ember_tensor_desc& x, const ember_tensor_desc& y, int dim, F f) {
+  std::vector<int64_t> idx(size_t(y.rank), 0);
+  for (int d = 0; d < y.rank; ++d)
+    if (d != dim && y.shape[d] == 0) return;
+  while (true) {
+    int64_t ox = x.offset, oy = y.offset;
+    for (int d = 0; d < y.rank; ++d) {
+      ox += idx[size_t(d)] * x.strides[d];
+      oy += idx[size_t(d)] * y.strides[d];
+    }
+    f(ox, oy);
+    int d = y.rank - 1;
+    for (; d >= 0; --d) {
+      if (d == dim) continue;
+      if (++idx[size_t(d)] < y.shape[d]) break;
+      idx[size_t(d)] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Total order of sort keys: numbers by value, NaN above everything. Returns a < b.
+bool key_less(const ember_tensor_desc& x, int64_t oa, int64_t ob) {
+  if (is_float(x.dtype)) {
+    const double a = getf(x, oa), b = getf(x, ob);
+    if (std::isnan(a)) return false;
+    if (std::isnan(b)) return true;
+    return a < b;
+  }
+  return geti(x, oa) < geti(x, ob);
+}
+
+// Stable insertion sort of one row's indices.
+std::vector<int64_t> sorted_row(const ember_tensor_desc& x, int64_t start, int64_t stride, int64_t len, bool desc) {
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < len; ++i) {
+    size_t pos = order.size();
+    // Move left past every element that must come after i (strictly, so ties keep index order).
+    while (pos > 0) {
+      const int64_t j = order[pos - 1];
+      const bool after = desc ? key_less(x, start + j * stride, start + i * stride)
+                              : key_less(x, start + i * stride, start + j * stride);
+      if (!after) break;
+      --pos;
+    }
+    order.insert(order.begin() + std::ptrdiff_t(pos), i);
+  }
+  return order;
+}
+
+int32_t sort_op(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_sort_attrs& a) {
+  const int dim = a.dim;
+  const int64_t len = x.shape[dim];
+  rows(x, y, dim, [&](int64_t ox, int64_t oy) {
+    std::vector<int64_t> order = sorted_row(x, ox, x.strides[dim], len, a.descending != 0);
+    const int64_t n = op == EMBER_LIB_TOPK ? a.k : len;
+    for (int64_t i = 0; i < n; ++i) seti(y, oy + i * y.strides[dim], order[size_t(i)]);
+  });
+  return EMBER_OK;
+}
+
+int32_t scan_op(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_scan_attrs& a) {
+  const int dim = a.dim;
+  const int64_t len = x.shape[dim], sx = x.strides[dim], sy = y.strides[dim];
+  const bool fl = is_float(x.dtype);
+  rows(x, y, dim, [&](int64_t ox, int64_t oy) {
+    if (op == EMBER_LIB_CUMSUM || op == EMBER_LIB_CUMPROD) {
+      const bool prod = op == EMBER_LIB_CUMPROD;
+      double accf = prod ? 1 : 0;
+      uint64_t acci = prod ? 1 : 0;
+      for (int64_t s = 0; s < len; ++s) {
+        const int64_t i = (op == EMBER_LIB_CUMSUM && a.reverse) ? len - 1 - s : s;
+        if (fl) {
+          const double v = getf(x, ox + i * sx);
+          accf = prod ? accf * v : accf + v;
+          setf(y, oy + i * sy, accf);
+        } else {
+          const uint64_t v = uint64_t(geti(x, ox + i * sx));
+          acci = prod ? acci * v : acci + v;
+          seti(y, oy + i * sy, int64_t(acci));
+        }
+      }
+      return;
+    }
+    const bool is_max = op == EMBER_LIB_CUMMAX_INDICES;
+    int64_t best = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      bool take;
+      if (i == 0) {
+        take = true;
+      } else if (fl) {
+        const double v = getf(x, ox + i * sx), b = getf(x, ox + best * sx);
+        take = std::isnan(v) || (!std::isnan(b) && (is_max ? v >= b : v <= b));
+      } else {
+        const int64_t v = geti(x, ox + i * sx), b = geti(x, ox + best * sx);
+        take = is_max ? v >= b : v <= b;
+      }
+      if (take) best = i;
+      seti(y, oy + i * sy, best);
+    }
+  });
+  return EMBER_OK;
+}
+
+}  // namespace
+
+int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                const void* attrs, ember_status* st) {
+  if (!in || !out || n_in < 1 || n_out != 1 || !attrs)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: library op %d: bad arguments", op);
+  for (int32_t i = 0; i < n_in; ++i)
+    if (numel(in[i]) > 0 && !in[i].buffer)
+      return set_status(st, EMBER_ERR_INVALID, "reference backend: library op %d: missing buffer", op);
+  if (numel(out[0]) == 0) return EMBER_OK;
+  switch (op) {
+    case EMBER_LIB_CONV2D: return conv2d(in, n_in, out[0], *static_cast<const ember_conv_attrs*>(attrs));
+    case EMBER_LIB_CONV2D_BACKWARD_DATA:
+      return conv2d_backward_data(in[0], in[1], out[0], *static_cast<const ember_conv_attrs*>(attrs));
+    case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+      return conv2d_backward_weights(in[0], in[1], out[0], *static_cast<const ember_conv_attrs*>(attrs));
+    case EMBER_LIB_MAX_POOL2D:
+    case EMBER_LIB_MAX_POOL2D_INDICES:
+    case EMBER_LIB_AVG_POOL2D: return pool2d(op, in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs));
+    case EMBER_LIB_AVG_POOL2D_BACKWARD:
+      return avg_pool2d_backward(in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs));
+    case EMBER_LIB_ARGSORT:
+    case EMBER_LIB_TOPK: return sort_op(op, in[0], out[0], *static_cast<const ember_sort_attrs*>(attrs));
+    case EMBER_LIB_CUMSUM:
+    case EMBER_LIB_CUMPROD:
+    case EMBER_LIB_CUMMAX_INDICES:
+    case EMBER_LIB_CUMMIN_INDICES: return scan_op(op, in[0], out[0], *static_cast<const ember_scan_attrs*>(attrs));
+    default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
+  }
+}
+
+}  // namespace ember::ref
