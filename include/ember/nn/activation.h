@@ -1,0 +1,142 @@
+// Activations as modules, and as functions on typed tensors (the Array forms are ember ops:
+// relu, gelu, gelu_tanh, silu, leaky_relu, elu, softplus, sigmoid, tanh, softmax, log_softmax in
+// ember/ops.h). Softmax/LogSoftmax take a dim.
+#pragma once
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+// ---- typed tensor forms ----------------------------------------------------------------------
+template <int D>
+Tensor<D> leaky_relu(const Tensor<D>& x, double negative_slope = 0.01) {
+  return Tensor<D>(ember::leaky_relu(x.array(), negative_slope));
+}
+template <int D>
+Tensor<D> elu(const Tensor<D>& x, double alpha = 1.0) {
+  return Tensor<D>(ember::elu(x.array(), alpha));
+}
+template <int D>
+Tensor<D> silu(const Tensor<D>& x) {
+  return Tensor<D>(ember::silu(x.array()));
+}
+template <int D>
+Tensor<D> softplus(const Tensor<D>& x, double beta = 1.0, double threshold = 20.0) {
+  return Tensor<D>(ember::softplus(x.array(), beta, threshold));
+}
+template <int D>
+Tensor<D> gelu_tanh(const Tensor<D>& x) {
+  return Tensor<D>(ember::gelu_tanh(x.array()));
+}
+template <int D>
+Tensor<D> softmax(const Tensor<D>& x, int dim) {
+  return Tensor<D>(ember::softmax(x.array(), dim));
+}
+template <int D>
+Tensor<D> log_softmax(const Tensor<D>& x, int dim) {
+  return Tensor<D>(ember::log_softmax(x.array(), dim));
+}
+
+// ---- modules -------------------------------------------------------------------------------
+// A parameterless elementwise module: forward(Array) and a typed operator().
+template <class Derived>
+class Activation : public Module {
+ public:
+  EMBER_MODULE()
+  template <int D>
+  Tensor<D> operator()(const Tensor<D>& x) {
+    return Tensor<D>(static_cast<Derived*>(this)->forward(x.array()));
+  }
+};
+
+class ReLU : public Activation<ReLU> {
+ public:
+  Array forward(const Array& x) { return ember::relu(x); }
+  std::string type_name() const override { return "ReLU"; }
+};
+class Sigmoid : public Activation<Sigmoid> {
+ public:
+  Array forward(const Array& x) { return ember::sigmoid(x); }
+  std::string type_name() const override { return "Sigmoid"; }
+};
+class Tanh : public Activation<Tanh> {
+ public:
+  Array forward(const Array& x) { return ember::tanh(x); }
+  std::string type_name() const override { return "Tanh"; }
+};
+class SiLU : public Activation<SiLU> {
+ public:
+  Array forward(const Array& x) { return ember::silu(x); }
+  std::string type_name() const override { return "SiLU"; }
+};
+
+struct LeakyReLUOptions {
+  double negative_slope = 0.01;
+};
+class LeakyReLU : public Activation<LeakyReLU> {
+ public:
+  explicit LeakyReLU(LeakyReLUOptions opts = {}) : options(opts) {}
+  LeakyReLUOptions options;
+  Array forward(const Array& x) { return ember::leaky_relu(x, options.negative_slope); }
+  std::string type_name() const override { return "LeakyReLU"; }
+  std::string config() const override;
+};
+
+struct ELUOptions {
+  double alpha = 1.0;
+};
+class ELU : public Activation<ELU> {
+ public:
+  explicit ELU(ELUOptions opts = {}) : options(opts) {}
+  ELUOptions options;
+  Array forward(const Array& x) { return ember::elu(x, options.alpha); }
+  std::string type_name() const override { return "ELU"; }
+  std::string config() const override;
+};
+
+struct GELUOptions {
+  bool tanh_approximation = false;  // PyTorch's approximate="tanh"
+};
+class GELU : public Activation<GELU> {
+ public:
+  explicit GELU(GELUOptions opts = {}) : options(opts) {}
+  GELUOptions options;
+  Array forward(const Array& x) { return options.tanh_approximation ? ember::gelu_tanh(x) : ember::gelu(x); }
+  std::string type_name() const override { return "GELU"; }
+  std::string config() const override;
+};
+
+struct SoftplusOptions {
+  double beta = 1.0;
+  double threshold = 20.0;
+};
+class Softplus : public Activation<Softplus> {
+ public:
+  explicit Softplus(SoftplusOptions opts = {}) : options(opts) {}
+  SoftplusOptions options;
+  Array forward(const Array& x) { return ember::softplus(x, options.beta, options.threshold); }
+  std::string type_name() const override { return "Softplus"; }
+  std::string config() const override;
+};
+
+struct SoftmaxOptions {
+  int dim = -1;
+};
+class Softmax : public Activation<Softmax> {
+ public:
+  explicit Softmax(SoftmaxOptions opts = {}) : options(opts) {}
+  SoftmaxOptions options;
+  Array forward(const Array& x) { return ember::softmax(x, options.dim); }
+  std::string type_name() const override { return "Softmax"; }
+  std::string config() const override;
+};
+class LogSoftmax : public Activation<LogSoftmax> {
+ public:
+  explicit LogSoftmax(SoftmaxOptions opts = {}) : options(opts) {}
+  SoftmaxOptions options;
+  Array forward(const Array& x) { return ember::log_softmax(x, options.dim); }
+  std::string type_name() const override { return "LogSoftmax"; }
+  std::string config() const override;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,37 @@
+// nn::Dropout: in training mode zeroes each element with probability p and scales the rest by
+// 1 / (1 - p); identity in eval mode. With a seed, the k-th call of a module draws its mask from
+// seed stream k (reproducible); without one, each call takes the next global seed.
+#pragma once
+
+#include <optional>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+struct DropoutOptions {
+  double p = 0.5;
+  std::optional<uint64_t> seed;
+};
+
+// The function form; `seed` unset takes the next global seed.
+Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed = std::nullopt);
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(DropoutOptions opts = {});
+  DropoutOptions options;
+  EMBER_MODULE()
+  Array forward(const Array& x);
+  template <int D>
+  Tensor<D> operator()(const Tensor<D>& x) {
+    return Tensor<D>(forward(x.array()));
+  }
+  std::string type_name() const override { return "Dropout"; }
+  std::string config() const override;
+
+ private:
+  uint64_t calls_ = 0;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,116 @@
+// Normalization layers: BatchNorm1d/2d (batch statistics in training, running statistics in
+// eval, PyTorch's momentum convention), LayerNorm and RMSNorm over the trailing dims.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+struct BatchNormOptions {
+  int64_t features = 0;  // C
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
+  bool affine = true;
+  bool track_running_stats = true;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+// Shared implementation; BatchNorm1d takes [N, C] or [N, C, L], BatchNorm2d [N, C, H, W].
+class BatchNorm : public Module {
+ public:
+  BatchNorm() = default;
+  BatchNorm(BatchNormOptions opts, std::vector<int> ranks, const char* name);
+  Param<1> weight;                    // [C], ones
+  Param<1> bias;                      // [C], zeros
+  Buffer<1> running_mean;             // [C], zeros
+  Buffer<1> running_var;              // [C], ones
+  ParamRef num_batches_tracked;       // i64 count, rank 0 as in PyTorch (Tensor<0> is not usable yet)
+  BatchNormOptions options;
+  EMBER_MODULE(weight, bias, running_mean, running_var, num_batches_tracked)
+
+  Array forward(const Array& x);
+  template <int D>
+  Tensor<D> operator()(const Tensor<D>& x) {
+    return Tensor<D>(forward(x.array()));
+  }
+  std::string type_name() const override { return name_; }
+  std::string config() const override;
+
+ private:
+  std::vector<int> ranks_;
+  const char* name_ = "BatchNorm";
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  BatchNorm1d() = default;
+  explicit BatchNorm1d(BatchNormOptions opts) : BatchNorm(opts, {2, 3}, "BatchNorm1d") {}
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  BatchNorm2d() = default;
+  explicit BatchNorm2d(BatchNormOptions opts) : BatchNorm(opts, {4}, "BatchNorm2d") {}
+};
+
+struct LayerNormOptions {
+  std::vector<int64_t> shape;  // the normalized trailing dims
+  double eps = 1e-5;
+  bool affine = true;  // weight (ones) and bias (zeros)
+  bool bias = true;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+// Function forms; weight/bias may be undefined Arrays.
+Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps);
+Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps);
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm() = default;
+  explicit LayerNorm(LayerNormOptions opts);
+  ParamRef weight;  // options.shape (rank varies, hence untyped)
+  ParamRef bias;
+  LayerNormOptions options;
+  EMBER_MODULE(weight, bias)
+  Array forward(const Array& x);
+  template <int D>
+  Tensor<D> operator()(const Tensor<D>& x) {
+    return Tensor<D>(forward(x.array()));
+  }
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string config() const override;
+};
+
+struct RMSNormOptions {
+  std::vector<int64_t> shape;
+  std::optional<double> eps;  // unset: the dtype's machine epsilon (PyTorch's default)
+  bool affine = true;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+// y = x / sqrt(mean(x^2 over the trailing dims) + eps) * weight
+class RMSNorm : public Module {
+ public:
+  RMSNorm() = default;
+  explicit RMSNorm(RMSNormOptions opts);
+  ParamRef weight;
+  RMSNormOptions options;
+  EMBER_MODULE(weight)
+  Array forward(const Array& x);
+  template <int D>
+  Tensor<D> operator()(const Tensor<D>& x) {
+    return Tensor<D>(forward(x.array()));
+  }
+  std::string type_name() const override { return "RMSNorm"; }
+  std::string config() const override;
+};
+
+
+
+}  // namespace ember::nn

@@ -1,0 +1,94 @@
+// Optimizer base: parameters of one dtype and device live in one flat arena (the model's
+// parameters become views of it), so an update is a few elementwise ops over whole flat tensors
+// rather than several per parameter, and step() realizes every parameter, every piece of optimizer
+// state and the model's buffers in one ember::eval. State is keyed by parameter identity (the
+// shared slot), saved and loaded by parameter name.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/autograd.h"
+#include "ember/nn/module.h"
+
+namespace ember::optim {
+
+// Gradient clipping applied inside step() over the flat gradients of all groups.
+struct ClipOptions {
+  std::optional<double> max_norm;   // rescale so the global L2 norm is at most this
+  std::optional<double> max_value;  // clamp each gradient element to [-v, v]
+};
+
+class Optimizer {
+ public:
+  // All parameters of `model` (frozen ones too: they are skipped while frozen) and its buffers
+  // (realized with each step, so running statistics never build long chains).
+  Optimizer(nn::Module& model, double lr, ClipOptions clip);
+  Optimizer(std::vector<nn::NamedParam> params, double lr, ClipOptions clip);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Applies one update with the gradients of a backward pass. Parameters without a gradient in
+  // `grads` (frozen, or unused by the loss) keep their values and state.
+  void step(const Gradients& grads);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  int64_t steps() const { return step_; }
+  // The global gradient norm of the last step (computed when clipping by norm), else undefined.
+  const Array& last_grad_norm() const { return last_norm_; }
+  // Number of flat arenas (one per parameter dtype and device).
+  size_t num_groups() const { return groups_.size(); }
+  // The flat parameter arena of a group (the model's parameters are views of it).
+  const Array& arena(size_t group) const { return groups_.at(group).flat; }
+
+  // "step" and, per parameter and state, "<param name>.<state>" (e.g. "fc1.weight.exp_avg").
+  nn::StateDict state_dict() const;
+  // Restores a state_dict of an optimizer of the same type over the same parameters.
+  void load_state_dict(const nn::StateDict& state);
+  virtual std::string type_name() const = 0;
+
+ protected:
+  struct Entry {
+    nn::ParamRef param;
+    std::string name;
+    int64_t offset = 0;
+    int64_t numel = 0;
+    Shape shape;
+    const void* installed = nullptr;  // the node of the view this optimizer last installed
+  };
+  struct Group {
+    DType dtype = DType::F32;
+    Device device;
+    std::vector<Entry> entries;
+    int64_t numel = 0;
+    Array flat;                          // parameter values
+    std::map<std::string, Array> state;  // flat optimizer state, same layout as `flat`
+  };
+  // The names of the flat state tensors this optimizer keeps (created as zeros).
+  virtual std::vector<std::string> state_names() const = 0;
+  // New flat parameters for one group; updates group.state (new arrays). `step` counts from 1.
+  virtual Array update(Group& group, const Array& params, const Array& grads, int64_t step) = 0;
+
+ private:
+  void build_groups(std::vector<nn::NamedParam> params);
+  void refresh_flat(Group& g);
+  void install_views(Group& g);
+
+  std::vector<Group> groups_;
+  std::vector<nn::ParamRef> buffers_;
+  double lr_;
+  ClipOptions clip_;
+  int64_t step_ = 0;
+  Array last_norm_;
+};
+
+// Free-standing clipping of a Gradients map (PyTorch's clip_grad_norm_ / clip_grad_value_):
+// replaces the gradients of `params` and returns the global norm before clipping.
+Array clip_grad_norm(Gradients& grads, const std::vector<nn::ParamRef>& params, double max_norm);
+void clip_grad_value(Gradients& grads, const std::vector<nn::ParamRef>& params, double max_value);
+
+}  // namespace ember::optim

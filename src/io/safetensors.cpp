@@ -1,0 +1,303 @@
+// The safetensors reader and writer, atomic file writes and model/optimizer records
+// (include/ember/io/safetensors.h).
+#include "ember/io/safetensors.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors_internal.h"
+
+namespace ember::io {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // as the reference implementation
+
+const char* st_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+std::optional<DType> st_dtype(const std::string& s) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (s == st_name(DType(i))) return DType(i);
+  return std::nullopt;
+}
+
+[[noreturn]] void bad(const std::string& what) { throw Error("safetensors: " + what); }
+
+uint64_t read_u64_le(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+uint64_t get_uint(const json& j, const std::string& what) {
+  if (!j.is_number_unsigned()) {
+    if (j.is_number_integer() && j.get<int64_t>() >= 0) return uint64_t(j.get<int64_t>());
+    bad(what + " must be a non-negative integer");
+  }
+  return j.get<uint64_t>();
+}
+
+// Raw little-endian bytes of an array in its own dtype.
+std::vector<uint8_t> array_bytes(const Array& a) {
+  size_t n = size_t(a.numel());
+  std::vector<uint8_t> out(n * dtype_size(a.dtype()));
+  auto copy = [&](const auto& v) {
+    if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
+  };
+  switch (a.dtype()) {
+    case DType::F32: copy(a.to_vector<float>()); break;
+    case DType::F64: copy(a.to_vector<double>()); break;
+    case DType::F16: copy(a.to_vector<Half>()); break;
+    case DType::BF16: copy(a.to_vector<BFloat16>()); break;
+    case DType::I32: copy(a.to_vector<int32_t>()); break;
+    case DType::I64: copy(a.to_vector<int64_t>()); break;
+    case DType::U8: copy(a.to_vector<uint8_t>()); break;
+    case DType::Bool: copy(cast(a, DType::U8).to_vector<uint8_t>()); break;
+  }
+  return out;
+}
+
+}  // namespace
+
+Header parse_header(const uint8_t* data, size_t size) {
+  if (size < 8) bad(fmt::format("file too short ({} bytes): no header length", size));
+  uint64_t n = read_u64_le(data);
+  if (n > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeaderBytes));
+  if (n > size - 8) bad(fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
+  json j;
+  try {
+    j = json::parse(data + 8, data + 8 + n);
+  } catch (const json::exception& e) {
+    bad(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) bad("header must be a JSON object");
+  Header h;
+  h.data_offset = 8 + n;
+  uint64_t data_size = uint64_t(size) - h.data_offset;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "__metadata__") {
+      if (!v.is_object()) bad("__metadata__ must be an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) bad(fmt::format("__metadata__ value of '{}' is not a string", m.key()));
+        h.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!v.is_object()) bad(fmt::format("entry '{}' is not an object", key));
+    auto dt = v.find("dtype");
+    auto sh = v.find("shape");
+    auto off = v.find("data_offsets");
+    if (dt == v.end() || sh == v.end() || off == v.end())
+      bad(fmt::format("entry '{}' needs dtype, shape and data_offsets", key));
+    if (!dt->is_string()) bad(fmt::format("entry '{}': dtype is not a string", key));
+    std::optional<DType> dtype = st_dtype(dt->get<std::string>());
+    if (!dtype) bad(fmt::format("entry '{}': unsupported dtype '{}'", key, dt->get<std::string>()));
+    if (!sh->is_array()) bad(fmt::format("entry '{}': shape is not an array", key));
+    if (sh->size() > size_t(kMaxRank)) bad(fmt::format("entry '{}': rank {} exceeds {}", key, sh->size(), kMaxRank));
+    std::vector<int64_t> dims;
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const json& d : *sh) {
+      uint64_t s = get_uint(d, fmt::format("entry '{}': a shape entry", key));
+      if (s > uint64_t(std::numeric_limits<int64_t>::max())) overflow = true;
+      if (s != 0 && numel > std::numeric_limits<uint64_t>::max() / s) overflow = true;
+      numel *= s;
+      dims.push_back(int64_t(s));
+    }
+    if (!off->is_array() || off->size() != 2) bad(fmt::format("entry '{}': data_offsets must be [begin, end]", key));
+    uint64_t b = get_uint((*off)[0], fmt::format("entry '{}': data_offsets", key));
+    uint64_t e = get_uint((*off)[1], fmt::format("entry '{}': data_offsets", key));
+    if (b > e || e > data_size)
+      bad(fmt::format("entry '{}': data_offsets [{}, {}] outside the data section ({} bytes)", key, b, e, data_size));
+    uint64_t esize = dtype_size(*dtype);
+    if (overflow || numel > std::numeric_limits<uint64_t>::max() / esize || numel * esize != e - b)
+      bad(fmt::format("entry '{}': {} {} needs {} bytes, data_offsets give {}", key, dt->get<std::string>(),
+                      Shape(dims).str(), overflow ? std::string("too many") : std::to_string(numel * esize), e - b));
+    h.tensors.push_back({key, *dtype, Shape(dims), b, e});
+  }
+  return h;
+}
+
+SafetensorsFile parse(const uint8_t* data, size_t size, Device device) {
+  Header h = parse_header(data, size);
+  SafetensorsFile f;
+  f.metadata = h.metadata;
+  for (const TensorInfo& t : h.tensors) {
+    const uint8_t* p = data + h.data_offset + t.begin;
+    size_t bytes = size_t(t.end - t.begin);
+    std::vector<uint8_t> aligned(p, p + bytes);  // copy: the data section need not be aligned
+    if (t.dtype == DType::Bool)
+      for (uint8_t& c : aligned) c = c != 0;
+    f.tensors[t.name] = from_buffer(aligned.data(), t.shape, t.dtype, device);
+  }
+  return f;
+}
+
+std::vector<uint8_t> serialize(const TensorMap& tensors, const Metadata& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<std::vector<uint8_t>> blobs;
+  uint64_t offset = 0;
+  for (const auto& [name, a] : tensors) {
+    if (name == "__metadata__") bad("a tensor cannot be named __metadata__");
+    if (!a.defined()) bad(fmt::format("tensor '{}' is undefined", name));
+    blobs.push_back(array_bytes(a));
+    header[name] = {{"dtype", st_name(a.dtype())},
+                    {"shape", a.shape().dims()},
+                    {"data_offsets", {offset, offset + blobs.back().size()}}};
+    offset += blobs.back().size();
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text += ' ';  // the data section starts 8-byte aligned
+  std::vector<uint8_t> out(8 + text.size() + offset);
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(n >> (8 * i));
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  size_t pos = 8 + text.size();
+  for (const auto& b : blobs) {
+    if (!b.empty()) std::memcpy(out.data() + pos, b.data(), b.size());
+    pos += b.size();
+  }
+  return out;
+}
+
+namespace detail {
+
+void write_atomically(const std::string& path, const uint8_t* data, size_t size, int64_t crash_after) {
+  std::string tmpl = path + ".tmp-XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = mkstemp(name.data());
+  if (fd < 0) throw Error(fmt::format("save: cannot create a temporary file next to {}: {}", path, std::strerror(errno)));
+  std::string tmp(name.data());
+  auto fail = [&](const char* what) {
+    int err = errno;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("save: {} {} failed: {}", what, tmp, std::strerror(err)));
+  };
+  size_t written = 0;
+  while (written < size) {
+    size_t chunk = std::min<size_t>(size - written, 1 << 20);
+    if (crash_after >= 0 && int64_t(written + chunk) > crash_after) {
+      chunk = size_t(crash_after) - written;
+      if (chunk > 0 && ::write(fd, data + written, chunk) < 0) fail("writing");
+      std::_Exit(3);  // a crash: no cleanup, no rename
+    }
+    ssize_t w = ::write(fd, data + written, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail("writing");
+    }
+    written += size_t(w);
+  }
+  if (::fsync(fd) != 0) fail("syncing");
+  if (::close(fd) != 0) {
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("save: closing {} failed: {}", tmp, std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("save: renaming {} to {} failed: {}", tmp, path, std::strerror(err)));
+  }
+  // Make the rename itself durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace detail
+
+void save_file(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+  std::vector<uint8_t> bytes = serialize(tensors, metadata);
+  detail::write_atomically(path, bytes.data(), bytes.size());
+}
+
+SafetensorsFile load_file(const std::string& path, Device device) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error(fmt::format("load: cannot open {}", path));
+  std::streamsize n = in.tellg();
+  in.seekg(0);
+  std::vector<uint8_t> bytes(size_t(std::max<std::streamsize>(n, 0)));
+  if (n > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), n)) throw Error(fmt::format("load: cannot read {}", path));
+  try {
+    return parse(bytes.data(), bytes.size(), device);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} (in {})", e.what(), path));
+  }
+}
+
+KeyMap rename_prefixes(std::vector<std::pair<std::string, std::string>> rules) {
+  return [rules = std::move(rules)](const std::string& key) -> std::optional<std::string> {
+    for (const auto& [from, to] : rules)
+      if (key.compare(0, from.size(), from) == 0) return to + key.substr(from.size());
+    return key;
+  };
+}
+
+}  // namespace ember::io
+
+namespace ember {
+
+void save(nn::Module& model, const std::string& path) {
+  io::save_file(path, model.state_dict(), {{"format", "pt"}, {"ember.module", model.type_name()}});
+}
+
+void load(nn::Module& model, const std::string& path, const io::LoadOptions& opts) {
+  io::SafetensorsFile f = io::load_file(path);
+  nn::StateDict state;
+  for (auto& [key, value] : f.tensors) {
+    std::optional<std::string> name = opts.remap ? opts.remap(key) : std::optional<std::string>(key);
+    if (!name) continue;
+    if (!state.emplace(*name, value).second)
+      throw Error(fmt::format("load: two keys of {} map to '{}'", path, *name));
+  }
+  try {
+    model.load_state_dict(state, opts.strict);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} (loading {})", e.what(), path));
+  }
+}
+
+void save(const optim::Optimizer& optimizer, const std::string& path) {
+  io::save_file(path, optimizer.state_dict(), {{"ember.optimizer", optimizer.type_name()}});
+}
+
+void load(optim::Optimizer& optimizer, const std::string& path) {
+  io::SafetensorsFile f = io::load_file(path);
+  auto it = f.metadata.find("ember.optimizer");
+  if (it != f.metadata.end() && it->second != optimizer.type_name())
+    throw Error(fmt::format("load: {} holds {} state, not {}", path, it->second, optimizer.type_name()));
+  optimizer.load_state_dict(f.tensors);
+}
+
+}  // namespace ember

@@ -1,0 +1,33 @@
+// nn::Dropout (include/ember/nn/dropout.h).
+#include "ember/nn/dropout.h"
+
+#include "nn/json_util.h"
+
+namespace ember::nn {
+
+Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed) {
+  if (p < 0 || p > 1) throw Error(fmt::format("dropout: p must be in [0, 1], got {}", p));
+  if (!training || p == 0) return x;
+  if (p == 1) return mul(x, 0.0);
+  Array keep = ge(uniform(x.shape(), 0, 1, {.seed = seed, .dtype = DType::F32, .device = x.device()}), p);
+  return where(keep, mul(x, 1.0 / (1.0 - p)), 0.0);
+}
+
+Dropout::Dropout(DropoutOptions opts) : options(opts) {
+  if (opts.p < 0 || opts.p > 1) throw Error(fmt::format("Dropout: p must be in [0, 1], got {}", opts.p));
+}
+
+Array Dropout::forward(const Array& x) {
+  std::optional<uint64_t> seed;
+  if (options.seed) seed = *options.seed * 0x9E3779B97F4A7C15ull + calls_;
+  if (is_training()) ++calls_;
+  return dropout(x, options.p, is_training(), seed);
+}
+
+std::string Dropout::config() const {
+  json j{{"p", options.p}};
+  if (options.seed) j["seed"] = *options.seed;
+  return j.dump();
+}
+
+}  // namespace ember::nn

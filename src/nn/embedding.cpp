@@ -1,0 +1,46 @@
+// nn::Embedding (include/ember/nn/embedding.h).
+#include "ember/nn/embedding.h"
+
+#include "ember/nn/init.h"
+#include "nn/json_util.h"
+
+namespace ember::nn {
+
+Embedding::Embedding(EmbeddingOptions opts) : options(opts) {
+  if (opts.num <= 0 || opts.dim <= 0)
+    throw Error(fmt::format("Embedding: num and dim must be positive, got {} and {}", opts.num, opts.dim));
+  if (opts.padding_idx) {
+    if (*opts.padding_idx < -opts.num || *opts.padding_idx >= opts.num)
+      throw Error(fmt::format("Embedding: padding_idx {} out of range for {} entries", *opts.padding_idx, opts.num));
+    if (*opts.padding_idx < 0) options.padding_idx = *opts.padding_idx + opts.num;
+  }
+  Array w = init::normal({opts.num, opts.dim}, 0, 1, {.seed = opts.seed, .dtype = opts.dtype, .device = opts.device});
+  if (options.padding_idx) {
+    Array row = reshape(eq(arange(0, opts.num, 1, DType::I64, opts.device), *options.padding_idx), {opts.num, 1});
+    w = where(row, 0.0, w);
+  }
+  weight = Param<2>(Tensor<2>(w));
+}
+
+Array Embedding::forward(const Array& indices) {
+  if (!is_integral(indices.dtype()))
+    throw Error(fmt::format("Embedding: indices must be integers, got {}", dtype_name(indices.dtype())));
+  std::vector<int64_t> out_dims = indices.shape().dims();
+  out_dims.push_back(options.dim);
+  Array flat = reshape(indices, {-1});
+  Array rows = index_select(weight.array(), 0, flat);
+  if (options.padding_idx) {
+    // Same values, but no gradient flows into the padding row.
+    Array is_pad = reshape(eq(flat, *options.padding_idx), {-1, 1});
+    rows = where(is_pad, rows.detach(), rows);
+  }
+  return reshape(rows, Shape(out_dims));
+}
+
+std::string Embedding::config() const {
+  json j{{"num", options.num}, {"dim", options.dim}, {"dtype", std::string(dtype_name(options.dtype))}};
+  if (options.padding_idx) j["padding_idx"] = *options.padding_idx;
+  return j.dump();
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,148 @@
+// Normalization layers (include/ember/nn/norm.h).
+#include "ember/nn/norm.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "nn/json_util.h"
+
+namespace ember::nn {
+
+// ---- batch norm ----------------------------------------------------------------------------
+
+BatchNorm::BatchNorm(BatchNormOptions opts, std::vector<int> ranks, const char* name)
+    : options(opts), ranks_(std::move(ranks)), name_(name) {
+  if (opts.features <= 0) throw Error(fmt::format("{}: features must be positive, got {}", name, opts.features));
+  TensorOptions to{.dtype = opts.dtype, .device = opts.device};
+  if (opts.affine) {
+    weight = Param<1>(Tensor<1>(ones({opts.features}, to)));
+    bias = Param<1>(Tensor<1>(zeros({opts.features}, to)));
+  }
+  if (opts.track_running_stats) {
+    running_mean = Buffer<1>(Tensor<1>(zeros({opts.features}, to)));
+    running_var = Buffer<1>(Tensor<1>(ones({opts.features}, to)));
+    num_batches_tracked = make_buffer(zeros(Shape{}, {.dtype = DType::I64, .device = opts.device}));
+  }
+}
+
+Array BatchNorm::forward(const Array& x) {
+  if (std::find(ranks_.begin(), ranks_.end(), x.rank()) == ranks_.end() || x.size(1) != options.features)
+    throw Error(fmt::format("{}: expected input [N, {}{}], got {}", name_, options.features,
+                            ranks_.back() == 4 ? ", H, W" : "(, L)", x.shape().str()));
+  std::vector<int> dims{0};
+  for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
+  std::vector<int64_t> bshape(size_t(x.rank()), 1);
+  bshape[1] = options.features;
+  Shape channel_shape(bshape);
+
+  Array mu, var;
+  bool use_batch = is_training() || !options.track_running_stats;
+  if (use_batch) {
+    mu = mean(x, dims, true);
+    Array centered = sub(x, mu);
+    var = mean(mul(centered, centered), dims, true);
+    if (is_training() && options.track_running_stats) {
+      NoGradGuard no_grad;
+      int64_t n = x.numel() / options.features;
+      double m = options.momentum;
+      Array batch_mean = reshape(mu.detach(), {options.features});
+      Array unbiased = mul(reshape(var.detach(), {options.features}), n > 1 ? double(n) / double(n - 1) : 1.0);
+      running_mean.set(add(mul(running_mean.array(), 1 - m), mul(cast(batch_mean, running_mean.array().dtype()), m)));
+      running_var.set(add(mul(running_var.array(), 1 - m), mul(cast(unbiased, running_var.array().dtype()), m)));
+      num_batches_tracked.set(add(num_batches_tracked.array(), 1));
+    }
+  } else {
+    mu = reshape(running_mean.array(), channel_shape);
+    var = reshape(running_var.array(), channel_shape);
+  }
+  Array y = div(sub(x, mu), sqrt(add(var, options.eps)));
+  if (weight.defined()) y = mul(y, reshape(weight.array(), channel_shape));
+  if (bias.defined()) y = add(y, reshape(bias.array(), channel_shape));
+  return y;
+}
+
+std::string BatchNorm::config() const {
+  return json{{"features", options.features},
+              {"eps", options.eps},
+              {"momentum", options.momentum},
+              {"affine", options.affine},
+              {"track_running_stats", options.track_running_stats}}
+      .dump();
+}
+
+// ---- layer norm and RMS norm ---------------------------------------------------------------
+
+static std::vector<int> trailing_dims(const Array& x, int n, const char* op) {
+  if (n < 1 || n > x.rank())
+    throw Error(fmt::format("{}: cannot normalize {} trailing dims of {}", op, n, x.shape().str()));
+  std::vector<int> dims;
+  for (int d = x.rank() - n; d < x.rank(); ++d) dims.push_back(d);
+  return dims;
+}
+
+Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps) {
+  std::vector<int> dims = trailing_dims(x, normalized_dims, "layer_norm");
+  Array mu = mean(x, dims, true);
+  Array centered = sub(x, mu);
+  Array var = mean(mul(centered, centered), dims, true);
+  Array y = div(centered, sqrt(add(var, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps) {
+  std::vector<int> dims = trailing_dims(x, normalized_dims, "rms_norm");
+  Array y = div(x, sqrt(add(mean(mul(x, x), dims, true), eps)));
+  if (weight.defined()) y = mul(y, weight);
+  return y;
+}
+
+static void check_trailing(const Array& x, const std::vector<int64_t>& shape, const char* op) {
+  int n = int(shape.size());
+  bool ok = x.rank() >= n;
+  for (int i = 0; ok && i < n; ++i) ok = x.size(x.rank() - n + i) == shape[size_t(i)];
+  if (!ok) throw Error(fmt::format("{}: input {} does not end with {}", op, x.shape().str(), Shape(shape).str()));
+}
+
+LayerNorm::LayerNorm(LayerNormOptions opts) : options(std::move(opts)) {
+  if (options.shape.empty()) throw Error("LayerNorm: shape is empty");
+  TensorOptions to{.dtype = options.dtype, .device = options.device};
+  if (options.affine) {
+    weight = make_param(ones(Shape(options.shape), to));
+    if (options.bias) bias = make_param(zeros(Shape(options.shape), to));
+  }
+}
+
+Array LayerNorm::forward(const Array& x) {
+  check_trailing(x, options.shape, "LayerNorm");
+  return layer_norm(x, int(options.shape.size()), weight.defined() ? weight.array() : Array(),
+                    bias.defined() ? bias.array() : Array(), options.eps);
+}
+
+std::string LayerNorm::config() const {
+  return json{{"shape", options.shape}, {"eps", options.eps}, {"affine", options.affine}, {"bias", options.bias}}.dump();
+}
+
+RMSNorm::RMSNorm(RMSNormOptions opts) : options(std::move(opts)) {
+  if (options.shape.empty()) throw Error("RMSNorm: shape is empty");
+  if (options.affine) weight = make_param(ones(Shape(options.shape), {.dtype = options.dtype, .device = options.device}));
+}
+
+Array RMSNorm::forward(const Array& x) {
+  check_trailing(x, options.shape, "RMSNorm");
+  double eps = options.eps ? *options.eps
+               : x.dtype() == DType::F64 ? std::numeric_limits<double>::epsilon()
+               : x.dtype() == DType::F16 ? 0.0009765625
+               : x.dtype() == DType::BF16 ? 0.0078125
+                                          : double(std::numeric_limits<float>::epsilon());
+  return rms_norm(x, int(options.shape.size()), weight.defined() ? weight.array() : Array(), eps);
+}
+
+std::string RMSNorm::config() const {
+  json j{{"shape", options.shape}, {"affine", options.affine}};
+  if (options.eps) j["eps"] = *options.eps;
+  return j.dump();
+}
+
+}  // namespace ember::nn
