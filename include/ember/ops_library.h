@@ -1,7 +1,142 @@
 // Library-backed ops: convolution, pooling, sorting and scans (declared here, included by
-// ember/ops.h). Each runs as one backend library call (oneDNN on the CPU where it applies).
+// ember/ops.h). Each runs as one backend library call (oneDNN on the CPU where it applies), or is
+// a composite of such calls and other ops. Options are aggregates meant for designated
+// initializers: conv2d(x, w, b, {.stride = 2, .padding = 1}), max_pool2d(h, {.kernel = 2}).
+// docs/ops.md lists dtypes, semantics and gradients.
 #pragma once
+
+#include <cstdint>
 
 #include "ember/array.h"
 
-namespace ember {}  // namespace ember
+namespace ember {
+
+// A (height, width) pair; one number means both.
+struct IntPair {
+  int64_t h = 0, w = 0;
+  IntPair() = default;
+  IntPair(int64_t v) : h(v), w(v) {}  // NOLINT: implicit, so `.stride = 2` works
+  IntPair(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+
+// Zero padding of a 2-D convolution: one number (all sides), {h, w} (symmetric per dim), four
+// numbers (top, bottom, left, right), or Padding2d::same() (stride 1 only: the output has the
+// input's size; an odd total puts the extra row/column at the bottom/right, as PyTorch does).
+struct Padding2d {
+  int64_t top = 0, bottom = 0, left = 0, right = 0;
+  bool is_same = false;
+  Padding2d() = default;
+  Padding2d(int64_t p) : top(p), bottom(p), left(p), right(p) {}  // NOLINT: implicit on purpose
+  Padding2d(int64_t ph, int64_t pw) : top(ph), bottom(ph), left(pw), right(pw) {}
+  Padding2d(int64_t t, int64_t b, int64_t l, int64_t r) : top(t), bottom(b), left(l), right(r) {}
+  static Padding2d same() {
+    Padding2d p;
+    p.is_same = true;
+    return p;
+  }
+};
+
+// Zero padding of a 1-D convolution: one number (both sides), {left, right}, or same().
+struct Padding1d {
+  int64_t left = 0, right = 0;
+  bool is_same = false;
+  Padding1d() = default;
+  Padding1d(int64_t p) : left(p), right(p) {}  // NOLINT: implicit on purpose
+  Padding1d(int64_t l, int64_t r) : left(l), right(r) {}
+  static Padding1d same() {
+    Padding1d p;
+    p.is_same = true;
+    return p;
+  }
+};
+
+struct Conv2dOptions {
+  IntPair stride = 1;
+  Padding2d padding = 0;
+  IntPair dilation = 1;
+  int64_t groups = 1;
+};
+struct Conv1dOptions {
+  int64_t stride = 1;
+  Padding1d padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+};
+
+// ---- convolution (floating dtypes; operands promoted to one dtype) ---------------------------
+// x [N, C, H, W], weight [O, C / groups, KH, KW], bias [O] -> [N, O, OH, OW] (cross-correlation,
+// as every framework computes it). OH = (H + top + bottom - dilation * (KH - 1) - 1) / stride + 1.
+Array conv2d(const Array& x, const Array& weight, const Array& bias, Conv2dOptions opts = {},
+             Loc loc = Loc::current());
+Array conv2d(const Array& x, const Array& weight, Conv2dOptions opts = {}, Loc loc = Loc::current());
+// x [N, C, L], weight [O, C / groups, K], bias [O] -> [N, O, OL] (a conv2d with H = 1).
+Array conv1d(const Array& x, const Array& weight, const Array& bias, Conv1dOptions opts = {},
+             Loc loc = Loc::current());
+Array conv1d(const Array& x, const Array& weight, Conv1dOptions opts = {}, Loc loc = Loc::current());
+// The two halves of conv2d's backward pass (what its gradient uses), as ops of their own:
+// the gradient with respect to the input (of shape input_shape) and to the weight.
+Array conv2d_backward_data(const Array& grad_out, const Array& weight, const Shape& input_shape,
+                           Conv2dOptions opts = {}, Loc loc = Loc::current());
+Array conv2d_backward_weights(const Array& x, const Array& grad_out, const Shape& weight_shape,
+                              Conv2dOptions opts = {}, Loc loc = Loc::current());
+
+// ---- pooling (floating dtypes; x [N, C, H, W] or [C, H, W]) -----------------------------------
+struct Pool2dOptions {
+  IntPair kernel = 1;
+  IntPair stride = 0;   // 0 = the kernel size (PyTorch's default)
+  IntPair padding = 0;  // per side, at most half the kernel
+  bool count_include_pad = true;  // avg pooling: divide by the whole window, padding included
+};
+struct Pool1dOptions {
+  int64_t kernel = 1;
+  int64_t stride = 0;
+  int64_t padding = 0;
+  bool count_include_pad = true;
+};
+// Padding never wins the maximum; a NaN in a window is its maximum.
+Array max_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
+Array avg_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
+// Index h * W + w (i64) of the first maximum of each window, as PyTorch's return_indices gives.
+Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
+// The adjoint of avg_pool2d (its gradient): grad_out spread back over each window.
+Array avg_pool2d_backward(const Array& grad_out, const Shape& input_shape, Pool2dOptions opts,
+                          Loc loc = Loc::current());
+// Averages over windows [floor(i * H / OH), ceil((i + 1) * H / OH)) (PyTorch's definition); a
+// composite of two matmuls with averaging matrices, so it differentiates for free.
+Array adaptive_avg_pool2d(const Array& x, IntPair output_size, Loc loc = Loc::current());
+// x [N, C, L] or [C, L] (a 2-D pool with H = 1).
+Array max_pool1d(const Array& x, Pool1dOptions opts, Loc loc = Loc::current());
+Array avg_pool1d(const Array& x, Pool1dOptions opts, Loc loc = Loc::current());
+
+// ---- sorting (any dtype) -------------------------------------------------------------------
+struct ValuesIndices {
+  Array values;
+  Array indices;  // i64
+};
+// Stable (equal values keep their order) along dim; NaN is greater than every number (last in
+// ascending order, first in descending order), as in PyTorch. values = gather(x, dim, indices).
+ValuesIndices sort(const Array& x, int dim = -1, bool descending = false, Loc loc = Loc::current());
+Array argsort(const Array& x, int dim = -1, bool descending = false, Loc loc = Loc::current());
+// The k largest (or smallest) along dim, in sorted order (the first k of the stable sort, so ties
+// go to the lower index). `sorted = false` is accepted; the result is sorted anyway.
+ValuesIndices topk(const Array& x, int64_t k, int dim = -1, bool largest = true, bool sorted = true,
+                   Loc loc = Loc::current());
+struct UniqueResult {
+  Array values;   // sorted distinct values of x (1-D, x's dtype); all NaNs count as one value
+  Array inverse;  // i64, x's shape: the position of each element of x in values
+  Array counts;   // i64, values' shape: how often each value occurs
+};
+// The output size depends on the data, so unique realizes x and reads it to the host: it
+// synchronizes with x's device (like item() or to_vector()). Not differentiable.
+UniqueResult unique(const Array& x, Loc loc = Loc::current());
+
+// ---- scans along a dim ---------------------------------------------------------------------
+// Integer and bool inputs give i64 (as PyTorch); floats keep their dtype (accumulated in f64).
+Array cumsum(const Array& x, int dim, Loc loc = Loc::current());
+Array cumprod(const Array& x, int dim, Loc loc = Loc::current());
+// Running maximum/minimum and the index where it was attained (the latest of equal values; a
+// NaN, once seen, stays), as PyTorch's cummax/cummin. Any dtype.
+ValuesIndices cummax(const Array& x, int dim, Loc loc = Loc::current());
+ValuesIndices cummin(const Array& x, int dim, Loc loc = Loc::current());
+
+}  // namespace ember

@@ -1,15 +1,81 @@
 // Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting
-// and scans. Each is written with front-end ops, usually the op's own backward library call.
+// and scans. Each is written with front-end ops, usually the op's own backward library call, so
+// gradients are lazy and themselves differentiable (conv's backward ops have rules here too).
+// sort / topk / cummax / cummin need no rule: their values are gathered by the index op, and
+// gather's rule scatters the gradient back to the chosen positions.
 #include <fmt/format.h>
 
 #include "autograd/grad_math.h"
 #include "autograd/grad_node.h"
 
+namespace ember {
+// Suffix sums along dim (src/ops/library_ops.cpp): the gradient of cumsum.
+Array cumsum_reverse(const Array& x, int dim, Loc loc = Loc::current());
+}  // namespace ember
+
 namespace ember::autograd {
 
+using namespace math;  // NOLINT: operators for the rule formulas
+
+namespace {
+
+Conv2dOptions conv_options(const std::vector<int64_t>& i) {
+  return {.stride = {i[0], i[1]}, .padding = {i[2], i[4], i[3], i[5]}, .dilation = {i[6], i[7]}, .groups = i[8]};
+}
+
+Pool2dOptions pool_options(const std::vector<int64_t>& i) {
+  return {.kernel = {i[0], i[1]}, .stride = {i[2], i[3]}, .padding = {i[4], i[5]}, .count_include_pad = i[8] != 0};
+}
+
+Array saved(GradNode& node, size_t k) { return k < node.saved_inputs.size() ? node.saved_inputs[k] : Array(); }
+
+}  // namespace
+
 std::vector<Array> library_rule(GradNode& node, const Array& g) {
-  (void)g;
+  const std::vector<int64_t>& a = node.attrs.ints;
+  const auto& in = node.inputs;
+  const Array x = saved(node, 0), y = saved(node, 1);
   switch (node.op) {
+    // y = conv(x, w) = A_w x: dx = A_w^T dy (backward data), dw = backward weights, db = sum.
+    case Op::Conv2d: {
+      const Conv2dOptions o = conv_options(a);
+      std::vector<Array> r{in[0].fn ? conv2d_backward_data(g, y, in[0].shape, o) : Array(),
+                           in[1].fn ? conv2d_backward_weights(x, g, in[1].shape, o) : Array()};
+      if (in.size() == 3) r.push_back(in[2].fn ? sum(g, {0, 2, 3}) : Array());
+      return r;
+    }
+    // dx = A_w^T dy is bilinear in (dy, w): <G, A_w^T dy> = <conv(G, w), dy>.
+    case Op::Conv2dBackwardData: {
+      const Conv2dOptions o = conv_options(a);
+      return {in[0].fn ? conv2d(g, y, o) : Array(),
+              in[1].fn ? conv2d_backward_weights(g, x, in[1].shape, o) : Array()};
+    }
+    // dw = BW(x, dy) with <G, BW(x, dy)> = <conv(x, G), dy>.
+    case Op::Conv2dBackwardWeights: {
+      const Conv2dOptions o = conv_options(a);
+      return {in[0].fn ? conv2d_backward_data(y, g, in[0].shape, o) : Array(), in[1].fn ? conv2d(x, g, o) : Array()};
+    }
+
+    // Max pooling: the gradient goes to the first maximum of each window (scatter by its index).
+    case Op::MaxPool2d: {
+      const Shape& xs = in[0].shape;
+      const Shape& gs = g.shape();
+      Array idx = max_pool2d_indices(x, pool_options(a));
+      Shape flat_out{gs[0], gs[1], gs[2] * gs[3]};
+      Array dx = scatter_add(zeros(Shape{xs[0], xs[1], xs[2] * xs[3]}, {g.dtype(), g.device()}), 2,
+                             reshape(idx, flat_out), reshape(g, flat_out));
+      return {reshape(dx, xs)};
+    }
+    // Average pooling is linear: its gradient is its adjoint, and the adjoint's gradient is it.
+    case Op::AvgPool2d: return {avg_pool2d_backward(g, in[0].shape, pool_options(a))};
+    case Op::AvgPool2dBackward: return {avg_pool2d(g, pool_options(a))};
+
+    // Scans: out_i = sum_{j <= i} x_j, so dx_j = sum_{i >= j} g_i (a reverse cumsum), and back.
+    case Op::Cumsum: return {a[1] ? cumsum(g, int(a[0])) : cumsum_reverse(g, int(a[0]))};
+    // out_i = prod_{j <= i} x_j: dx_j = sum_{i >= j} g_i out_i / x_j. Exact for inputs without
+    // zeros (a zero gives inf/NaN, as the formula divides by it).
+    case Op::Cumprod: return {cumsum_reverse(g * node.output(), int(a[0])) / x};
+
     default:
       throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),
                               format_location(node.loc)));

@@ -1,4 +1,5 @@
-// Lowering of contractions to backend library calls (oneDNN on the CPU).
+// Lowering of contractions and the library-backed ops (convolution, pooling, sorting, scans) to
+// backend library calls (oneDNN on the CPU).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -39,9 +40,78 @@ void run_matmul(Node& n) {
   backend_for(n.device).library_call(EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr);
 }
 
+namespace {
+
+// A realized node's view as a library-call descriptor (explicit shape and strides).
+ember_tensor_desc tensor_desc(const Node& x, const View& v) {
+  ember_tensor_desc d{};
+  d.buffer = v.buffer ? v.buffer->handle : nullptr;
+  d.offset = v.offset;
+  d.dtype = int32_t(x.dtype);
+  d.rank = x.shape.rank();
+  for (int i = 0; i < d.rank; ++i) {
+    d.shape[i] = x.shape[i];
+    d.strides[i] = v.strides[size_t(i)];
+  }
+  return d;
+}
+
+}  // namespace
+
+// Ops of ops_library.def: one library call each, attributes from OpAttrs::ints (layouts listed in
+// ops_library.def) into the attrs struct of abi.h.
 void run_library(Node& n) {
+  n.view = alloc_contiguous(n);
+  if (n.shape.numel() == 0) return;
+  std::vector<ember_tensor_desc> ins;
+  for (const NodePtr& in : n.inputs) ins.push_back(tensor_desc(*in, in->view));
+  ember_tensor_desc out = tensor_desc(n, n.view);
+  const std::vector<int64_t>& i = n.attrs.ints;
+  ember_conv_attrs conv{};
+  ember_pool_attrs pool{};
+  ember_sort_attrs sort{};
+  ember_scan_attrs scan{};
+  const void* attrs = nullptr;
+  int32_t code = 0;
   switch (n.op) {
+    case Op::Conv2d: code = EMBER_LIB_CONV2D; break;
+    case Op::Conv2dBackwardData: code = EMBER_LIB_CONV2D_BACKWARD_DATA; break;
+    case Op::Conv2dBackwardWeights: code = EMBER_LIB_CONV2D_BACKWARD_WEIGHTS; break;
+    case Op::MaxPool2d: code = EMBER_LIB_MAX_POOL2D; break;
+    case Op::MaxPool2dIndices: code = EMBER_LIB_MAX_POOL2D_INDICES; break;
+    case Op::AvgPool2d: code = EMBER_LIB_AVG_POOL2D; break;
+    case Op::AvgPool2dBackward: code = EMBER_LIB_AVG_POOL2D_BACKWARD; break;
+    case Op::Argsort: code = EMBER_LIB_ARGSORT; break;
+    case Op::TopkIndices: code = EMBER_LIB_TOPK; break;
+    case Op::Cumsum: code = EMBER_LIB_CUMSUM; break;
+    case Op::Cumprod: code = EMBER_LIB_CUMPROD; break;
+    case Op::CummaxIndices: code = EMBER_LIB_CUMMAX_INDICES; break;
+    case Op::CumminIndices: code = EMBER_LIB_CUMMIN_INDICES; break;
     default: throw Error(fmt::format("{}: no lowering for this library op", n.where()));
+  }
+  switch (code) {
+    case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+      conv = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, i[8]};
+      attrs = &conv;
+      break;
+    case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
+    case EMBER_LIB_AVG_POOL2D_BACKWARD:
+      pool = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, int32_t(i[8])};
+      attrs = &pool;
+      break;
+    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK:
+      sort = {int32_t(i[0]), int32_t(i[1]), i[2]};
+      attrs = &sort;
+      break;
+    default:
+      scan = {int32_t(i[0]), int32_t(i[1])};
+      attrs = &scan;
+      break;
+  }
+  try {
+    backend_for(n.device).library_call(code, ins.data(), int(ins.size()), &out, 1, attrs);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }
 }
 

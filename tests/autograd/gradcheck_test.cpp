@@ -74,6 +74,40 @@ struct Case {
   return ::testing::AssertionSuccess();
 }
 
+// The library-backed ops (ops_library.def) and the composites built on them.
+std::vector<Case> library_cases() {
+  using V = std::vector<Array>;
+  const Conv2dOptions o{.stride = {2, 1}, .padding = {1, 0, 1, 1}, .dilation = {1, 2}, .groups = 2};
+  const Conv2dOptions same{.padding = Padding2d::same()};
+  const Pool2dOptions mp{.kernel = 3, .stride = 2, .padding = 1};
+  const Pool2dOptions ap{.kernel = {2, 3}, .stride = {1, 2}, .padding = 1, .count_include_pad = false};
+  return {
+      Case{Op::Conv2d, "conv2d_groups_stride_dilation_bias", [] { return V{input({2, 4, 5, 4}, 70), input({4, 2, 3, 3}, 71), input({4}, 72)}; },
+           [o](const V& a) { return conv2d(a[0], a[1], a[2], o); }},
+      Case{Op::Conv2d, "conv2d_same_no_bias", [] { return V{input({2, 2, 4, 4}, 73), input({3, 2, 2, 3}, 74)}; },
+           [same](const V& a) { return conv2d(a[0], a[1], same); }},
+      Case{Op::Conv2d, "conv1d", [] { return V{input({2, 2, 7}, 75), input({3, 2, 3}, 76), input({3}, 77)}; },
+           [](const V& a) { return conv1d(a[0], a[1], a[2], {.stride = 2, .padding = 1}); }},
+      Case{Op::Conv2dBackwardData, "conv2d_backward_data", [] { return V{input({2, 4, 2, 2}, 78), input({4, 2, 3, 3}, 79)}; },
+           [o](const V& a) { return conv2d_backward_data(a[0], a[1], {2, 4, 5, 4}, o); }},
+      Case{Op::Conv2dBackwardWeights, "conv2d_backward_weights", [] { return V{input({2, 4, 5, 4}, 80), input({2, 4, 2, 2}, 81)}; },
+           [o](const V& a) { return conv2d_backward_weights(a[0], a[1], {4, 2, 3, 3}, o); }},
+      Case{Op::MaxPool2d, "max_pool2d_padded", [] { return V{input({2, 2, 5, 5}, 82)}; },
+           [mp](const V& a) { return max_pool2d(a[0], mp); }},
+      Case{Op::AvgPool2d, "avg_pool2d_exclude_pad", [] { return V{input({2, 2, 5, 6}, 83)}; },
+           [ap](const V& a) { return avg_pool2d(a[0], ap); }},
+      Case{Op::AvgPool2dBackward, "avg_pool2d_backward", [] { return V{input({2, 2, 6, 3}, 84)}; },
+           [ap](const V& a) { return avg_pool2d_backward(a[0], {2, 2, 5, 6}, ap); }},
+      Case{Op::Matmul, "adaptive_avg_pool2d", [] { return V{input({2, 3, 5, 7}, 85)}; },
+           [](const V& a) { return adaptive_avg_pool2d(a[0], {3, 2}); }},
+      Case{Op::Cumsum, "cumsum", [] { return V{input({3, 4}, 86)}; }, [](const V& a) { return cumsum(a[0], 1); }},
+      Case{Op::Cumprod, "cumprod_no_zeros", [] { return V{away_from_zero({2, 5}, 87)}; }, [](const V& a) { return cumprod(a[0], 1); }},
+      Case{Op::Gather, "sort_values", [] { return V{input({3, 5}, 88)}; }, [](const V& a) { return sort(a[0], 1, true).values; }},
+      Case{Op::Gather, "topk_values", [] { return V{input({4, 3}, 89)}; }, [](const V& a) { return topk(a[0], 2, 0).values; }},
+      Case{Op::Gather, "cummin_values", [] { return V{input({2, 6}, 90)}; }, [](const V& a) { return cummin(a[0], 1).values; }},
+  };
+}
+
 std::vector<Case> all_cases() {
   using Make = std::function<Array()>;
   auto un = [](Op op, std::string name, Make x, std::function<Array(const Array&)> f, double tol = 1e-6,
@@ -132,6 +166,7 @@ std::vector<Case> all_cases() {
       bin(Op::Matmul, "matmul_batch_broadcast", [] { return input({2, 1, 3, 4}, 49); }, [] { return input({5, 4, 2}, 50); },
           [](const Array& x, const Array& y) { return matmul(x, y); }),
   };
+  for (Case& c : library_cases()) cs.push_back(std::move(c));
   return cs;
 }
 

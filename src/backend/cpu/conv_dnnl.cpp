@@ -1,8 +1,9 @@
 // Convolution and pooling for the CPU backend (abi.h EMBER_LIB_CONV2D ... AVG_POOL2D_BACKWARD).
 //  - f32: oneDNN convolution forward / backward-data / backward-weights with `any` layouts (oneDNN
 //    picks its blocked layout; operands are reordered from and to plain NCHW / OIHW), and oneDNN
-//    pooling forward on NCHW. f16/bf16 go through f32 and are rounded back.
-//  - f64: direct loops (library_loops.cpp).
+//    average pooling forward on NCHW. f16/bf16 go through f32 and are rounded back.
+//  - max pooling (NaN must win, which oneDNN's does not do), max-pool indices, the avg-pool
+//    backward and f64 pooling and convolution: loops (library_loops.cpp).
 // Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; execution
 // uses oneDNN's library scratchpad (calls arrive from the device's single queue thread).
 #include <oneapi/dnnl/dnnl.hpp>
@@ -238,16 +239,17 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
   const auto& a = *static_cast<const ember_pool_attrs*>(attrs);
   if (in.rank != 4 || out.rank != 4) return set_status(st, EMBER_ERR_INVALID, "pool2d: operands must be 4-D");
   if (desc_numel(out) == 0) return EMBER_OK;
-  const bool dnnl_ok = (op == EMBER_LIB_MAX_POOL2D || op == EMBER_LIB_AVG_POOL2D) &&
+  // oneDNN serves average pooling; its max pooling does not propagate NaN (a NaN in a window must
+  // be the maximum, as in PyTorch), so max pooling runs the loop.
+  const bool dnnl_ok = op == EMBER_LIB_AVG_POOL2D &&
                        (in.dtype == EMBER_F32 || in.dtype == EMBER_F16 || in.dtype == EMBER_BF16);
   if (!dnnl_ok) return pool_loops(op, in, out, a, st);
   try {
     using Key5 = std::array<int64_t, 16>;
     static std::mutex mutex;
     static std::map<Key5, dnnl::pooling_forward> cache;
-    const dnnl::algorithm alg = op == EMBER_LIB_MAX_POOL2D ? dnnl::algorithm::pooling_max
-                                : a.count_include_pad     ? dnnl::algorithm::pooling_avg_include_padding
-                                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+    const dnnl::algorithm alg = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                                    : dnnl::algorithm::pooling_avg_exclude_padding;
     const dnnl::memory::desc src({in.shape[0], in.shape[1], in.shape[2], in.shape[3]}, dt::f32, tag::nchw);
     const dnnl::memory::desc dst({out.shape[0], out.shape[1], out.shape[2], out.shape[3]}, dt::f32, tag::nchw);
     dnnl::pooling_forward prim;
