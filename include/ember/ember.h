@@ -3,6 +3,7 @@
 
 #include "ember/array.h"
 #include "ember/autograd.h"
+#include "ember/debug.h"
 #include "ember/device.h"
 #include "ember/dtype.h"
 #include "ember/error.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ember/error.h"
+#include "graph/stats.h"
 
 namespace ember {
 
@@ -188,6 +189,7 @@ ember_program Backend::program(const ember_kir_program& program, uint64_t struct
 }
 
 void Backend::run(ember_program program, const ember_kir_launch& launch) {
+  ember::stats().kernels.fetch_add(1, std::memory_order_relaxed);
   ember_status st{};
   int32_t code = table_->program_run(program, &launch, &st);
   if (code != EMBER_OK) throw Error(st.message);
@@ -195,6 +197,7 @@ void Backend::run(ember_program program, const ember_kir_launch& launch) {
 
 void Backend::library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                            const ember_tensor_desc* outputs, int n_outputs, const void* attrs) {
+  ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
   ember_status st{};
   int32_t code = table_->library_call(op, inputs, n_inputs, outputs, n_outputs, attrs, &st);
   if (code != EMBER_OK) throw Error(st.message);

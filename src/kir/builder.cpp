@@ -94,6 +94,11 @@ Val Builder::cast(Val v, DType dtype) {
   return emit(EMBER_KIR_CAST, dtype, v);
 }
 
+Val Builder::round_to_dtype(Val v) {
+  if (v.dtype != DType::U8 && v.dtype != DType::F16 && v.dtype != DType::BF16) return v;
+  return emit(EMBER_KIR_CAST, v.dtype, v);
+}
+
 Val Builder::rand_uniform(Val counter, uint64_t seed, int stream, DType dtype) {
   Val r = emit(EMBER_KIR_RAND_UNIFORM, dtype, counter);
   insts_.back().iimm = int64_t(seed);
@@ -101,9 +106,10 @@ Val Builder::rand_uniform(Val counter, uint64_t seed, int stream, DType dtype) {
   return r;
 }
 
+// An accumulator lives in the phase after its operand's pass (see abi.h).
 static Val accumulate(Builder& b, ember_kir_op op, Val v, DType result) {
   int saved = b.phase;
-  b.phase = 1;
+  b.phase = saved + 1;
   Val r = b.emit(op, result, v);
   b.phase = saved;
   return r;
@@ -231,7 +237,7 @@ std::string to_string(const ember_kir_program& p) {
   std::string s = fmt::format("kir {} ({} args)\n", p.name ? p.name : "", p.n_args);
   for (int i = 0; i < p.n_insts; ++i) {
     const auto& in = p.insts[i];
-    s += fmt::format("  {}%{} = {}.{}", in.phase ? "| " : "", i, op_name(ember_kir_op(in.op)),
+    s += fmt::format("  p{} %{} = {}.{}", in.phase, i, op_name(ember_kir_op(in.op)),
                      dtype_name(DType(in.dtype)));
     for (int32_t o : {in.a, in.b, in.c})
       if (o >= 0) s += fmt::format(" %{}", o);

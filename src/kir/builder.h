@@ -39,6 +39,9 @@ class Builder {
   Val iota(int arg);
   void store(int arg, Val v);
   Val cast(Val v, DType dtype);
+  // Rounds/wraps a value to its own dtype when registers hold it wider (u8, f16, bf16): what
+  // storing and reloading it would do. Fused kernels apply it after every op.
+  Val round_to_dtype(Val v);
   Val rand_uniform(Val counter, uint64_t seed, int stream, DType dtype);
   Val acc_sum(Val v);
   Val acc_prod(Val v);

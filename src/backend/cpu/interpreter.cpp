@@ -484,12 +484,91 @@ void run_reduce_vectorized(const Program& p, const ember_kir_launch& l, int64_t 
   });
 }
 
+// Copies lane 0 of instruction k's value into every lane of its register, so that later passes
+// (whose lanes are reduce points) read a per-outer-point value at any lane.
+void broadcast_lane0(const Program& p, Scratch& s, int32_t k) {
+  char* slot = s.regs + size_t(k) * kSlotBytes;
+  const size_t width = p.kind[size_t(k)] == kF64 || p.kind[size_t(k)] == kI64 ? 8 : 4;
+  char value[8];
+  std::memcpy(value, s.src[k], width);
+  for (size_t i = 0; i < kTile; ++i) std::memcpy(slot + i * width, value, width);
+  s.src[k] = slot;
+}
+
+// Programs with several passes per outer point (fused softmax, layer norm): one outer point per
+// tile; each pass runs its row phase along the innermost reduce dim with lane-wise accumulators,
+// then its per-point phase once; the per-point values are broadcast to all lanes for the passes
+// that follow.
+void run_multipass(const Program& p, const ember_kir_launch& l, int64_t n_outer, int64_t n_reduce, Failure& f) {
+  const int outer = l.outer_rank, total = outer + l.reduce_rank;
+  const int64_t inner = total > outer ? l.shape[total - 1] : 1;
+  const int64_t rows = inner > 0 ? n_reduce / inner : 0;
+  const size_t used = size_t(std::clamp<int64_t>(inner, 1, int64_t(kTile)));
+  const Tiling T = make_tiling(l, outer, false, 1);
+  run_tiles(p, l, T.count, n_outer * std::max<int64_t>(n_reduce, 1), f, [&](Scratch& s, int64_t t, TileError& err) {
+    tile_addr(T, t, l, s.block, s.offs, s.idx);
+    for (int pass = 0; 2 * pass <= p.max_phase; ++pass) {
+      const int row_phase = 2 * pass, point_phase = 2 * pass + 1;
+      for (size_t j = 0; j < p.accs.size(); ++j) {
+        const ember_kir_inst& in = p.insts[size_t(p.accs[j])];
+        if (in.phase == point_phase)
+          init_lanes(in.op, p.kind[size_t(in.a)], s.acc_val + j * kSlotBytes, s.acc_idx + j * kTile, used);
+      }
+      std::fill(s.red_off, s.red_off + l.n_args, int64_t(0));
+      std::fill(s.idx, s.idx + EMBER_MAX_ITER_RANK, int64_t(0));
+      const std::vector<int32_t>& row_list = p.phase[size_t(row_phase)];
+      for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t j0 = 0; j0 < inner; j0 += int64_t(kTile)) {
+          const size_t n = size_t(std::min<int64_t>(int64_t(kTile), inner - j0));
+          for (int a = 0; a < l.n_args; ++a) {
+            const ArgAddr& b = s.block[a];
+            const int64_t step = l.args[a].strides[total - 1];
+            const int64_t base = b.base + (b.offs ? b.offs[0] : 0) + s.red_off[a];
+            s.addr[a] = ArgAddr{base + j0 * step, step, nullptr};
+          }
+          const Tile tile = make_tile(p, l, s, s.addr, n);
+          if (!run_list(tile, row_list.data(), row_list.size(), &err)) return false;
+          for (size_t j = 0; j < p.accs.size(); ++j) {
+            const ember_kir_inst& in = p.insts[size_t(p.accs[j])];
+            if (in.phase != point_phase) continue;
+            acc_update(in.op, p.kind[size_t(in.a)], s.acc_val + j * kSlotBytes, s.acc_idx + j * kTile,
+                       s.src[in.a], n, row * inner + j0, 1);
+          }
+        }
+        advance(l, outer, total - 1, s.idx, s.red_off);
+      }
+      for (size_t j = 0; j < p.accs.size(); ++j) {
+        const int32_t k = p.accs[j];
+        const ember_kir_inst& in = p.insts[size_t(k)];
+        if (in.phase != point_phase) continue;
+        combine(in.op, p.kind[size_t(in.a)], s.acc_val + j * kSlotBytes, s.acc_idx + j * kTile, used,
+                s.regs + size_t(k) * kSlotBytes, 0);
+        s.src[k] = s.regs + size_t(k) * kSlotBytes;
+      }
+      if (point_phase < int(p.phase.size())) {
+        const std::vector<int32_t>& point_list = p.phase[size_t(point_phase)];
+        const Tile tile = make_tile(p, l, s, s.block, 1);
+        if (!run_list(tile, point_list.data(), point_list.size(), &err)) return false;
+        for (int32_t k : point_list)
+          if (p.insts[size_t(k)].op != EMBER_KIR_STORE) broadcast_lane0(p, s, k);
+      }
+      for (size_t j = 0; j < p.accs.size(); ++j)
+        if (p.insts[size_t(p.accs[j])].phase == point_phase) broadcast_lane0(p, s, p.accs[j]);
+    }
+    return true;
+  });
+}
+
 void run_reduction(const Program& p, const ember_kir_launch& l, Failure& f) {
   const int outer = l.outer_rank, total = outer + l.reduce_rank;
   int64_t n_outer = 1, n_reduce = 1;
   for (int d = 0; d < outer; ++d) n_outer *= l.shape[d];
   for (int d = outer; d < total; ++d) n_reduce *= l.shape[d];
   if (n_outer == 0) return;
+  if (p.max_phase >= 2) {
+    run_multipass(p, l, n_outer, n_reduce, f);
+    return;
+  }
   bool reduce_vec = false;
   if (l.reduce_rank > 0) {
     const int64_t inner = l.shape[total - 1];

@@ -71,6 +71,9 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
   p.kind.resize(n);
   p.arg_in_phase[0].assign(p.arg_dtypes.size(), 0);
   p.arg_in_phase[1].assign(p.arg_dtypes.size(), 0);
+  p.max_phase = 0;
+  for (const ember_kir_inst& in : p.insts) p.max_phase = std::max(p.max_phase, int(in.phase));
+  p.phase.assign(size_t(std::max(p.max_phase, 1) + 1), {});
   std::vector<uint8_t> uniform(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const ember_kir_inst& in = p.insts[k];
@@ -78,7 +81,6 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       return set_status(st, EMBER_ERR_UNSUPPORTED, "%s: instruction %zu has unknown op %d", name, k, in.op);
     if (in.dtype > EMBER_BOOL)
       return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu has unknown dtype %d", name, k, in.dtype);
-    if (in.phase > 1) return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu has phase %d", name, k, in.phase);
     p.kind[k] = reg_kind(in.dtype);
     int nops = operand_count(in.op);
     const int32_t ops[3] = {in.a, in.b, in.c};
@@ -92,14 +94,14 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       if (op.op == EMBER_KIR_STORE)
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu reads a store", name, k);
       if (is_acc_op(in.op)) {
-        if (in.phase != 1 || op.phase != 0)
-          return set_status(st, EMBER_ERR_INVALID, "%s: accumulation %zu must be phase 1 over a phase-0 value", name, k);
-      } else if (in.phase == 0 && op.phase == 1) {
-        return set_status(st, EMBER_ERR_INVALID, "%s: phase-0 instruction %zu reads phase-1 value %d", name, k, o);
-      } else if (in.phase == 1 && op.phase == 0 && !uniform[size_t(o)]) {
-        return set_status(st, EMBER_ERR_UNSUPPORTED,
-                          "%s: phase-1 instruction %zu reads phase-0 value %d that varies over the reduction",
-                          name, k, o);
+        if (in.phase % 2 != 1 || op.phase != in.phase - 1)
+          return set_status(st, EMBER_ERR_INVALID,
+                            "%s: accumulation %zu must be in an odd phase over a value of the phase before", name, k);
+      } else if (op.phase != in.phase && !uniform[size_t(o)] && !(op.phase % 2 == 1 && op.phase < in.phase)) {
+        // Besides its own phase, an instruction sees only the per-outer-point values of earlier
+        // odd phases (abi.h).
+        return set_status(st, EMBER_ERR_INVALID, "%s: phase-%d instruction %zu reads phase-%d value %d", name,
+                          in.phase, k, op.phase, o);
       }
       all_uniform = all_uniform && uniform[size_t(o)];
     }
@@ -111,7 +113,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu uses argument %d of %zu", name, k, in.arg,
                           p.arg_dtypes.size());
       // IOTA only computes offsets: its argument may have no buffer.
-      if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase][size_t(in.arg)] = 1;
+      if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
       return set_status(st, EMBER_ERR_INVALID, "%s: gather index %d is not i64", name, in.a);
@@ -153,11 +155,11 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
     const size_t end = std::min(last_use[k], n);  // stores strictly before the last use matter
     bool ok = true;
     for (size_t s = k + 1; s < end && ok; ++s)
-      ok = !(p.insts[s].op == EMBER_KIR_STORE && (last_use[k] < n || p.insts[s].phase == 0));
+      ok = !(p.insts[s].op == EMBER_KIR_STORE && (last_use[k] < n || p.insts[s].phase % 2 == 0));
     p.zero_copy[k] = ok;
   }
   // Phase-1 instructions without any ACC still run once per outer point, after the reduce loop.
-  p.has_reduction = p.has_reduction || !p.phase[1].empty();
+  p.has_reduction = p.has_reduction || p.max_phase > 0;
   return EMBER_OK;
 }
 

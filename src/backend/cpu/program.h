@@ -44,11 +44,14 @@ struct Program {
   std::vector<uint8_t> arg_dtypes;
   std::vector<uint8_t> kind;         // register kind of each instruction's result
   std::vector<int32_t> uniform;      // same value at every point (consts and ALU ops on them)
-  std::vector<int32_t> phase[2];     // the other non-ACC instructions of each phase, in order
+  std::vector<std::vector<int32_t>> phase;  // the other non-ACC instructions of each phase, in order
+                                            // (always at least phases 0 and 1)
+  int max_phase = 0;                 // highest phase of any instruction (see abi.h: 2k = pass k)
   std::vector<int32_t> accs;         // ACC_* instructions
   std::vector<uint8_t> zero_copy;    // LOAD whose value is dead before any later STORE, so it
                                      // may be read in place from the argument's memory
-  std::vector<uint8_t> arg_in_phase[2];  // argument whose memory an instruction of that phase reads or writes
+  std::vector<uint8_t> arg_in_phase[2];  // argument whose memory a row ([0]: even phases) or a
+                                         // per-outer-point ([1]: odd phases) instruction touches
   bool has_reduction = false;
 };
 

@@ -1,0 +1,20 @@
+// Introspection for tests and tuning: how much work realizations launched.
+#pragma once
+
+#include <cstdint>
+
+namespace ember {
+
+struct ExecutionStats {
+  int64_t kernels = 0;        // KIR programs run on any backend
+  int64_t library_calls = 0;  // matmul, convolution, ... calls
+  int64_t realizations = 0;   // scheduling passes (eval, reads, automatic evaluation)
+};
+ExecutionStats execution_stats();
+void reset_execution_stats();
+
+// Kernel fusion is on by default; EMBER_FUSION=0 or this turns it off (every op its own kernel).
+bool fusion_enabled();
+void set_fusion_enabled(bool on);
+
+}  // namespace ember

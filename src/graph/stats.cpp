@@ -1,0 +1,26 @@
+// Execution counters behind ember/debug.h.
+#include "graph/stats.h"
+
+#include "ember/debug.h"
+
+namespace ember {
+
+StatCounters& stats() {
+  static StatCounters s;
+  return s;
+}
+
+ExecutionStats execution_stats() {
+  StatCounters& s = stats();
+  return {s.kernels.load(std::memory_order_relaxed), s.library_calls.load(std::memory_order_relaxed),
+          s.realizations.load(std::memory_order_relaxed)};
+}
+
+void reset_execution_stats() {
+  StatCounters& s = stats();
+  s.kernels = 0;
+  s.library_calls = 0;
+  s.realizations = 0;
+}
+
+}  // namespace ember

@@ -1,0 +1,419 @@
+// The fusion planner (see fusion.h). Nodes are visited consumers-first; a producer joins the
+// kernel of its consumers when all of them are in one kernel, its index map from that kernel is
+// unique, and (for reductions) its reduced dims agree with the kernel's. Everything else starts
+// a kernel of its own or runs alone. Boundaries are recorded with their reason.
+#include "scheduler/fusion.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <set>
+
+#include "ember/error.h"
+
+namespace ember {
+
+namespace {
+
+bool& fusion_flag() {
+  static bool on = [] {
+    const char* s = std::getenv("EMBER_FUSION");
+    return !(s && std::string(s) == "0");
+  }();
+  return on;
+}
+
+// Caps that keep programs and argument lists small.
+constexpr size_t kMaxMembers = 160;
+constexpr int64_t kMaxBroadcastBackRow = 16384;  // a row reduced and reused must fit in cache
+
+bool absorbable_kind(const Node& n) {
+  switch (op_info(n.op).kind) {
+    case OpKind::Elementwise:
+    case OpKind::Generator:
+    case OpKind::Reduce:
+      return true;
+    case OpKind::Movement:
+      return true;  // as an index map (reshape only when it adds or removes size-1 dims)
+    default:
+      return false;
+  }
+}
+
+// Non-size-1 dims of a shape.
+std::vector<int> big_dims(const Shape& s) {
+  std::vector<int> d;
+  for (int i = 0; i < s.rank(); ++i)
+    if (s[i] != 1) d.push_back(i);
+  return d;
+}
+
+}  // namespace
+
+bool fusion_enabled() { return fusion_flag(); }
+void set_fusion_enabled(bool on) { fusion_flag() = on; }
+
+// Broadcast: input dim a (aligned right) reads the consumer's dim map, or a constant 0 that
+// remembers the kernel dim it was broadcast along.
+static IndexMap broadcast_map(const Shape& in, const Shape& out, const IndexMap& mo) {
+  IndexMap mi;
+  int r = out.rank(), ri = in.rank();
+  for (int a = 0; a < ri; ++a) {
+    int b = r - ri + a;
+    const DimMap& d = mo.dims[size_t(b)];
+    if (in[a] == 1 && out[b] != 1) mi.dims.push_back({-1, 0, 0, d.src >= 0 ? d.src : d.bcast});
+    else mi.dims.push_back(d);
+  }
+  return mi;
+}
+
+std::optional<IndexMap> edge_map(const Node& c, const IndexMap& mc, size_t input,
+                                 const std::vector<int>* reduce_kdims) {
+  const Node& in = *c.inputs[input];
+  switch (op_info(c.op).kind) {
+    case OpKind::Elementwise:
+      return broadcast_map(in.shape, c.shape, mc);
+    case OpKind::Reduce: {
+      if (!reduce_kdims) return std::nullopt;
+      IndexMap mi;
+      std::vector<bool> reduced(static_cast<size_t>(in.shape.rank()), false);
+      for (int64_t d : c.attrs.ints) reduced[size_t(d)] = true;
+      bool keepdim = c.shape.rank() == in.shape.rank();
+      size_t next_kept = 0, next_reduced = 0;
+      for (int j = 0; j < in.shape.rank(); ++j) {
+        if (reduced[size_t(j)]) {
+          mi.dims.push_back({(*reduce_kdims)[next_reduced++], 1, 0, -1});
+          if (keepdim) ++next_kept;
+        } else {
+          mi.dims.push_back(mc.dims[keepdim ? size_t(j) : next_kept++]);
+        }
+      }
+      return mi;
+    }
+    case OpKind::Movement:
+      switch (c.op) {
+        case Op::Contiguous: return mc;
+        case Op::Expand: return broadcast_map(in.shape, c.shape, mc);
+        case Op::Permute: {
+          IndexMap mi;
+          mi.dims.resize(c.attrs.ints.size());
+          for (size_t j = 0; j < c.attrs.ints.size(); ++j) mi.dims[size_t(c.attrs.ints[j])] = mc.dims[j];
+          return mi;
+        }
+        case Op::Slice: {
+          IndexMap mi = mc;
+          for (size_t j = 0; j < mi.dims.size(); ++j) {
+            int64_t start = c.attrs.ints[2 * j], step = c.attrs.ints[2 * j + 1];
+            DimMap& d = mi.dims[j];
+            d.offset = start + d.offset * step;
+            d.scale *= step;
+          }
+          return mi;
+        }
+        case Op::Reshape: {  // only adding or removing size-1 dims keeps the map simple
+          std::vector<int> bi = big_dims(in.shape), bo = big_dims(c.shape);
+          if (bi.size() != bo.size()) return std::nullopt;
+          for (size_t k = 0; k < bi.size(); ++k)
+            if (in.shape[bi[k]] != c.shape[bo[k]]) return std::nullopt;
+          IndexMap mi;
+          mi.dims.assign(static_cast<size_t>(in.shape.rank()), DimMap{-1, 0, 0, -1});
+          for (size_t k = 0; k < bi.size(); ++k) mi.dims[size_t(bi[k])] = mc.dims[size_t(bo[k])];
+          // Size-1 dims of the consumer that the input lacks: keep their broadcast dims.
+          std::vector<int> out_ones, in_ones;
+          for (int j = 0; j < c.shape.rank(); ++j)
+            if (c.shape[j] == 1) out_ones.push_back(j);
+          for (int j = 0; j < in.shape.rank(); ++j)
+            if (in.shape[j] == 1) in_ones.push_back(j);
+          size_t shared = std::min(out_ones.size(), in_ones.size());
+          for (size_t k = 0; k < shared; ++k) mi.dims[size_t(in_ones[k])] = mc.dims[size_t(out_ones[k])];
+          for (size_t k = shared; k < out_ones.size(); ++k) {
+            int b = mc.dims[size_t(out_ones[k])].bcast;
+            if (b >= 0) mi.dropped_bcast.push_back(b);
+          }
+          mi.dropped_bcast.insert(mi.dropped_bcast.end(), mc.dropped_bcast.begin(), mc.dropped_bcast.end());
+          return mi;
+        }
+        default: return std::nullopt;
+      }
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace {
+
+struct Planner {
+  const std::vector<Node*>& order;
+  std::unordered_map<Node*, size_t> position;
+  std::unordered_map<Node*, std::vector<Node*>> consumers;  // pending consumers (unique)
+  std::unordered_map<Node*, long> internal_refs;
+  std::unordered_map<Node*, long> total_refs;
+  std::set<Node*> roots;
+  std::unordered_map<Node*, int> kernel_of;  // -1: runs alone
+  Plan plan;
+
+  Planner(const std::vector<Node*>& o, const std::vector<Node*>& r) : order(o), roots(r.begin(), r.end()) {
+    for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+    for (Node* n : order)
+      for (const NodePtr& in : n->inputs) {
+        internal_refs[in.get()] += 1;
+        total_refs[in.get()] = in.use_count();
+        auto& cs = consumers[in.get()];
+        if (std::find(cs.begin(), cs.end(), n) == cs.end()) cs.push_back(n);
+      }
+  }
+
+  // Referenced from outside the pending graph: a user handle, saved for backward, a root.
+  bool external(Node* n) {
+    if (roots.count(n)) return true;
+    auto t = total_refs.find(n);
+    return t == total_refs.end() || t->second > internal_refs[n];
+  }
+
+  void boundary(Node* n, const std::string& why) {
+    plan.boundaries.push_back(fmt::format("{}: {}", n->where(), why));
+  }
+
+  int new_kernel(Node* root) {
+    FusedKernel k;
+    k.root = root;
+    IndexMap m;
+    if (op_info(root->op).kind == OpKind::Reduce) {
+      const Node& in = *root->inputs[0];
+      bool keepdim = root->shape.rank() == in.shape.rank();
+      for (int j = 0; j < root->shape.rank(); ++j) {
+        k.extents.push_back(root->shape[j]);
+        k.reduce_dim.push_back(false);
+        m.dims.push_back({j, 1, 0, -1});
+      }
+      std::vector<int> rd;
+      for (int64_t d : root->attrs.ints) {
+        rd.push_back(int(k.extents.size()));
+        k.extents.push_back(in.shape[int(d)]);
+        k.reduce_dim.push_back(true);
+      }
+      (void)keepdim;
+      k.reduce_kdims[root] = rd;
+      std::vector<int> set;
+      for (int d : rd)
+        if (k.extents[size_t(d)] != 1) set.push_back(d);
+      k.reduce_set = set;
+    } else {
+      for (int j = 0; j < root->shape.rank(); ++j) {
+        k.extents.push_back(root->shape[j]);
+        k.reduce_dim.push_back(false);
+        m.dims.push_back({j, 1, 0, -1});
+      }
+    }
+    k.maps[root] = m;
+    k.members.push_back(root);
+    k.outputs.push_back(root);
+    plan.kernels.push_back(std::move(k));
+    return int(plan.kernels.size()) - 1;
+  }
+
+  // A stored output's map must visit each of its elements exactly once per outer point.
+  static bool bijective(const FusedKernel& k, const Node& n, const IndexMap& m) {
+    std::vector<bool> used(k.extents.size(), false);
+    bool varies_reduce = false;
+    for (int j = 0; j < n.shape.rank(); ++j) {
+      const DimMap& d = m.dims[size_t(j)];
+      if (n.shape[j] == 1) {
+        if (d.src >= 0 && k.extents[size_t(d.src)] != 1) return false;
+        if (d.offset != 0) return false;
+        continue;
+      }
+      if (d.src < 0 || d.scale != 1 || d.offset != 0 || used[size_t(d.src)] ||
+          k.extents[size_t(d.src)] != n.shape[j])
+        return false;
+      used[size_t(d.src)] = true;
+      varies_reduce |= k.reduce_dim[size_t(d.src)];
+    }
+    // Every outer dim must be covered (else the same element is stored repeatedly); reduce dims
+    // must be covered all or not at all.
+    bool all_reduce = true;
+    for (size_t d = 0; d < k.extents.size(); ++d) {
+      if (k.extents[d] == 1) continue;
+      if (!k.reduce_dim[d] && !used[d]) return false;
+      if (k.reduce_dim[d] && !used[d]) all_reduce = false;
+    }
+    return !varies_reduce || all_reduce;
+  }
+
+  // Tries to put n into kernel ki with map m; returns false (and changes nothing) if it cannot.
+  bool absorb(Node* n, int ki, const IndexMap& m, bool also_store) {
+    FusedKernel& k = plan.kernels[size_t(ki)];
+    if (k.members.size() >= kMaxMembers) return false;
+    if (also_store && !bijective(k, *n, m)) return false;
+    std::vector<int> rd;
+    std::vector<int64_t> new_extents;
+    if (op_info(n->op).kind == OpKind::Reduce) {
+      const Node& in = *n->inputs[0];
+      bool keepdim = n->shape.rank() == in.shape.rank();
+      size_t dropped = 0;
+      for (int64_t d : n->attrs.ints) {
+        int kd = -1;
+        if (keepdim) kd = m.dims[size_t(d)].src >= 0 ? -2 : m.dims[size_t(d)].bcast;
+        else if (dropped < m.dropped_bcast.size()) kd = m.dropped_bcast[dropped++];
+        if (kd == -2) return false;  // the reduced dim is read at varying points: not a broadcast
+        if (kd < 0) {                // not broadcast back: a new kernel dim (epilogue case)
+          kd = int(k.extents.size() + new_extents.size());
+          new_extents.push_back(in.shape[int(d)]);
+        } else if (k.extents[size_t(kd)] != in.shape[int(d)]) {
+          return false;
+        }
+        rd.push_back(kd);
+      }
+      // All reductions of a kernel reduce the same kernel dims.
+      std::vector<int> mine;
+      for (int d : rd)
+        if (d >= int(k.extents.size()) || k.extents[size_t(d)] != 1) mine.push_back(d);
+      std::sort(mine.begin(), mine.end());
+      if (k.reduce_set && mine != *k.reduce_set) return false;
+      if (!k.reduce_set) {
+        int64_t row = 1;
+        for (int d : rd)
+          if (d < int(k.extents.size())) row *= k.extents[size_t(d)];
+        if (row > kMaxBroadcastBackRow) return false;
+      }
+      if (k.extents.size() + new_extents.size() > EMBER_MAX_ITER_RANK) return false;
+      for (int64_t e : new_extents) {
+        k.extents.push_back(e);
+        k.reduce_dim.push_back(true);
+      }
+      for (int d : rd) k.reduce_dim[size_t(d)] = true;
+      k.reduce_kdims[n] = rd;
+      k.reduce_set = mine;
+    }
+    k.maps[n] = m;
+    k.members.push_back(n);
+    if (also_store) k.outputs.push_back(n);
+    kernel_of[n] = ki;
+    return true;
+  }
+
+  void assign() {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* n = *it;
+      if (!fusion_enabled() || !absorbable_kind(*n)) {
+        kernel_of[n] = -1;
+        continue;
+      }
+      const auto& cs = consumers[n];
+      std::string why;
+      int ki = -1;
+      std::optional<IndexMap> m;
+      if (cs.empty()) {
+        why = "no pending consumer";
+      } else {
+        for (Node* c : cs) {
+          int kc = kernel_of.count(c) ? kernel_of[c] : -1;
+          if (kc < 0) {
+            why = fmt::format("read by {} which needs a buffer", op_name(c->op));
+            break;
+          }
+          if (ki >= 0 && kc != ki) {
+            why = "consumers in different kernels";
+            break;
+          }
+          ki = kc;
+          for (size_t i = 0; i < c->inputs.size(); ++i) {
+            if (c->inputs[i].get() != n) continue;
+            const auto& rk = plan.kernels[size_t(ki)].reduce_kdims;
+            auto r = rk.find(c);
+            std::optional<IndexMap> mi =
+                edge_map(*c, plan.kernels[size_t(ki)].maps[c], i, r == rk.end() ? nullptr : &r->second);
+            if (!mi) {
+              why = fmt::format("{} cannot be folded into an index map", op_name(c->op));
+              break;
+            }
+            if (m && !(*m == *mi)) {
+              why = "read at two different index maps";
+              break;
+            }
+            m = mi;
+          }
+          if (!why.empty()) break;
+        }
+      }
+      if (why.empty() && m) {
+        bool store = external(n);
+        if (store && op_info(n->op).kind == OpKind::Movement) {
+          why = "a view that is also used elsewhere";
+        } else if (op_info(n->op).kind == OpKind::Movement && !edge_map(*n, *m, 0, nullptr)) {
+          why = "a reshape that is not an index map of its input";
+        } else if (absorb(n, ki, *m, store)) {
+          continue;
+        } else {
+          why = store ? "needed elsewhere and not stored one-to-one by its consumer's kernel"
+                      : "its reduction dims or size do not fit its consumer's kernel";
+        }
+      }
+      if (op_info(n->op).kind == OpKind::Movement) {
+        kernel_of[n] = -1;  // a view of its input's buffer
+        if (!roots.count(n)) boundary(n, why + "; runs as a view");
+        continue;
+      }
+      if (!roots.count(n)) boundary(n, why);
+      kernel_of[n] = new_kernel(n);
+    }
+  }
+
+  // Orders kernels and lone nodes so that every step runs after the steps it reads from.
+  void order_steps() {
+    size_t n_steps = order.size();
+    std::vector<Step> candidates;
+    std::unordered_map<Node*, size_t> step_of;
+    std::vector<bool> kernel_added(plan.kernels.size(), false);
+    for (Node* n : order) {
+      int ki = kernel_of[n];
+      if (ki < 0) {
+        step_of[n] = candidates.size();
+        candidates.push_back({n, -1});
+      } else if (!kernel_added[size_t(ki)]) {
+        kernel_added[size_t(ki)] = true;
+        size_t s = candidates.size();
+        candidates.push_back({nullptr, ki});
+        for (Node* m : plan.kernels[size_t(ki)].members) step_of[m] = s;
+      }
+    }
+    (void)n_steps;
+    // Dependencies: inputs of members that another step produces.
+    std::vector<std::set<size_t>> deps(candidates.size());
+    for (Node* n : order) {
+      size_t s = step_of[n];
+      for (const NodePtr& in : n->inputs) {
+        auto it = step_of.find(in.get());
+        if (it != step_of.end() && it->second != s) deps[s].insert(it->second);
+      }
+    }
+    std::vector<bool> done(candidates.size(), false);
+    size_t finished = 0;
+    while (finished < candidates.size()) {
+      bool progressed = false;
+      for (size_t s = 0; s < candidates.size(); ++s) {
+        if (done[s]) continue;
+        bool ready = std::all_of(deps[s].begin(), deps[s].end(), [&](size_t d) { return done[d]; });
+        if (!ready) continue;
+        plan.steps.push_back(candidates[s]);
+        done[s] = true;
+        ++finished;
+        progressed = true;
+      }
+      if (!progressed) throw Error("internal error: the fusion plan has a dependency cycle");
+    }
+  }
+};
+
+}  // namespace
+
+Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
+  Planner p(order, roots);
+  p.assign();
+  p.order_steps();
+  return std::move(p.plan);
+}
+
+}  // namespace ember

@@ -1,0 +1,234 @@
+// Emits one fused kernel (a FusedKernel from the planner) as a KIR program and runs it.
+//
+// Phases: with reduce dims, a kernel makes passes over each row. Values that vary along the
+// reduce dims are "row" values, computed in an even phase (a pass over the row) and recomputed in
+// every later pass that needs them (the row is in cache); reductions and what is computed from
+// them alone are "scalar" values of an odd phase (once per row, after its pass). Softmax is
+// max (pass 0 -> phase 1), sum of exp(x - max) (pass 2 -> phase 3), exp(x - max) / sum (pass 4).
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "ember/error.h"
+#include "ops/dtype_rules.h"
+#include "scheduler/fusion.h"
+#include "scheduler/launch.h"
+
+namespace ember {
+
+namespace {
+
+// Marks "no fixed phase": a value that depends on no reduction and no reduce dim; it is emitted
+// in whatever phase first needs it.
+constexpr int kAnyPhase = -1;
+
+class Emitter {
+ public:
+  explicit Emitter(FusedKernel& k) : k_(k) {
+    for (size_t d = 0; d < k.extents.size(); ++d)
+      if (!k.reduce_dim[d]) launch_order_.push_back(int(d));
+    outer_ = int(launch_order_.size());
+    for (size_t d = 0; d < k.extents.size(); ++d)
+      if (k.reduce_dim[d]) launch_order_.push_back(int(d));
+    // A reduction over no (or only size-1) dims still needs its accumulation phases.
+    has_reduce_ = outer_ < int(k.extents.size());
+    for (Node* m : k.members) has_reduce_ |= op_info(m->op).kind == OpKind::Reduce;
+    launch_.outer_rank = outer_;
+    for (int d : launch_order_) launch_.shape.push_back(k.extents[size_t(d)]);
+    for (Node* m : k.members) member_.insert(m);
+  }
+
+  void emit_all() {
+    for (Node* o : k_.outputs) {
+      int p = phase_of(o, k_.maps.at(o));
+      if (p == kAnyPhase) p = has_reduce_ ? 1 : 0;
+      kir::Val v = value(o, k_.maps.at(o), p);
+      b_.phase = p;
+      int arg = b_.add_arg(o->dtype);
+      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides);
+      b_.store(arg, b_.cast(v, o->dtype));
+    }
+  }
+
+  void run(Device device) {
+    std::string name;
+    for (auto it = k_.members.rbegin(); it != k_.members.rend(); ++it) {
+      if (op_info((*it)->op).kind == OpKind::Movement) continue;
+      if (!name.empty()) name += "+";
+      name += op_name((*it)->op);
+    }
+    launch_.run(backend_for(device), b_, name);
+  }
+
+ private:
+  // Adds a launch argument reading/writing `view` (of a node with `shape`) through `map`.
+  void add_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides) {
+    std::vector<int64_t> over_kernel(k_.extents.size(), 0);
+    int64_t offset = view.offset;
+    for (int j = 0; j < shape.rank(); ++j) {
+      const DimMap& d = map.dims[size_t(j)];
+      offset += strides[size_t(j)] * d.offset;
+      if (d.src >= 0) over_kernel[size_t(d.src)] += strides[size_t(j)] * d.scale;
+    }
+    std::vector<int64_t> launch_strides;
+    for (int d : launch_order_) launch_strides.push_back(over_kernel[size_t(d)]);
+    View v = view;
+    v.offset = offset;
+    launch_.add(v, launch_strides);
+  }
+
+  bool varies(const IndexMap& m) const {
+    for (const DimMap& d : m.dims)
+      if (d.src >= 0 && k_.reduce_dim[size_t(d.src)] && k_.extents[size_t(d.src)] != 1) return true;
+    return false;
+  }
+
+  bool is_member(Node* n) const { return member_.count(n) > 0; }
+
+  // The input map of member c's input i.
+  IndexMap input_map(Node* c, const IndexMap& mc, size_t i) {
+    auto r = k_.reduce_kdims.find(c);
+    std::optional<IndexMap> m = edge_map(*c, mc, i, r == k_.reduce_kdims.end() ? nullptr : &r->second);
+    if (!m) throw Error(fmt::format("internal error: no index map for an input of {}", c->where()));
+    return *m;
+  }
+
+  // The earliest phase a value can be computed in (even: a row pass; odd: after a pass;
+  // kAnyPhase: anywhere).
+  int phase_of(Node* n, const IndexMap& m) {
+    if (!has_reduce_) return 0;
+    auto key = std::make_pair(n, key_of(m));
+    if (auto it = phase_memo_.find(key); it != phase_memo_.end()) return it->second;
+    int p;
+    if (!is_member(n) || n->op == Op::Full) {
+      p = varies(m) ? 0 : kAnyPhase;
+    } else if (op_info(n->op).kind == OpKind::Reduce) {
+      int q = phase_of(n->inputs[0].get(), input_map(n, m, 0));
+      int row = q == kAnyPhase ? 0 : (q % 2 == 0 ? q : q + 1);
+      p = row + 1;
+    } else if (op_info(n->op).kind == OpKind::Generator) {
+      p = varies(m) ? 0 : kAnyPhase;
+    } else {  // elementwise or movement: the latest of the inputs
+      bool row = varies(m);
+      p = kAnyPhase;
+      for (size_t i = 0; i < n->inputs.size(); ++i) {
+        if (n->inputs[i]->op == Op::Full && op_info(n->op).kind == OpKind::Elementwise) continue;
+        IndexMap mi = input_map(n, m, i);
+        int q = phase_of(n->inputs[i].get(), mi);
+        row |= varies(mi) || (q != kAnyPhase && q % 2 == 0 && q > 0);
+        if (q == kAnyPhase) continue;
+        p = std::max(p, q);
+      }
+      if (row) p = p == kAnyPhase ? 0 : (p % 2 == 0 ? p : p + 1);
+    }
+    phase_memo_[key] = p;
+    return p;
+  }
+
+  // The KIR value of node n at map m, used in phase `want`.
+  kir::Val value(Node* n, const IndexMap& m, int want) {
+    int p = phase_of(n, m);
+    // Scalar values are computed once in their own phase; row values and phase-free values
+    // are computed (again) in the phase that wants them.
+    int at = (p != kAnyPhase && p % 2 == 1) ? p : want;
+    auto key = std::make_tuple(n, key_of(m), at);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    kir::Val v = compute(n, m, at);
+    memo_[key] = v;
+    return v;
+  }
+
+  kir::Val compute(Node* n, const IndexMap& m, int at) {
+    b_.phase = at;
+    if (n->op == Op::Full) {
+      kir::Builder::Scalar2 value = n->attrs.value;
+      if (n->dtype == DType::F16) value.f = double(half_to_float(float_to_half(float(value.f))));
+      if (n->dtype == DType::BF16) value.f = double(bf16_to_float(float_to_bf16(float(value.f))));
+      return b_.constant_like(value, n->dtype);
+    }
+    if (!is_member(n)) {  // a buffer computed earlier
+      int arg = b_.add_arg(n->dtype);
+      add_arg(n->view, m, n->shape, n->view.strides);
+      b_.phase = at;
+      return b_.load(arg);
+    }
+    switch (op_info(n->op).kind) {
+      case OpKind::Movement:
+        return value(n->inputs[0].get(), input_map(n, m, 0), at);
+      case OpKind::Generator: {
+        // The element's linear index in the generator's own (contiguous) layout.
+        int arg = b_.add_arg(DType::I64);
+        View none;
+        add_arg(none, m, n->shape, n->shape.contiguous_strides());
+        b_.phase = at;
+        DType compute = (n->dtype == DType::F16 || n->dtype == DType::BF16) ? DType::F32 : n->dtype;
+        kir::Val v = generator_expr(n->op, b_, n->attrs, compute, b_.iota(arg));
+        return b_.cast(v, n->dtype);
+      }
+      case OpKind::Elementwise: {
+        std::vector<DType> types;
+        for (auto& in : n->inputs) types.push_back(in->dtype);
+        ElementwiseTypes t = elementwise_types(n->op, types, n->attrs.dtype);
+        kir::Val ops[3];
+        for (size_t i = 0; i < n->inputs.size(); ++i) {
+          kir::Val v = value(n->inputs[i].get(), input_map(n, m, i), at);
+          b_.phase = at;
+          ops[i] = b_.cast(v, t.operands[i]);
+        }
+        b_.phase = at;
+        kir::Val r = elementwise_expr(n->op, b_, n->attrs, t.compute, ops[0], ops[1], ops[2]);
+        return b_.round_to_dtype(b_.cast(r, n->dtype));
+      }
+      case OpKind::Reduce: {
+        const Node& in = *n->inputs[0];
+        ReduceTypes t = reduce_types(n->op, in.dtype);
+        IndexMap mi = input_map(n, m, 0);
+        int row = at - 1;  // the pass that feeds this reduction
+        kir::Val x = value(n->inputs[0].get(), mi, row);
+        b_.phase = row;
+        x = b_.cast(x, t.accumulate);
+        kir::Val acc = reduce_accumulate(n->op, b_, x);
+        int64_t count = 1;
+        for (int d : k_.reduce_kdims.at(n)) count *= k_.extents[size_t(d)];
+        b_.phase = at;
+        kir::Val r = reduce_finish(n->op, b_, acc, count);
+        return b_.cast(r, n->dtype);
+      }
+      default:
+        throw Error(fmt::format("internal error: {} cannot be part of a fused kernel", n->where()));
+    }
+  }
+
+  static std::string key_of(const IndexMap& m) {
+    std::string s;
+    for (const DimMap& d : m.dims) s += fmt::format("{},{},{},{};", d.src, d.scale, d.offset, d.bcast);
+    return s;
+  }
+
+  FusedKernel& k_;
+  kir::Builder b_;
+  Launch launch_;
+  std::vector<int> launch_order_;  // kernel dims in launch order: outer dims, then reduce dims
+  int outer_ = 0;
+  bool has_reduce_ = false;
+  std::set<Node*> member_;
+  std::map<std::pair<Node*, std::string>, int> phase_memo_;
+  std::map<std::tuple<Node*, std::string, int>, kir::Val> memo_;
+};
+
+}  // namespace
+
+void run_fused(FusedKernel& k) {
+  for (Node* o : k.outputs) o->view = alloc_contiguous(*o);
+  int64_t outer_points = 1;
+  for (size_t d = 0; d < k.extents.size(); ++d)
+    if (!k.reduce_dim[d]) outer_points *= k.extents[d];
+  if (outer_points == 0) return;
+  Emitter e(k);
+  e.emit_all();
+  e.run(k.root->device);
+}
+
+}  // namespace ember
