@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <ostream>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ember/autograd.h"
@@ -445,6 +446,85 @@ class Tensor {
     return Tensor(ember::matmul(a_, b.a_, loc), loc);
   }
 
+  // ---- library ops (ember/ops_library.h): convolution, pooling, sorting, scans -----------------
+  // x [N, C, H, W] with weight [O, C / groups, KH, KW] (and bias [O]).
+  Tensor conv2d(const Tensor<4, Float>& weight, Conv2dOptions opts = {}, Loc loc = Loc::current()) const
+    requires(D == 4 && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::conv2d(a_, weight.array(), opts, loc), loc);
+  }
+  Tensor conv2d(const Tensor<4, Float>& weight, const Tensor<1, Float>& bias, Conv2dOptions opts = {},
+                Loc loc = Loc::current()) const
+    requires(D == 4 && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::conv2d(a_, weight.array(), bias.array(), opts, loc), loc);
+  }
+  // x [N, C, L] with weight [O, C / groups, K] (and bias [O]).
+  Tensor conv1d(const Tensor<3, Float>& weight, Conv1dOptions opts = {}, Loc loc = Loc::current()) const
+    requires(D == 3 && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::conv1d(a_, weight.array(), opts, loc), loc);
+  }
+  Tensor conv1d(const Tensor<3, Float>& weight, const Tensor<1, Float>& bias, Conv1dOptions opts = {},
+                Loc loc = Loc::current()) const
+    requires(D == 3 && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::conv1d(a_, weight.array(), bias.array(), opts, loc), loc);
+  }
+  // [N, C, H, W] or unbatched [C, H, W].
+  Tensor max_pool2d(Pool2dOptions opts, Loc loc = Loc::current()) const
+    requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::max_pool2d(a_, opts, loc), loc);
+  }
+  Tensor avg_pool2d(Pool2dOptions opts, Loc loc = Loc::current()) const
+    requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::avg_pool2d(a_, opts, loc), loc);
+  }
+  Tensor adaptive_avg_pool2d(IntPair output_size, Loc loc = Loc::current()) const
+    requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::adaptive_avg_pool2d(a_, output_size, loc), loc);
+  }
+  // [N, C, L] or unbatched [C, L].
+  Tensor max_pool1d(Pool1dOptions opts, Loc loc = Loc::current()) const
+    requires((D == 2 || D == 3) && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::max_pool1d(a_, opts, loc), loc);
+  }
+  Tensor avg_pool1d(Pool1dOptions opts, Loc loc = Loc::current()) const
+    requires((D == 2 || D == 3) && std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::avg_pool1d(a_, opts, loc), loc);
+  }
+  // Values and i64 indices: `auto [values, indices] = x.sort(1);`
+  std::pair<Tensor, Tensor<D, Int>> sort(int dim = -1, bool descending = false, Loc loc = Loc::current()) const {
+    ValuesIndices r = ember::sort(a_, dim, descending, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+  Tensor<D, Int> argsort(int dim = -1, bool descending = false, Loc loc = Loc::current()) const {
+    return Tensor<D, Int>(ember::argsort(a_, dim, descending, loc), loc);
+  }
+  std::pair<Tensor, Tensor<D, Int>> topk(int64_t k, int dim = -1, bool largest = true, Loc loc = Loc::current()) const {
+    ValuesIndices r = ember::topk(a_, k, dim, largest, true, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+  Tensor<D, SumKind<K>> cumsum(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, SumKind<K>>(ember::cumsum(a_, dim, loc), loc);
+  }
+  Tensor<D, SumKind<K>> cumprod(int dim, Loc loc = Loc::current()) const {
+    return Tensor<D, SumKind<K>>(ember::cumprod(a_, dim, loc), loc);
+  }
+  std::pair<Tensor, Tensor<D, Int>> cummax(int dim, Loc loc = Loc::current()) const {
+    ValuesIndices r = ember::cummax(a_, dim, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+  std::pair<Tensor, Tensor<D, Int>> cummin(int dim, Loc loc = Loc::current()) const {
+    ValuesIndices r = ember::cummin(a_, dim, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+
  private:
   static TensorOptions kinded(TensorOptions opts) {
     if (!opts.dtype) opts.dtype = K::default_dtype;
@@ -486,6 +566,24 @@ template <int D, class K>
   requires(!std::is_same_v<K, Bool>)
 Tensor<D, K> matmul(const Tensor<D, K>& a, const Tensor<D, K>& b, Loc loc = Loc::current()) {
   return Tensor<D, K>(ember::matmul(a.array(), b.array(), loc), loc);
+}
+
+// Library ops as free functions: conv2d(x, w, {.stride = 2}), max_pool2d(h, {.kernel = 2}).
+inline Tensor<4, Float> conv2d(const Tensor<4, Float>& x, const Tensor<4, Float>& w, Conv2dOptions opts = {},
+                               Loc loc = Loc::current()) {
+  return x.conv2d(w, opts, loc);
+}
+inline Tensor<4, Float> conv2d(const Tensor<4, Float>& x, const Tensor<4, Float>& w, const Tensor<1, Float>& b,
+                               Conv2dOptions opts = {}, Loc loc = Loc::current()) {
+  return x.conv2d(w, b, opts, loc);
+}
+template <int D>
+Tensor<D, Float> max_pool2d(const Tensor<D, Float>& x, Pool2dOptions opts, Loc loc = Loc::current()) {
+  return x.max_pool2d(opts, loc);
+}
+template <int D>
+Tensor<D, Float> avg_pool2d(const Tensor<D, Float>& x, Pool2dOptions opts, Loc loc = Loc::current()) {
+  return x.avg_pool2d(opts, loc);
 }
 
 // ---- implementation details -------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "ember/autograd.h"
+#include "ember/tensor.h"
 #include "ops/op_test_util.h"
 
 namespace ember::testing {
@@ -418,6 +419,26 @@ TEST_P(OpLibrary, MaxPoolGradientGoesToTheFirstMaximum) {
   Array s = f32({3, 1, 2}, {3}, dev).require_grad();
   Gradients gs = sum(mul(sort(s).values, f32({1, 10, 100}, {3}, dev))).backward();
   EXPECT_TRUE(same(s.grad(gs), {100, 1, 10}));
+}
+
+TEST_P(OpLibrary, TypedFacade) {
+  Tensor<4> x(f32(iota_d(16), {1, 1, 4, 4}, dev));
+  Tensor<4> w(f32({1, 0, 0, 1}, {1, 1, 2, 2}, dev));
+  EXPECT_TRUE(same(conv2d(x, w, {.stride = 2}).array(), {5, 9, 21, 25}));
+  EXPECT_TRUE(same(x.conv2d(w, Tensor<1>(f32({1}, {1}, dev)), {.stride = 2}).array(), {6, 10, 22, 26}));
+  EXPECT_TRUE(same(max_pool2d(x, {.kernel = 2}).array(), {5, 7, 13, 15}));
+  EXPECT_TRUE(same(x.avg_pool2d({.kernel = 4}).array(), {7.5}));
+  EXPECT_TRUE(same(x.adaptive_avg_pool2d(2).array(), {2.5, 4.5, 10.5, 12.5}));
+  auto [v, i] = Tensor<1>(f32({3, 1, 2}, {3}, dev)).sort();
+  EXPECT_TRUE(same(v.array(), {1, 2, 3}));
+  EXPECT_TRUE(same(i.array(), {1, 2, 0}));
+  auto [tv, ti] = Tensor<2>(f32({3, 1, 2, 0, 5, 4}, {2, 3}, dev)).topk(1, 1);
+  EXPECT_TRUE(same(tv.array(), {3, 5}));
+  EXPECT_TRUE(same(ti.array(), {0, 1}));
+  EXPECT_TRUE(same(x.cumsum(3).array(), {0, 1, 3, 6, 4, 9, 15, 22, 8, 17, 27, 38, 12, 25, 39, 54}));
+  Tensor<3> l(f32({1, 3, 2, 5}, {1, 1, 4}, dev));
+  EXPECT_TRUE(same(l.max_pool1d({.kernel = 2}).array(), {3, 5}));
+  EXPECT_TRUE(same(l.conv1d(Tensor<3>(f32({1, 1}, {1, 1, 2}, dev))).array(), {4, 5, 7}));
 }
 
 EMBER_OP_SUITE(OpLibrary);
