@@ -132,7 +132,8 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   return e;
 }
 
-const Entry& entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+// A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
+Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
   static std::mutex mutex;
   static std::map<Key, Entry> cache;
   const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
@@ -220,7 +221,7 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     return set_status(st, EMBER_ERR_UNSUPPORTED, "conv2d: dtype %d is not floating", out.dtype);
   try {
     const Kind kind = fwd ? kFwd : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? kBwdData : kBwdWeights;
-    const Entry& e = entry(kind, g, a, fwd && n_in == 3);
+    const Entry e = entry(kind, g, a, fwd && n_in == 3);
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
