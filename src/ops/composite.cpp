@@ -40,3 +40,54 @@ Array softmax(const Array& x, int dim, Loc loc) {
 }
 
 }  // namespace ember
+
+// ---- reductions written with other reductions ------------------------------------------------
+namespace ember {
+
+// Counts nonzero elements (as bool -> i64 sum), so empty inputs work (any: false, all: true).
+Array any(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
+  node_of(x, "any", loc);
+  return gt(sum(cast(x, DType::Bool, loc), std::move(dims), keepdim, loc), 0, loc);
+}
+Array all(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
+  node_of(x, "all", loc);
+  return eq(sum(logical_not(x, loc), std::move(dims), keepdim, loc), 0, loc);
+}
+
+Array var(const Array& x, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
+  require_float(x, "var", loc);
+  if (correction < 0) fail("var", fmt::format("correction must be non-negative, got {}", correction), loc);
+  int64_t count = 1;
+  std::vector<bool> reduced(static_cast<size_t>(x.rank()), dims.empty());
+  for (int d : dims) reduced[size_t(dim_arg(d, x.rank(), "var", loc))] = true;
+  for (int d = 0; d < x.rank(); ++d)
+    if (reduced[size_t(d)]) count *= x.shape()[d];
+  Array centered = sub(x, mean(x, dims, true, loc), loc);
+  // n - correction <= 0 gives inf/NaN (as PyTorch), never an error.
+  return div(sum(mul(centered, centered, loc), dims, keepdim, loc), double(count - correction), loc);
+}
+Array std(const Array& x, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
+  node_of(x, "std", loc);
+  return sqrt(var(x, std::move(dims), correction, keepdim, loc), loc);
+}
+
+static ValuesIndices extreme_with_index(const Array& x, int dim, bool keepdim, bool is_max, Loc loc) {
+  const char* name = is_max ? "max_with_indices" : "min_with_indices";
+  const NodePtr& n = node_of(x, name, loc);
+  int r = n->shape.rank();
+  int d = dim_arg(dim, r, name, loc);
+  if (r == 0) return {x, zeros({}, {DType::I64, n->device}, loc)};
+  if (n->shape[d] == 0) fail(name, fmt::format("cannot reduce over zero elements (input shape {})", n->shape.str()), loc);
+  Array idx = is_max ? argmax(x, d, true, loc) : argmin(x, d, true, loc);
+  Array values = gather(x, d, idx, loc);  // the gradient goes to the chosen index only
+  if (keepdim) return {values, idx};
+  return {squeeze(values, d, loc), squeeze(idx, d, loc)};
+}
+ValuesIndices max_with_indices(const Array& x, int dim, bool keepdim, Loc loc) {
+  return extreme_with_index(x, dim, keepdim, true, loc);
+}
+ValuesIndices min_with_indices(const Array& x, int dim, bool keepdim, Loc loc) {
+  return extreme_with_index(x, dim, keepdim, false, loc);
+}
+
+}  // namespace ember

@@ -95,3 +95,99 @@ Array normal(const Shape& shape, double mean, double std, RandomOptions opts, Lo
 }
 
 }  // namespace ember
+
+// ---- creation from other tensors, ranges, identity, one-hot, random integers ----------------
+namespace ember {
+
+Array full_like(const Array& x, Scalar value, std::optional<DType> dtype, Loc loc) {
+  const NodePtr& n = node_of(x, "full_like", loc);
+  return full(n->shape, value, {dtype.value_or(n->dtype), n->device}, loc);
+}
+Array zeros_like(const Array& x, std::optional<DType> dtype, Loc loc) { return full_like(x, 0, dtype, loc); }
+Array ones_like(const Array& x, std::optional<DType> dtype, Loc loc) { return full_like(x, 1, dtype, loc); }
+
+Array linspace(Scalar start, Scalar end, int64_t steps, TensorOptions opts, Loc loc) {
+  if (steps < 0) fail("linspace", fmt::format("steps must be non-negative, got {}", steps), loc);
+  if (!std::isfinite(start.f) || !std::isfinite(end.f))
+    fail("linspace", fmt::format("start {} and end {} must be finite", start.f, end.f), loc);
+  DType dt = opts.dtype.value_or(kDefaultFloat);
+  if (dt == DType::Bool) fail("linspace", "not defined for bool", loc);
+  // Integer dtypes: computed in f64, then truncated (as PyTorch).
+  DType gen = is_floating(dt) ? dt : DType::F64;
+  OpAttrs attrs;
+  attrs.f0 = start.f;
+  attrs.f1 = steps > 1 ? (end.f - start.f) / double(steps - 1) : 0;
+  attrs.value = {end.f, steps};
+  if (steps == 1) attrs.value.f = start.f;  // the single point is start
+  Array r = make_array(Op::Linspace, std::move(attrs), {}, Shape{steps}, gen, opts.device, loc);
+  return cast(r, dt, loc);
+}
+
+Array eye(int64_t n, std::optional<int64_t> m, TensorOptions opts, Loc loc) {
+  int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) fail("eye", fmt::format("sizes must be non-negative, got {} x {}", n, cols), loc);
+  Array r = arange(0, n, 1, DType::I64, opts.device, loc);
+  Array c = arange(0, cols, 1, DType::I64, opts.device, loc);
+  return cast(eq(unsqueeze(r, 1, loc), unsqueeze(c, 0, loc), loc), opts.dtype.value_or(kDefaultFloat), loc);
+}
+
+Array one_hot(const Array& index, int64_t num_classes, std::optional<DType> dtype, Loc loc) {
+  const NodePtr& n = node_of(index, "one_hot", loc);
+  if (!is_integral(n->dtype))
+    fail("one_hot", fmt::format("index must have an integer dtype, got {}", dtype_name(n->dtype)), loc);
+  if (num_classes <= 0) fail("one_hot", fmt::format("num_classes must be positive, got {}", num_classes), loc);
+  if (n->shape.rank() >= kMaxRank) fail("one_hot", fmt::format("index rank {} leaves no room for the class dim", n->shape.rank()), loc);
+  // Rows of the identity picked by a bounds-checked lookup.
+  Array table = eye(num_classes, std::nullopt, {dtype.value_or(DType::I64), n->device}, loc);
+  Array rows = index_select(table, 0, reshape(index, Shape{n->shape.numel()}, loc), loc);
+  std::vector<int64_t> shape = n->shape.dims();
+  shape.push_back(num_classes);
+  return reshape(rows, Shape(shape), loc);
+}
+
+static uint64_t next_seed(std::optional<uint64_t> seed) {
+  return seed ? *seed : splitmix64(global_seed.load() + draws.fetch_add(1));
+}
+
+Array bernoulli(const Array& p, std::optional<uint64_t> seed, Loc loc) {
+  const NodePtr& n = node_of(p, "bernoulli", loc);
+  if (!is_floating(n->dtype))
+    fail("bernoulli", fmt::format("p must be floating, got {}", dtype_name(n->dtype)), loc);
+  DType u_dt = n->dtype == DType::F64 ? DType::F64 : DType::F32;
+  Array u = uniform(n->shape, 0, 1, {.seed = next_seed(seed), .dtype = u_dt, .device = n->device}, loc);
+  return cast(lt(u, cast(p, u_dt, loc), loc), n->dtype, loc);
+}
+
+Array bernoulli(const Shape& shape, double p, RandomOptions opts, Loc loc) {
+  if (!(p >= 0 && p <= 1)) fail("bernoulli", fmt::format("p must be in [0, 1], got {}", p), loc);
+  check_shape(shape, "bernoulli", loc);
+  DType u_dt = opts.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Array u = uniform(shape, 0, 1, {.seed = next_seed(opts.seed), .dtype = u_dt, .device = opts.device}, loc);
+  return cast(lt(u, p, loc), opts.dtype, loc);
+}
+
+Array randint(int64_t low, int64_t high, const Shape& shape, RandintOptions opts, Loc loc) {
+  if (low >= high) fail("randint", fmt::format("low {} must be less than high {}", low, high), loc);
+  if (opts.dtype == DType::Bool) fail("randint", "needs a numeric dtype, got bool", loc);
+  check_shape(shape, "randint", loc);
+  Array u = uniform(shape, 0, 1, {.seed = next_seed(opts.seed), .dtype = DType::F64, .device = opts.device}, loc);
+  double range = double(high) - double(low);
+  Array k = minimum(floor(mul(u, range, loc), loc), range - 1, loc);  // u < 1, but rounding may reach range
+  return cast(add(cast(k, DType::I64, loc), low, loc), opts.dtype, loc);
+}
+
+Array randperm(int64_t n, RandintOptions opts, Loc loc) {
+  if (n < 0) fail("randperm", fmt::format("n must be non-negative, got {}", n), loc);
+  if (opts.dtype == DType::Bool) fail("randperm", "needs a numeric dtype, got bool", loc);
+  std::vector<double> u = uniform({n}, 0, 1, {.seed = next_seed(opts.seed), .dtype = DType::F64, .device = opts.device}, loc)
+                              .to_vector<double>();
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates: swap i with j uniform in [0, i]
+    int64_t j = std::min<int64_t>(int64_t(u[size_t(i)] * double(i + 1)), i);
+    std::swap(perm[size_t(i)], perm[size_t(j)]);
+  }
+  return cast(from_vector(perm, Shape{n}, opts.device, loc), opts.dtype, loc);
+}
+
+}  // namespace ember

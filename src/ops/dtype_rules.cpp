@@ -55,6 +55,22 @@ ElementwiseTypes elementwise_types(Op op, const std::vector<DType>& in, DType ca
       r.compute = r.result = promoted(1);
       r.operands = {DType::Bool, r.compute, r.compute};
       return r;
+    case DTypeRule::Predicate:
+      r.compute = in[0];
+      r.result = DType::Bool;
+      break;
+    case DTypeRule::Bitwise: {
+      DType t = promoted(0);
+      if (is_floating(t)) reject("needs integer or bool operands");
+      r.compute = r.result = t;
+      break;
+    }
+    case DTypeRule::Shift: {
+      DType t = promoted(0);
+      if (!is_integral(t)) reject("needs integer operands");
+      r.compute = r.result = t;
+      break;
+    }
     case DTypeRule::Cast:
       r.compute = in[0];
       r.result = cast_to;

@@ -31,6 +31,13 @@ EMBER_DEFINE_BINARY(gt, Gt)
 EMBER_DEFINE_BINARY(ge, Ge)
 EMBER_DEFINE_BINARY(logical_and, LogicalAnd)
 EMBER_DEFINE_BINARY(logical_or, LogicalOr)
+EMBER_DEFINE_BINARY(logical_xor, LogicalXor)
+EMBER_DEFINE_BINARY(atan2, Atan2)
+EMBER_DEFINE_BINARY(bitwise_and, BitwiseAnd)
+EMBER_DEFINE_BINARY(bitwise_or, BitwiseOr)
+EMBER_DEFINE_BINARY(bitwise_xor, BitwiseXor)
+EMBER_DEFINE_BINARY(shift_left, ShiftLeft)
+EMBER_DEFINE_BINARY(shift_right, ShiftRight)
 #undef EMBER_DEFINE_BINARY
 
 #define EMBER_DEFINE_UNARY(fn, Name) \
@@ -47,7 +54,81 @@ EMBER_DEFINE_UNARY(sigmoid, Sigmoid)
 EMBER_DEFINE_UNARY(relu, Relu)
 EMBER_DEFINE_UNARY(gelu, Gelu)
 EMBER_DEFINE_UNARY(logical_not, LogicalNot)
+EMBER_DEFINE_UNARY(bitwise_not, BitwiseNot)
+EMBER_DEFINE_UNARY(expm1, Expm1)
+EMBER_DEFINE_UNARY(log1p, Log1p)
+EMBER_DEFINE_UNARY(log2, Log2)
+EMBER_DEFINE_UNARY(log10, Log10)
+EMBER_DEFINE_UNARY(rsqrt, Rsqrt)
+EMBER_DEFINE_UNARY(recip, Recip)
+EMBER_DEFINE_UNARY(square, Square)
+EMBER_DEFINE_UNARY(sin, Sin)
+EMBER_DEFINE_UNARY(cos, Cos)
+EMBER_DEFINE_UNARY(tan, Tan)
+EMBER_DEFINE_UNARY(asin, Asin)
+EMBER_DEFINE_UNARY(acos, Acos)
+EMBER_DEFINE_UNARY(atan, Atan)
+EMBER_DEFINE_UNARY(sinh, Sinh)
+EMBER_DEFINE_UNARY(cosh, Cosh)
+EMBER_DEFINE_UNARY(asinh, Asinh)
+EMBER_DEFINE_UNARY(acosh, Acosh)
+EMBER_DEFINE_UNARY(atanh, Atanh)
+EMBER_DEFINE_UNARY(deg2rad, Deg2rad)
+EMBER_DEFINE_UNARY(rad2deg, Rad2deg)
+EMBER_DEFINE_UNARY(gelu_tanh, GeluTanh)
+EMBER_DEFINE_UNARY(silu, Silu)
+EMBER_DEFINE_UNARY(mish, Mish)
+EMBER_DEFINE_UNARY(hard_sigmoid, HardSigmoid)
+EMBER_DEFINE_UNARY(hard_swish, HardSwish)
+EMBER_DEFINE_UNARY(is_nan, IsNan)
+EMBER_DEFINE_UNARY(is_inf, IsInf)
+EMBER_DEFINE_UNARY(is_finite, IsFinite)
 #undef EMBER_DEFINE_UNARY
+
+// Rounding of integers is the identity (bool is rejected by the Numeric rule).
+#define EMBER_DEFINE_ROUNDING(fn, Name)                                      \
+  Array fn(const Array& x, Loc loc) {                                        \
+    if (is_integral(node_of(x, #fn, loc)->dtype)) return x;                  \
+    return elementwise(Op::Name, {x}, loc);                                  \
+  }
+EMBER_DEFINE_ROUNDING(floor, Floor)
+EMBER_DEFINE_ROUNDING(ceil, Ceil)
+EMBER_DEFINE_ROUNDING(round, Round)
+EMBER_DEFINE_ROUNDING(trunc, Trunc)
+#undef EMBER_DEFINE_ROUNDING
+
+static Array with_params(Op op, const Array& x, double f0, double f1, Loc loc) {
+  OpAttrs attrs;
+  attrs.f0 = f0;
+  attrs.f1 = f1;
+  return elementwise(op, {x}, loc, DType::F32, std::move(attrs));
+}
+
+Array softplus(const Array& x, double beta, double threshold, Loc loc) {
+  if (!(beta > 0) || !std::isfinite(beta)) fail("softplus", fmt::format("beta must be positive and finite, got {}", beta), loc);
+  return with_params(Op::Softplus, x, beta, threshold, loc);
+}
+Array leaky_relu(const Array& x, double slope, Loc loc) {
+  if (!std::isfinite(slope)) fail("leaky_relu", fmt::format("slope must be finite, got {}", slope), loc);
+  return with_params(Op::LeakyRelu, x, slope, 0, loc);
+}
+Array elu(const Array& x, double alpha, Loc loc) {
+  if (!std::isfinite(alpha)) fail("elu", fmt::format("alpha must be finite, got {}", alpha), loc);
+  return with_params(Op::Elu, x, alpha, 0, loc);
+}
+
+Array mask_fill(const Array& x, const Array& mask, Scalar value, Loc loc) {
+  const NodePtr& n = node_of(x, "mask_fill", loc);
+  const NodePtr& m = node_of(mask, "mask_fill", loc);
+  if (m->dtype != DType::Bool)
+    fail("mask_fill", fmt::format("mask must be bool, got {}", dtype_name(m->dtype)), loc);
+  try {
+    if (broadcast_shapes(n->shape, m->shape, "mask_fill") != n->shape) throw Error("");
+  } catch (const Error&) {
+    fail("mask_fill", fmt::format("mask shape {} does not broadcast to the input shape {}", m->shape.str(), n->shape.str()), loc);
+  }
+  return where(mask, scalar_array(value, n->dtype, n->device, loc), x, loc);
+}
 
 Array cast(const Array& x, DType dtype, Loc loc) {
   if (node_of(x, "cast", loc)->dtype == dtype) return x;

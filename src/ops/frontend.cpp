@@ -45,7 +45,7 @@ Array scalar_like(Scalar s, const Array& other, Loc loc) {
   return scalar_array(s, promote_with_scalar(n->dtype, s.category), n->device, loc);
 }
 
-Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to) {
+Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to, OpAttrs attrs) {
   const char* name = op_name(op);
   std::vector<const Array*> ptrs;
   for (const Array& a : inputs) ptrs.push_back(&a);
@@ -68,7 +68,6 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
   } catch (const Error& e) {
     throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
   }
-  OpAttrs attrs;
   attrs.dtype = cast_to;
   return make_array(op, std::move(attrs), inputs, std::move(shape), t.result, device, loc);
 }

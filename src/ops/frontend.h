@@ -23,7 +23,8 @@ int dim_arg(int dim, int rank, const char* op, Loc loc);
 // A rank-0 constant of the given dtype (folds into consumer kernels).
 Array scalar_array(Scalar s, DType dtype, Device device, Loc loc);
 // Builds an elementwise node over broadcast inputs; dtype rules come from the op table.
-Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to = DType::F32);
+Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to = DType::F32,
+                  OpAttrs attrs = {});
 // Scalar operands adopt the other operand's dtype unless their category is higher.
 Array scalar_like(Scalar s, const Array& other, Loc loc);
 

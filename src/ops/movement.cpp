@@ -199,3 +199,241 @@ Array cat(const std::vector<Array>& xs, int dim, Loc loc) {
 }
 
 }  // namespace ember
+
+// ---- composite movement ops (views, slices, cat and index_select) ---------------------------
+namespace ember {
+
+Array swap_dims(const Array& x, int dim0, int dim1, Loc loc) { return transpose(x, dim0, dim1, loc); }
+
+Array movedim(const Array& x, int source, int destination, Loc loc) {
+  const NodePtr& n = node_of(x, "movedim", loc);
+  int r = n->shape.rank();
+  int s = dim_arg(source, r, "movedim", loc), d = dim_arg(destination, r, "movedim", loc);
+  if (r == 0) return x;
+  std::vector<int> order;
+  for (int i = 0; i < r; ++i)
+    if (i != s) order.push_back(i);
+  order.insert(order.begin() + d, s);
+  return permute(x, order, loc);
+}
+
+Array narrow(const Array& x, int dim, int64_t start, int64_t length, Loc loc) {
+  const NodePtr& n = node_of(x, "narrow", loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("narrow", "cannot narrow a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "narrow", loc);
+  int64_t size = n->shape[d];
+  int64_t s = start < 0 ? start + size : start;
+  if (s < 0 || s > size || length < 0 || s + length > size)
+    fail("narrow", fmt::format("start {} and length {} do not fit in dim {} of size {}", start, length, dim, size), loc);
+  return slice(x, d, s, s + length, 1, loc);
+}
+
+Array select(const Array& x, int dim, int64_t index, Loc loc) {
+  const NodePtr& n = node_of(x, "select", loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("select", "cannot select from a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "select", loc);
+  int64_t size = n->shape[d];
+  if (index < -size || index >= size)
+    fail("select", fmt::format("index {} is out of range for dim {} of size {}", index, dim, size), loc);
+  int64_t i = index < 0 ? index + size : index;
+  return squeeze(slice(x, d, i, i + 1, 1, loc), d, loc);
+}
+
+Array flip(const Array& x, std::vector<int> dims, Loc loc) {
+  const NodePtr& n = node_of(x, "flip", loc);
+  int r = n->shape.rank();
+  std::vector<bool> seen(static_cast<size_t>(std::max(r, 1)), false);
+  Array out = x;
+  for (int dim : dims) {
+    int d = dim_arg(dim, r, "flip", loc);
+    if (seen[size_t(d)]) fail("flip", fmt::format("dim {} appears more than once", dim), loc);
+    seen[size_t(d)] = true;
+    if (r == 0 || n->shape[d] <= 1) continue;
+    int64_t size = n->shape[d];
+    out = index_select(out, d, arange(size - 1, -1, -1, DType::I64, n->device, loc), loc);
+  }
+  return out;
+}
+
+Array roll(const Array& x, int64_t shift, int dim, Loc loc) {
+  const NodePtr& n = node_of(x, "roll", loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("roll", "cannot roll a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "roll", loc);
+  int64_t size = n->shape[d];
+  if (size == 0) return x;
+  int64_t s = ((shift % size) + size) % size;
+  if (s == 0) return x;
+  return cat({slice(x, d, size - s, size, 1, loc), slice(x, d, 0, size - s, 1, loc)}, d, loc);
+}
+
+Array stack(const std::vector<Array>& xs, int dim, Loc loc) {
+  if (xs.empty()) fail("stack", "needs at least one tensor", loc);
+  const Shape& s0 = node_of(xs[0], "stack", loc)->shape;
+  int d = dim_arg(dim, s0.rank() + 1, "stack", loc);
+  std::vector<Array> parts;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Shape& s = node_of(xs[i], "stack", loc)->shape;
+    if (s != s0)
+      fail("stack", fmt::format("tensor {} has shape {} but tensor 0 has {} (all must match)", i, s.str(), s0.str()), loc);
+    parts.push_back(unsqueeze(xs[i], d, loc));
+  }
+  return cat(parts, d, loc);
+}
+
+std::vector<Array> split(const Array& x, const std::vector<int64_t>& sizes, int dim, Loc loc) {
+  const NodePtr& n = node_of(x, "split", loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("split", "cannot split a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "split", loc);
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) fail("split", fmt::format("negative size {}", s), loc);
+    total += s;
+  }
+  if (total != n->shape[d])
+    fail("split", fmt::format("sizes add up to {} but dim {} has size {}", total, dim, n->shape[d]), loc);
+  std::vector<Array> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(slice(x, d, start, start + s, 1, loc));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Array> split(const Array& x, int64_t size, int dim, Loc loc) {
+  const NodePtr& n = node_of(x, "split", loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("split", "cannot split a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "split", loc);
+  if (size <= 0) fail("split", fmt::format("size must be positive, got {}", size), loc);
+  int64_t len = n->shape[d];
+  std::vector<int64_t> sizes;
+  for (int64_t s = 0; s < len; s += size) sizes.push_back(std::min(size, len - s));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(x, sizes, d, loc);
+}
+
+std::vector<Array> chunk(const Array& x, int64_t chunks, int dim, Loc loc) {
+  const NodePtr& n = node_of(x, "chunk", loc);
+  if (chunks <= 0) fail("chunk", fmt::format("chunks must be positive, got {}", chunks), loc);
+  int r = n->shape.rank();
+  if (r == 0) fail("chunk", "cannot chunk a rank-0 tensor", loc);
+  int d = dim_arg(dim, r, "chunk", loc);
+  int64_t len = n->shape[d];
+  int64_t size = std::max<int64_t>((len + chunks - 1) / chunks, 1);
+  return split(x, size, d, loc);
+}
+
+Array repeat(const Array& x, const std::vector<int64_t>& repeats, Loc loc) {
+  const NodePtr& n = node_of(x, "repeat", loc);
+  int r = n->shape.rank(), k = int(repeats.size());
+  if (k < r) fail("repeat", fmt::format("got {} repeats for a tensor of rank {} (need at least the rank)", k, r), loc);
+  if (k > kMaxRank) fail("repeat", fmt::format("{} repeats exceed the maximum rank {}", k, kMaxRank), loc);
+  for (int64_t v : repeats)
+    if (v < 0) fail("repeat", fmt::format("negative repeat count {}", v), loc);
+  // x viewed as [1, s0, 1, s1, ...] (leading dims of size 1), expanded to [r0, s0, r1, s1, ...],
+  // then merged pairwise.
+  std::vector<int64_t> src(static_cast<size_t>(k - r), 1);
+  src.insert(src.end(), n->shape.begin(), n->shape.end());
+  std::vector<int64_t> inter, wide, out;
+  for (int i = 0; i < k; ++i) {
+    inter.push_back(1);
+    inter.push_back(src[size_t(i)]);
+    wide.push_back(repeats[size_t(i)]);
+    wide.push_back(src[size_t(i)]);
+    out.push_back(repeats[size_t(i)] * src[size_t(i)]);
+  }
+  if (2 * k > kMaxRank) {  // too many dims for the pairwise view: one dim at a time with cat
+    Array cur = reshape(x, Shape(src), loc);
+    for (int i = 0; i < k; ++i) {
+      if (repeats[size_t(i)] == 1) continue;
+      if (repeats[size_t(i)] == 0) {
+        Shape z = cur.shape();
+        z[i] = 0;
+        cur = zeros(z, {n->dtype, n->device}, loc);
+        continue;
+      }
+      cur = cat(std::vector<Array>(size_t(repeats[size_t(i)]), cur), i, loc);
+    }
+    return cur;
+  }
+  return reshape(contiguous(expand(reshape(x, Shape(inter), loc), Shape(wide), loc), loc), Shape(out), loc);
+}
+
+Array tile(const Array& x, const std::vector<int64_t>& reps, Loc loc) {
+  const NodePtr& n = node_of(x, "tile", loc);
+  std::vector<int64_t> full = reps;
+  if (int(full.size()) < n->shape.rank()) full.insert(full.begin(), size_t(n->shape.rank()) - full.size(), 1);
+  return repeat(x, full, loc);
+}
+
+Array pad(const Array& x, const std::vector<int64_t>& pads, PadMode mode, Scalar value, Loc loc) {
+  const NodePtr& n = node_of(x, "pad", loc);
+  int r = n->shape.rank();
+  if (pads.size() % 2 != 0 || int(pads.size()) > 2 * r)
+    fail("pad", fmt::format("pads must be (before, after) pairs for at most {} dims, got {} values", r, pads.size()), loc);
+  Array out = x;
+  for (size_t p = 0; p < pads.size() / 2; ++p) {
+    int d = r - 1 - int(p);
+    int64_t before = pads[2 * p], after = pads[2 * p + 1];
+    int64_t size = out.shape()[d];
+    if (before == 0 && after == 0) continue;
+    if (mode == PadMode::Constant) {
+      if (size + before + after < 0)
+        fail("pad", fmt::format("pads ({}, {}) remove more than the {} elements of dim {}", before, after, size, d), loc);
+      // Negative pads crop.
+      if (before < 0 || after < 0) {
+        out = slice(out, d, std::max<int64_t>(-before, 0), size - std::max<int64_t>(-after, 0), 1, loc);
+        before = std::max<int64_t>(before, 0);
+        after = std::max<int64_t>(after, 0);
+      }
+      std::vector<Array> parts;
+      Shape z = out.shape();
+      if (before > 0) {
+        z[d] = before;
+        parts.push_back(full(z, value, {n->dtype, n->device}, loc));
+      }
+      parts.push_back(out);
+      if (after > 0) {
+        z[d] = after;
+        parts.push_back(full(z, value, {n->dtype, n->device}, loc));
+      }
+      out = cat(parts, d, loc);
+      continue;
+    }
+    if (before < 0 || after < 0)
+      fail("pad", fmt::format("negative pads ({}, {}) need constant mode", before, after), loc);
+    std::vector<int64_t> idx;
+    if (mode == PadMode::Reflect) {
+      if (before >= size || after >= size)
+        fail("pad", fmt::format("reflect pads ({}, {}) must be smaller than dim {} of size {}", before, after, d, size), loc);
+      for (int64_t i = -before; i < size + after; ++i) idx.push_back(i < 0 ? -i : i >= size ? 2 * (size - 1) - i : i);
+    } else {
+      if (size == 0) fail("pad", fmt::format("replicate needs a nonempty dim {}", d), loc);
+      for (int64_t i = -before; i < size + after; ++i) idx.push_back(std::clamp<int64_t>(i, 0, size - 1));
+    }
+    out = index_select(out, d, from_vector(idx, Shape{int64_t(idx.size())}, n->device, loc), loc);
+  }
+  return out;
+}
+
+static Array triangle(const Array& x, int64_t k, bool lower, Loc loc) {
+  const char* name = lower ? "tril" : "triu";
+  const NodePtr& n = node_of(x, name, loc);
+  int r = n->shape.rank();
+  if (r < 2) fail(name, fmt::format("needs at least 2 dims, got shape {}", n->shape.str()), loc);
+  int64_t rows = n->shape[r - 2], cols = n->shape[r - 1];
+  Array i = unsqueeze(arange(0, rows, 1, DType::I64, n->device, loc), 1, loc);
+  Array j = unsqueeze(arange(0, cols, 1, DType::I64, n->device, loc), 0, loc);
+  Array diff = sub(j, i, loc);  // column - row
+  Array keep = lower ? le(diff, k, loc) : ge(diff, k, loc);
+  return where(keep, x, zeros({}, {n->dtype, n->device}, loc), loc);
+}
+Array tril(const Array& x, int64_t diagonal, Loc loc) { return triangle(x, diagonal, true, loc); }
+Array triu(const Array& x, int64_t diagonal, Loc loc) { return triangle(x, diagonal, false, loc); }
+
+}  // namespace ember

@@ -3,6 +3,8 @@
 
 #include <cassert>
 
+#include "ops/kir_math.h"
+
 namespace ember {
 
 const OpInfo& op_info(Op op) {

@@ -25,6 +25,7 @@ enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Op
 
 enum class DTypeRule : uint8_t {
   Numeric, Float, Logical, Promote, PromoteFloat, Compare, Where, Cast,  // elementwise
+  Predicate, Bitwise, Shift,                                              // elementwise
   Sum, FloatOnly, SameNonEmpty, IndexNonEmpty,                            // reductions
   None
 };
