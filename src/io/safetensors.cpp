@@ -288,7 +288,7 @@ void load(nn::Module& model, const std::string& path, const io::LoadOptions& opt
   }
 }
 
-void save(const optim::Optimizer& optimizer, const std::string& path) {
+void save(optim::Optimizer& optimizer, const std::string& path) {
   io::save_file(path, optimizer.state_dict(), {{"ember.optimizer", optimizer.type_name()}});
 }
 

@@ -11,6 +11,9 @@
 
 namespace ember::optim {
 
+// Norms of gradients are accumulated in f32 (f64 for f64 gradients).
+static DType norm_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+
 Optimizer::Optimizer(nn::Module& model, double lr, ClipOptions clip) : lr_(lr), clip_(clip) {
   for (auto& b : model.named_buffers()) buffers_.push_back(b.param);
   build_groups(model.named_parameters());
@@ -42,13 +45,19 @@ void Optimizer::build_groups(std::vector<nn::NamedParam> params) {
   std::vector<Array> all;
   for (Group& g : groups_) {
     refresh_flat(g);
-    for (const std::string& s : state_names())
-      g.state[s] = zeros({g.numel}, {.dtype = g.dtype, .device = g.device});
     all.push_back(g.flat);
-    for (auto& [name, a] : g.state) all.push_back(a);
   }
   eval(all);
   for (Group& g : groups_) install_views(g);
+}
+
+// State starts at zero; created on first use (state_names is virtual: not callable while the
+// base class is being constructed).
+void Optimizer::ensure_state() {
+  if (state_ready_) return;
+  for (Group& g : groups_)
+    for (const std::string& s : state_names()) g.state[s] = zeros({g.numel}, {.dtype = g.dtype, .device = g.device});
+  state_ready_ = true;
 }
 
 // Rebuilds the flat arena from the parameters' current values when any was replaced from outside
@@ -79,6 +88,7 @@ void Optimizer::install_views(Group& g) {
 }
 
 void Optimizer::step(const Gradients& grads) {
+  ensure_state();
   ++step_;
   NoGradGuard no_grad;
   struct Flat {
@@ -115,7 +125,8 @@ void Optimizer::step(const Gradients& grads) {
   if (clip_.max_norm) {
     Array sq;
     for (Flat& f : flats) {
-      Array s = sum(mul(cast(f.grad, DType::F32), cast(f.grad, DType::F32)));
+      Array gn = cast(f.grad, norm_dtype(f.grad.dtype()));
+      Array s = sum(mul(gn, gn));
       sq = sq.defined() ? add(sq, s) : s;
     }
     if (sq.defined()) {
@@ -144,7 +155,8 @@ void Optimizer::step(const Gradients& grads) {
   for (Group& g : groups_) install_views(g);
 }
 
-nn::StateDict Optimizer::state_dict() const {
+nn::StateDict Optimizer::state_dict() {
+  ensure_state();
   nn::StateDict out;
   out["step"] = from_vector<int64_t>({step_}, {1});
   for (const Group& g : groups_)
@@ -155,6 +167,7 @@ nn::StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const nn::StateDict& state) {
+  ensure_state();
   std::vector<std::string> problems;
   auto step_it = state.find("step");
   if (step_it == state.end() || step_it->second.numel() != 1) problems.push_back("missing key: step");
@@ -211,7 +224,7 @@ Array clip_grad_norm(Gradients& grads, const std::vector<nn::ParamRef>& params, 
     Array g = grads.get(p.array());
     if (!g.defined()) continue;
     present.emplace_back(p.array(), g);
-    Array gf = cast(g, DType::F32);
+    Array gf = cast(g, norm_dtype(g.dtype()));
     Array s = sum(mul(gf, gf));
     sq = sq.defined() ? add(sq, s) : s;
   }

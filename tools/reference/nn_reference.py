@@ -78,6 +78,31 @@ acts = {
 for name, fn in acts.items():
     value_and_grads("act." + name, fn, [xa])
 
+# ---- convolution and pooling -------------------------------------------------------------------
+xc = det((2, 4, 7, 6), 0.37, 0.1)
+conv_cases = {
+    # name: (weight shape, bias?, conv2d kwargs)
+    "basic": ((6, 4, 3, 3), True, {}),
+    "stride_pad": ((6, 4, 3, 3), True, {"stride": 2, "padding": 1}),
+    "rect": ((5, 4, 3, 2), True, {"stride": (2, 1), "padding": (1, 0)}),
+    "dilation_same": ((6, 4, 3, 3), True, {"dilation": 2, "padding": "same"}),
+    "same_even": ((3, 4, 2, 4), True, {"padding": "same"}),
+    "groups": ((6, 2, 3, 3), False, {"groups": 2, "padding": 1}),
+    "depthwise": ((4, 1, 3, 3), True, {"groups": 4, "stride": 2}),
+}
+for name, (wshape, has_bias, kw) in conv_cases.items():
+    wc = det(wshape, 0.53, 0.7) * 0.5
+    if has_bias:
+        bc = det((wshape[0],), 0.9, 0.4)
+        value_and_grads("conv." + name, lambda x, w, b, kw=kw: F.conv2d(x, w, b, **kw), [xc, wc, bc])
+    else:
+        value_and_grads("conv." + name, lambda x, w, kw=kw: F.conv2d(x, w, None, **kw), [xc, wc])
+value_and_grads("pool.max", lambda x: F.max_pool2d(x, 3, stride=2, padding=1), [xc])
+value_and_grads("pool.avg", lambda x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False), [xc])
+value_and_grads("pool.avg_rect", lambda x: F.avg_pool2d(x, (3, 2), stride=(2, 2)), [xc])
+value_and_grads("pool.adaptive", lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [xc])
+value_and_grads("pool.global", lambda x: x.mean(dim=(2, 3)), [xc])
+
 # ---- normalization -----------------------------------------------------------------------------
 def batchnorm_case(prefix, shape, c):
     bn = nn.BatchNorm1d(c, momentum=0.2) if len(shape) < 4 else nn.BatchNorm2d(c, momentum=0.2)

@@ -74,7 +74,7 @@ namespace ember {
 void save(nn::Module& model, const std::string& path);
 void load(nn::Module& model, const std::string& path, const io::LoadOptions& opts = {});
 // An optimizer's state (step count and per-parameter state).
-void save(const optim::Optimizer& optimizer, const std::string& path);
+void save(optim::Optimizer& optimizer, const std::string& path);
 void load(optim::Optimizer& optimizer, const std::string& path);
 
 }  // namespace ember

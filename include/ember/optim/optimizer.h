@@ -46,7 +46,7 @@ class Optimizer {
   const Array& arena(size_t group) const { return groups_.at(group).flat; }
 
   // "step" and, per parameter and state, "<param name>.<state>" (e.g. "fc1.weight.exp_avg").
-  nn::StateDict state_dict() const;
+  nn::StateDict state_dict();
   // Restores a state_dict of an optimizer of the same type over the same parameters.
   void load_state_dict(const nn::StateDict& state);
   virtual std::string type_name() const = 0;
@@ -77,12 +77,14 @@ class Optimizer {
   void build_groups(std::vector<nn::NamedParam> params);
   void refresh_flat(Group& g);
   void install_views(Group& g);
+  void ensure_state();
 
   std::vector<Group> groups_;
   std::vector<nn::ParamRef> buffers_;
   double lr_;
   ClipOptions clip_;
   int64_t step_ = 0;
+  bool state_ready_ = false;
   Array last_norm_;
 };
 
