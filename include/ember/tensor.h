@@ -63,6 +63,10 @@ template <class T>
 struct NestedList<T, 1> {
   using type = std::initializer_list<T>;
 };
+template <class T>
+struct NestedList<T, 0> {  // rank 0 has no nested-list form (from_data needs D >= 1)
+  using type = T;
+};
 
 // Records where an operator was used, so errors from `a + b` name the user's line.
 template <class T>
@@ -295,7 +299,100 @@ class Tensor {
   EMBER_TENSOR_FLOAT_UNARY(erf)
   EMBER_TENSOR_FLOAT_UNARY(sigmoid)
   EMBER_TENSOR_FLOAT_UNARY(gelu)
+  EMBER_TENSOR_FLOAT_UNARY(expm1)
+  EMBER_TENSOR_FLOAT_UNARY(log1p)
+  EMBER_TENSOR_FLOAT_UNARY(log2)
+  EMBER_TENSOR_FLOAT_UNARY(log10)
+  EMBER_TENSOR_FLOAT_UNARY(rsqrt)
+  EMBER_TENSOR_FLOAT_UNARY(recip)
+  EMBER_TENSOR_FLOAT_UNARY(sin)
+  EMBER_TENSOR_FLOAT_UNARY(cos)
+  EMBER_TENSOR_FLOAT_UNARY(tan)
+  EMBER_TENSOR_FLOAT_UNARY(asin)
+  EMBER_TENSOR_FLOAT_UNARY(acos)
+  EMBER_TENSOR_FLOAT_UNARY(atan)
+  EMBER_TENSOR_FLOAT_UNARY(sinh)
+  EMBER_TENSOR_FLOAT_UNARY(cosh)
+  EMBER_TENSOR_FLOAT_UNARY(asinh)
+  EMBER_TENSOR_FLOAT_UNARY(acosh)
+  EMBER_TENSOR_FLOAT_UNARY(atanh)
+  EMBER_TENSOR_FLOAT_UNARY(deg2rad)
+  EMBER_TENSOR_FLOAT_UNARY(rad2deg)
+  EMBER_TENSOR_FLOAT_UNARY(gelu_tanh)
+  EMBER_TENSOR_FLOAT_UNARY(silu)
+  EMBER_TENSOR_FLOAT_UNARY(mish)
+  EMBER_TENSOR_FLOAT_UNARY(hard_sigmoid)
+  EMBER_TENSOR_FLOAT_UNARY(hard_swish)
+  EMBER_TENSOR_FLOAT_UNARY(floor)
+  EMBER_TENSOR_FLOAT_UNARY(ceil)
+  EMBER_TENSOR_FLOAT_UNARY(round)
+  EMBER_TENSOR_FLOAT_UNARY(trunc)
 #undef EMBER_TENSOR_FLOAT_UNARY
+  Tensor softplus(double beta = 1, double threshold = 20, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::softplus(a_, beta, threshold, loc), loc);
+  }
+  Tensor leaky_relu(double slope = 0.01, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::leaky_relu(a_, slope, loc), loc);
+  }
+  Tensor elu(double alpha = 1, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::elu(a_, alpha, loc), loc);
+  }
+  Tensor atan2(const Tensor& x, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::atan2(a_, x.a_, loc), loc);
+  }
+  Tensor square(Loc loc = Loc::current()) const
+    requires(!std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::square(a_, loc), loc);
+  }
+  Tensor<D, Bool> is_nan(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_nan(a_, loc), loc); }
+  Tensor<D, Bool> is_inf(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_inf(a_, loc), loc); }
+  Tensor<D, Bool> is_finite(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_finite(a_, loc), loc); }
+
+  // ---- bit operations (Int; Bool: the logical ops) ---------------------------------------------
+#define EMBER_TENSOR_BITWISE(fn)                                                              \
+  Tensor fn(const Tensor& b, Loc loc = Loc::current()) const                                 \
+    requires(!std::is_same_v<K, Float>)                                                      \
+  {                                                                                           \
+    return Tensor(ember::fn(a_, b.a_, loc), loc);                                            \
+  }
+  EMBER_TENSOR_BITWISE(bitwise_and)
+  EMBER_TENSOR_BITWISE(bitwise_or)
+  EMBER_TENSOR_BITWISE(bitwise_xor)
+#undef EMBER_TENSOR_BITWISE
+  Tensor bitwise_not(Loc loc = Loc::current()) const
+    requires(!std::is_same_v<K, Float>)
+  {
+    return Tensor(ember::bitwise_not(a_, loc), loc);
+  }
+  Tensor shift_left(const Tensor& n, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Int>
+  {
+    return Tensor(ember::shift_left(a_, n.a_, loc), loc);
+  }
+  Tensor shift_left(Scalar n, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Int>
+  {
+    return Tensor(ember::shift_left(a_, n, loc), loc);
+  }
+  Tensor shift_right(const Tensor& n, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Int>
+  {
+    return Tensor(ember::shift_right(a_, n.a_, loc), loc);
+  }
+  Tensor shift_right(Scalar n, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Int>
+  {
+    return Tensor(ember::shift_right(a_, n, loc), loc);
+  }
   Tensor relu(Loc loc = Loc::current()) const
     requires(!std::is_same_v<K, Bool>)
   {
@@ -329,6 +426,11 @@ class Tensor {
     requires std::is_same_v<K, Bool>
   {
     return Tensor(ember::logical_not(a_, loc), loc);
+  }
+  Tensor logical_xor(const Tensor& b, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Bool>
+  {
+    return Tensor(ember::logical_xor(a_, b.a_, loc), loc);
   }
   // Where mask is true take `other`, else this (Burn's mask_where / mask_fill).
   Tensor mask_where(const Tensor<D, Bool>& mask, const Tensor& other, Loc loc = Loc::current()) const {
@@ -374,6 +476,35 @@ class Tensor {
   }
   Tensor<D, Int> argmin(int dim, Loc loc = Loc::current()) const {
     return Tensor<D, Int>(ember::argmin(a_, dim, true, loc), loc);
+  }
+  // The extreme along dim (kept as size 1) and its index (Burn's max_dim_with_indices).
+  std::pair<Tensor, Tensor<D, Int>> max_dim_with_indices(int dim, Loc loc = Loc::current()) const {
+    ValuesIndices r = max_with_indices(a_, dim, true, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+  std::pair<Tensor, Tensor<D, Int>> min_dim_with_indices(int dim, Loc loc = Loc::current()) const {
+    ValuesIndices r = min_with_indices(a_, dim, true, loc);
+    return {Tensor(r.values, loc), Tensor<D, Int>(r.indices, loc)};
+  }
+  Tensor<1, Bool> any(Loc loc = Loc::current()) const { return whole<Bool>(ember::any(a_, {}, false, loc), loc); }
+  Tensor<1, Bool> all(Loc loc = Loc::current()) const { return whole<Bool>(ember::all(a_, {}, false, loc), loc); }
+  Tensor<D, Bool> any_dim(int dim, Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::any(a_, {dim}, true, loc), loc); }
+  Tensor<D, Bool> all_dim(int dim, Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::all(a_, {dim}, true, loc), loc); }
+  // Variance / standard deviation along dim (kept as size 1), dividing by n - correction.
+  Tensor var_dim(int dim, int64_t correction = 1, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::var(a_, {dim}, correction, true, loc), loc);
+  }
+  Tensor std_dim(int dim, int64_t correction = 1, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return Tensor(ember::std(a_, {dim}, correction, true, loc), loc);
+  }
+  Tensor<1, K> var(int64_t correction = 1, Loc loc = Loc::current()) const
+    requires std::is_same_v<K, Float>
+  {
+    return whole<K>(ember::var(a_, {}, correction, false, loc), loc);
   }
 
   // ---- movement: views ------------------------------------------------------------------------
@@ -438,7 +569,127 @@ class Tensor {
     return Tensor(index_select(a_, dim, index.array(), loc), loc);
   }
 
+  // x with src written at index along dim (repeated indices: the last wins).
+  Tensor scatter(int dim, const Tensor<D, Int>& index, const Tensor& src, Loc loc = Loc::current()) const {
+    return Tensor(ember::scatter(a_, dim, index.array(), src.a_, loc), loc);
+  }
+  // x with slice(dim, start, end, step) replaced by value (broadcast to the region).
+  Tensor slice_assign(int dim, int64_t start, int64_t end, const Tensor& value, int64_t step = 1,
+                      Loc loc = Loc::current()) const {
+    return Tensor(ember::slice_assign(a_, dim, start, end, step, value.a_, loc), loc);
+  }
+  // The entry `index` of dim, which is removed.
+  Tensor<D - 1, K> select_index(int dim, int64_t index, Loc loc = Loc::current()) const
+    requires(D >= 1)
+  {
+    return Tensor<D - 1, K>(ember::select(a_, dim, index, loc), loc);
+  }
+  // Elements of the flattened tensor at index (any rank N).
+  template <int N>
+  Tensor<N, K> take(const Tensor<N, Int>& index, Loc loc = Loc::current()) const {
+    return Tensor<N, K>(ember::take(a_, index.array(), loc), loc);
+  }
+  // Data-dependent shapes (these synchronize).
+  Tensor<1, K> masked_select(const Tensor<D, Bool>& mask, Loc loc = Loc::current()) const {
+    return Tensor<1, K>(ember::masked_select(a_, mask.array(), loc), loc);
+  }
+  Tensor<2, Int> nonzero(Loc loc = Loc::current()) const { return Tensor<2, Int>(ember::nonzero(a_, loc), loc); }
+
+  // ---- more movement ------------------------------------------------------------------------
+  Tensor movedim(int source, int destination, Loc loc = Loc::current()) const {
+    return Tensor(ember::movedim(a_, source, destination, loc), loc);
+  }
+  Tensor flip(std::vector<int> dims, Loc loc = Loc::current()) const { return Tensor(ember::flip(a_, std::move(dims), loc), loc); }
+  Tensor roll(int64_t shift, int dim, Loc loc = Loc::current()) const { return Tensor(ember::roll(a_, shift, dim, loc), loc); }
+  // Joins tensors of one shape along a new dim: rank D + 1.
+  static Tensor<D + 1, K> stack(const std::vector<Tensor>& xs, int dim = 0, Loc loc = Loc::current())
+    requires(D < kMaxRank)
+  {
+    std::vector<Array> as;
+    for (const Tensor& t : xs) as.push_back(t.a_);
+    return Tensor<D + 1, K>(ember::stack(as, dim, loc), loc);
+  }
+  std::vector<Tensor> split(int64_t size, int dim = 0, Loc loc = Loc::current()) const {
+    return wrap_all(ember::split(a_, size, dim, loc), loc);
+  }
+  std::vector<Tensor> split_sizes(const std::vector<int64_t>& sizes, int dim = 0, Loc loc = Loc::current()) const {
+    return wrap_all(ember::split(a_, sizes, dim, loc), loc);
+  }
+  std::vector<Tensor> chunk(int64_t chunks, int dim = 0, Loc loc = Loc::current()) const {
+    return wrap_all(ember::chunk(a_, chunks, dim, loc), loc);
+  }
+  // Each dim repeated repeats[d] times (same rank; Burn's repeat).
+  Tensor repeat(std::array<int64_t, size_t(D)> repeats, Loc loc = Loc::current()) const {
+    return Tensor(ember::repeat(a_, std::vector<int64_t>(repeats.begin(), repeats.end()), loc), loc);
+  }
+  // (before, after) pairs from the last dim, as torch.nn.functional.pad.
+  Tensor pad(const std::vector<int64_t>& pads, PadMode mode = PadMode::Constant, Scalar value = 0,
+             Loc loc = Loc::current()) const {
+    return Tensor(ember::pad(a_, pads, mode, value, loc), loc);
+  }
+  Tensor tril(int64_t diagonal = 0, Loc loc = Loc::current()) const
+    requires(D >= 2)
+  {
+    return Tensor(ember::tril(a_, diagonal, loc), loc);
+  }
+  Tensor triu(int64_t diagonal = 0, Loc loc = Loc::current()) const
+    requires(D >= 2)
+  {
+    return Tensor(ember::triu(a_, diagonal, loc), loc);
+  }
+
+  // ---- more creation -------------------------------------------------------------------------
+  static Tensor full_like(const Tensor& t, Scalar value, Loc loc = Loc::current()) {
+    return Tensor(ember::full_like(t.a_, value, std::nullopt, loc), loc);
+  }
+  static Tensor linspace(Scalar start, Scalar end, int64_t steps, TensorOptions opts = {}, Loc loc = Loc::current())
+    requires(D == 1 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::linspace(start, end, steps, kinded(opts), loc), loc);
+  }
+  static Tensor eye(int64_t n, TensorOptions opts = {}, Loc loc = Loc::current())
+    requires(D == 2)
+  {
+    return Tensor(ember::eye(n, std::nullopt, kinded(opts), loc), loc);
+  }
+  static Tensor randint(int64_t low, int64_t high, Dims<D> shape, RandintOptions opts = {}, Loc loc = Loc::current())
+    requires std::is_same_v<K, Int>
+  {
+    return Tensor(ember::randint(low, high, shape.shape(), opts, loc), loc);
+  }
+  static Tensor randperm(int64_t n, RandintOptions opts = {}, Loc loc = Loc::current())
+    requires(D == 1 && std::is_same_v<K, Int>)
+  {
+    return Tensor(ember::randperm(n, opts, loc), loc);
+  }
+  // One-hot encoding: rank D + 1 (Int tensors of class indices).
+  Tensor<D + 1, Int> one_hot(int64_t num_classes, Loc loc = Loc::current()) const
+    requires(std::is_same_v<K, Int> && D < kMaxRank)
+  {
+    return Tensor<D + 1, Int>(ember::one_hot(a_, num_classes, std::nullopt, loc), loc);
+  }
+
   // ---- contraction ----------------------------------------------------------------------------
+  Tensor<0, K> dot(const Tensor& b, Loc loc = Loc::current()) const
+    requires(D == 1 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor<0, K>(ember::dot(a_, b.a_, loc), loc);
+  }
+  Tensor<2, K> outer(const Tensor& b, Loc loc = Loc::current()) const
+    requires(D == 1 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor<2, K>(ember::outer(a_, b.a_, loc), loc);
+  }
+  Tensor<1, K> mv(const Tensor<1, K>& v, Loc loc = Loc::current()) const
+    requires(D == 2 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor<1, K>(ember::mv(a_, v.array(), loc), loc);
+  }
+  Tensor bmm(const Tensor& b, Loc loc = Loc::current()) const
+    requires(D == 3 && !std::is_same_v<K, Bool>)
+  {
+    return Tensor(ember::bmm(a_, b.a_, loc), loc);
+  }
   // Batched matrix product over the last two dims; batch dims broadcast.
   Tensor matmul(const Tensor& b, Loc loc = Loc::current()) const
     requires(D >= 2 && !std::is_same_v<K, Bool>)
@@ -535,6 +786,11 @@ class Tensor {
     return Tensor<1, K2>(ember::reshape(a, Shape{1}, loc), loc);
   }
   static std::string fmt_size_error(size_t got, const Shape& shape, Loc loc);
+  static std::vector<Tensor> wrap_all(const std::vector<Array>& as, Loc loc) {
+    std::vector<Tensor> out;
+    for (const Array& a : as) out.push_back(Tensor(a, loc));
+    return out;
+  }
 
   Array a_;
 };
@@ -552,6 +808,17 @@ EMBER_TENSOR_FREE_UNARY(tanh)
 EMBER_TENSOR_FREE_UNARY(erf)
 EMBER_TENSOR_FREE_UNARY(sigmoid)
 EMBER_TENSOR_FREE_UNARY(gelu)
+EMBER_TENSOR_FREE_UNARY(expm1)
+EMBER_TENSOR_FREE_UNARY(log1p)
+EMBER_TENSOR_FREE_UNARY(sin)
+EMBER_TENSOR_FREE_UNARY(cos)
+EMBER_TENSOR_FREE_UNARY(tan)
+EMBER_TENSOR_FREE_UNARY(atan)
+EMBER_TENSOR_FREE_UNARY(silu)
+EMBER_TENSOR_FREE_UNARY(mish)
+EMBER_TENSOR_FREE_UNARY(gelu_tanh)
+EMBER_TENSOR_FREE_UNARY(hard_sigmoid)
+EMBER_TENSOR_FREE_UNARY(hard_swish)
 #undef EMBER_TENSOR_FREE_UNARY
 template <int D, class K>
   requires(!std::is_same_v<K, Bool>)

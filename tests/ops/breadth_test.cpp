@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "ember/tensor.h"
 #include "ops/op_test_util.h"
 
 namespace ember::testing {
@@ -351,6 +352,37 @@ TEST_P(OpBreadth, MatmulFamily) {
   EMBER_EXPECT_ERROR(outer(m, a), "outer", "1-D", "[2, 3]");
   EMBER_EXPECT_ERROR(mv(m, f32({1, 2}, {2}, dev)), "mv", "[2, 3]", "[2]");
   EMBER_EXPECT_ERROR(bmm(p, f32(iota_d(6), {1, 3, 2}, dev)), "bmm", "[2, 2, 3]", "[1, 3, 2]");
+}
+
+// The typed facade: rank rules at compile time (stack and one_hot add a dim, select_index and
+// masked_select remove or flatten, dot gives rank 0).
+TEST_P(OpBreadth, TypedFacade) {
+  auto a = Tensor<1>::from_data({1.0, 2.0, 3.0}, {.device = dev});
+  auto b = Tensor<1>::from_data({4.0, 5.0, 6.0}, {.device = dev});
+  Tensor<2> s = Tensor<1>::stack({a, b}, 0);
+  EXPECT_TRUE(same(s.array(), {1, 2, 3, 4, 5, 6}));
+  Tensor<0> d = a.dot(b);
+  EXPECT_TRUE(same(d.array(), {32}));
+  Tensor<1> row = s.select_index(0, 1);
+  EXPECT_TRUE(same(row.array(), {4, 5, 6}));
+  auto [v, i] = s.max_dim_with_indices(1);
+  EXPECT_TRUE(same(v.array(), {3, 6}));
+  EXPECT_TRUE(same(i.array(), {2, 2}));
+  EXPECT_TRUE(same(s.tril().array(), {1, 0, 0, 4, 5, 0}));
+  EXPECT_TRUE(all_close(s.var_dim(1).array(), {1, 1}, 1e-6, 0));
+  EXPECT_TRUE(same(s.masked_select(s.greater(2.5)).array(), {3, 4, 5, 6}));
+  EXPECT_TRUE(same(s.pad({1, 0}).array(), {0, 1, 2, 3, 0, 4, 5, 6}));
+  EXPECT_TRUE(same(s.repeat({1, 2}).array(), {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+  EXPECT_EQ(s.chunk(2, 1).size(), 2u);
+  auto idx = Tensor<1, Int>::from_data({2, 0}, {.device = dev});
+  Tensor<2, Int> oh = idx.one_hot(3);
+  EXPECT_TRUE(same(oh.array(), {0, 0, 1, 1, 0, 0}));
+  EXPECT_TRUE(same(idx.shift_left(2).bitwise_or(Tensor<1, Int>::from_data({1, 1}, {.device = dev})).array(), {9, 1}));
+  EXPECT_TRUE(all_close(a.atan2(b).array(), {std::atan2(1, 4), std::atan2(2, 5), std::atan2(3, 6)}, 1e-6, 0));
+  EXPECT_TRUE(all_close(silu(a).array(), map_d({1, 2, 3}, [](double x) { return x / (1 + std::exp(-x)); }), 1e-6, 0));
+  EXPECT_TRUE(same(Tensor<2>::eye(2, {.device = dev}).array(), {1, 0, 0, 1}));
+  auto perm = Tensor<1, Int>::randperm(5, {.seed = 1, .device = dev});
+  EXPECT_EQ(perm.sum().item<int64_t>(), 10);
 }
 
 EMBER_OP_SUITE(OpBreadth);
