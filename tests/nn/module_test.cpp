@@ -156,5 +156,37 @@ TEST(ModuleTest, SequentialAndModuleList) {
   EXPECT_EQ(list.named_parameters()[2].name, "1.weight");
 }
 
+// The model of docs/nn.md and the API sketch (smaller sizes).
+struct SketchCnn : Module {
+  Conv2d conv1{{.in = 1, .out = 4, .kernel = 3}};
+  Conv2d conv2{{.in = 4, .out = 8, .kernel = 3}};
+  Dropout drop{{.p = 0.25}};
+  Linear fc1{{.in = 8 * 4 * 4, .out = 16}};
+  Linear fc2{{.in = 16, .out = 10}};
+  EMBER_MODULE(conv1, conv2, drop, fc1, fc2)
+
+  Tensor<2> forward(const Tensor<4>& x) {
+    auto h = relu(conv2(relu(conv1(x))));
+    h = Tensor<4>(max_pool2d(h.array(), {.kernel = 2}));
+    return fc2(relu(fc1(drop(h).flatten<2>(1))));
+  }
+};
+
+TEST(ModuleTest, ApiSketchModelTrainsAStep) {
+  SketchCnn model;
+  model.to(Device::cpu());
+  optim::Adam opt(model, {.lr = 1e-3});
+  Tensor<4> images = Tensor<4>::randn({2, 1, 12, 12}, {.seed = 1});
+  Tensor<1, Int> labels = Tensor<1, Int>::from_data({3, 7});
+  auto loss = nn::cross_entropy(model.forward(images), labels);
+  opt.step(loss.backward());
+  EXPECT_EQ(opt.steps(), 1);
+  std::string path = ::testing::TempDir() + "/sketch_cnn.safetensors";
+  save(model, path);
+  SketchCnn other;
+  load(other, path);
+  EXPECT_EQ(other.fc2.bias.value().to_vector(), model.fc2.bias.value().to_vector());
+}
+
 }  // namespace
 }  // namespace ember

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the safetensors fuzzer (tests/io/data/safetensors_corpus): valid
 files of every dtype and malformed variants (truncations, bad lengths, bad JSON, wrong offsets,
-overflowing shapes). tests/io/safetensors_test.cpp replays it through the parser in CI; the
+overflowing shapes). Files named fuzz_* were added from a libFuzzer run. tests/io/safetensors_test.cpp
+replays the corpus through the parser in CI; the
 fuzzer (tools/fuzz/safetensors_fuzz.cpp) starts from it. Plain python3, no packages needed."""
 import json
 import os
