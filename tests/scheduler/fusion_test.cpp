@@ -1,0 +1,190 @@
+// The fusion scheduler: kernel counts of common compositions (GELU, softmax, log-softmax, layer
+// norm, RMS norm from primitives), multi-output kernels, boundaries, and fused-vs-unfused
+// equality on randomly generated graphs mixing elementwise, broadcast, reduce and movement ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "ember/ember.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+using ember::testing::all_close;
+
+// Restores fusion to on when a test turned it off.
+struct FusionGuard {
+  bool saved = fusion_enabled();
+  ~FusionGuard() { set_fusion_enabled(saved); }
+};
+
+// Kernels launched to realize f() (its inputs are realized first).
+int64_t kernels_for(const std::function<Array()>& f) {
+  Array y = f();
+  reset_execution_stats();
+  y.eval();
+  return execution_stats().kernels;
+}
+
+class FusionTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device d = GetParam();
+  Array x = uniform({64, 100}, -3, 3, {.seed = 1, .device = d}).eval();
+};
+
+Array gelu_from_primitives(const Array& x) { return mul(mul(x, 0.5), add(erf(mul(x, 0.7071067811865476)), 1.0)); }
+Array layer_norm_from_primitives(const Array& x) {
+  Array xc = sub(x, mean(x, {1}, true));
+  return div(xc, sqrt(add(mean(mul(xc, xc), {1}, true), 1e-5)));
+}
+Array rms_norm_from_primitives(const Array& x) { return div(x, sqrt(add(mean(mul(x, x), {1}, true), 1e-6))); }
+
+TEST_P(FusionTest, CommonCompositionsAreOneKernel) {
+  EXPECT_EQ(kernels_for([&] { return gelu_from_primitives(x); }), 1);
+  EXPECT_EQ(kernels_for([&] { return softmax(x, 1); }), 1);
+  EXPECT_EQ(kernels_for([&] { return softmax(x, 0); }), 1);  // reduce over a non-inner dim
+  EXPECT_EQ(kernels_for([&] { return log_softmax(x, 1); }), 1);
+  EXPECT_EQ(kernels_for([&] { return layer_norm_from_primitives(x); }), 1);
+  EXPECT_EQ(kernels_for([&] { return rms_norm_from_primitives(x); }), 1);
+  // A chain of 10 elementwise ops with exp, tanh and sigmoid.
+  EXPECT_EQ(kernels_for([&] {
+              Array h = x;
+              h = exp(mul(h, 0.1));
+              h = tanh(add(h, 1.0));
+              h = sigmoid(mul(h, 2.0));
+              h = sub(mul(h, h), 0.5);
+              return abs(add(h, x));
+            }),
+            1);
+  // Movement ops fold into index maps: a transposed, sliced, broadcast input.
+  EXPECT_EQ(kernels_for([&] { return add(exp(transpose(x, 0, 1)), slice(transpose(x, 0, 1), 1, 0, 1)); }), 1);
+}
+
+TEST_P(FusionTest, FusedResultsMatchTheFormulas) {
+  std::vector<float> v = x.to_vector<float>();
+  std::vector<double> want_sm(v.size()), want_ln(v.size());
+  for (int r = 0; r < 64; ++r) {
+    const float* row = v.data() + r * 100;
+    double m = -INFINITY, s = 0, mu = 0, var = 0;
+    for (int c = 0; c < 100; ++c) m = std::max(m, double(row[c]));
+    for (int c = 0; c < 100; ++c) s += std::exp(row[c] - m);
+    for (int c = 0; c < 100; ++c) mu += row[c] / 100.0;
+    for (int c = 0; c < 100; ++c) var += (row[c] - mu) * (row[c] - mu) / 100.0;
+    for (int c = 0; c < 100; ++c) {
+      want_sm[size_t(r * 100 + c)] = std::exp(row[c] - m) / s;
+      want_ln[size_t(r * 100 + c)] = (row[c] - mu) / std::sqrt(var + 1e-5);
+    }
+  }
+  EXPECT_TRUE(all_close(softmax(x, 1), want_sm, 1e-5, 1e-7));
+  EXPECT_TRUE(all_close(layer_norm_from_primitives(x), want_ln, 1e-4, 1e-5));
+}
+
+TEST_P(FusionTest, ValuesNeededLaterAreExtraOutputsOfOneKernel) {
+  // h is held by the caller (as a value saved for backward would be): the kernel stores it too.
+  Array h = tanh(mul(x, 0.5));
+  Array y = add(mul(h, h), 1.0);
+  reset_execution_stats();
+  eval({y});
+  EXPECT_EQ(execution_stats().kernels, 1);
+  EXPECT_TRUE(h.is_evaluated());
+  std::vector<float> xv = x.to_vector<float>(), hv = h.to_vector<float>(), yv = y.to_vector<float>();
+  for (size_t i = 0; i < xv.size(); i += 97) {
+    EXPECT_NEAR(hv[i], std::tanh(xv[i] * 0.5), 1e-6);
+    EXPECT_NEAR(yv[i], hv[i] * hv[i] + 1, 1e-6);
+  }
+}
+
+TEST_P(FusionTest, MlpForwardAndBackwardKernelCount) {
+  Array w1 = uniform({100, 32}, -0.1, 0.1, {.seed = 2, .device = d}).eval().require_grad();
+  Array w2 = uniform({32, 10}, -0.1, 0.1, {.seed = 3, .device = d}).eval().require_grad();
+  Array labels = from_vector<int64_t>(std::vector<int64_t>(64, 3), {64, 1}, d);
+  auto step = [&] {
+    Array logits = matmul(relu(matmul(x, w1)), w2);
+    Array loss = neg(mean(gather(log_softmax(logits, 1), 1, labels)));
+    Gradients g = loss.backward();
+    eval({w1.grad(g), w2.grad(g)});
+  };
+  step();  // warm up program caches
+  reset_execution_stats();
+  step();
+  ExecutionStats s = execution_stats();
+  // 5 library calls: 2 forward matmuls + 3 backward (d hidden, d w2, d w1). 9 kernels:
+  // forward relu, log-softmax, gather, mean; backward the fused elementwise/reduce steps between
+  // the matmuls, the gather's scatter-add and the relu mask (measured with EMBER_LOG=fusion).
+  EXPECT_EQ(s.library_calls, 5);
+  EXPECT_EQ(s.kernels, 9);
+  std::cout << "[ MLP step ] " << s.kernels << " kernels, " << s.library_calls << " library calls\n";
+}
+
+// ---- random graphs: fused vs unfused vs reference --------------------------------------------
+struct RandomGraph {
+  std::mt19937_64 rng;
+  Device d;
+  Array pick(std::vector<Array>& pool) { return pool[rng() % pool.size()]; }
+
+  Array grow(Array a, std::vector<Array>& pool) {
+    switch (rng() % 10) {
+      case 0: return tanh(a);
+      case 1: return exp(mul(a, 0.3));
+      case 2: return add(a, pick(pool));  // may broadcast
+      case 3: return mul(a, sigmoid(pick(pool)));
+      case 4: return sub(a, mean(a, {int(rng() % 2)}, true));        // reduce, broadcast back
+      case 5: return add(a, max(a, {1}, true));
+      case 6: return transpose(transpose(a, 0, 1), 0, 1);
+      case 7: return softmax(a, int(rng() % 2));
+      case 8: return maximum(a, 0.1);
+      default: return div(a, add(abs(pick(pool)), 1.0));
+    }
+  }
+
+  // The same random program built twice gives the same graph (same seed).
+  Array build(uint64_t seed, const std::vector<Array>& leaves) {
+    rng.seed(seed);
+    std::vector<Array> pool = leaves;
+    Array a = leaves[0];
+    for (int i = 0; i < 12; ++i) {
+      a = grow(a, pool);
+      pool.push_back(a);
+    }
+    return add(a, sum(pick(pool), {0}, true));
+  }
+};
+
+TEST_P(FusionTest, RandomGraphsGiveTheSameResultsFusedAndUnfused) {
+  FusionGuard guard;
+  std::vector<Array> leaves = {uniform({17, 33}, -1, 1, {.seed = 10, .device = d}).eval(),
+                               uniform({1, 33}, -1, 1, {.seed = 11, .device = d}).eval(),
+                               uniform({17, 1}, -1, 1, {.seed = 12, .device = d}).eval()};
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    RandomGraph g{{}, d};
+    set_fusion_enabled(true);
+    std::vector<double> fused = g.build(seed, leaves).to_vector<double>();
+    set_fusion_enabled(false);
+    std::vector<double> unfused = g.build(seed, leaves).to_vector<double>();
+    EXPECT_TRUE(all_close(fused, unfused, 1e-5, 1e-6)) << "graph " << seed;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, FusionTest, ::testing::ValuesIn(ember::testing::test_devices()),
+                         ember::testing::device_test_name);
+
+TEST(FusionLog, BoundariesAreReported) {
+  // A reduction over dims different from its consumer's kernel cannot join it.
+  Device d = Device::cpu().available() ? Device::cpu() : Device::reference();
+  Array x = uniform({8, 16}, -1, 1, {.seed = 4, .device = d}).eval();
+  Array y = add(sum(x, {0}, true), sum(x, {1}, true));  // [1,16] + [8,1] -> [8,16]
+  reset_execution_stats();
+  y.eval();
+  EXPECT_GE(execution_stats().kernels, 2);
+  std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
+  double c0 = 0, r0 = 0;
+  for (int i = 0; i < 8; ++i) c0 += xv[size_t(i * 16)];
+  for (int j = 0; j < 16; ++j) r0 += xv[size_t(j)];
+  EXPECT_NEAR(yv[0], c0 + r0, 1e-5);
+}
+
+}  // namespace
+}  // namespace ember
