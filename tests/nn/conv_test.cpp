@@ -31,7 +31,9 @@ void check_conv(const std::string& name, ConvOptions opts) {
   EXPECT_TRUE(all_close(y, expected(p + ".y"), 1e-9, 1e-10));
   EXPECT_TRUE(all_close(x.grad(g), expected(p + ".d0"), 1e-9, 1e-10));
   EXPECT_TRUE(all_close(conv.weight.array().grad(g), expected(p + ".d1"), 1e-9, 1e-10));
-  if (opts.bias) EXPECT_TRUE(all_close(conv.bias.array().grad(g), expected(p + ".d2"), 1e-9, 1e-10));
+  if (opts.bias) {
+    EXPECT_TRUE(all_close(conv.bias.array().grad(g), expected(p + ".d2"), 1e-9, 1e-10));
+  }
 }
 
 TEST(ConvTest, Conv2dMatchesTorch) {

@@ -151,7 +151,9 @@ TEST(OptimizerTest, UpdateIsAFewKernelsForTheWholeModel) {
   // 18 more parameters cost at most two copies each (a transposed gradient is made contiguous,
   // then copied into the flat tensor); the update itself does not grow.
   EXPECT_LE(large - small, 2 * 18);
-  if (fusion_enabled()) EXPECT_LE(small, 2 + 4);  // fused: the whole Adam update is a few kernels
+  if (fusion_enabled()) {
+    EXPECT_LE(small, 2 + 4);  // fused: the whole Adam update is a few kernels
+  }
 }
 
 // ---- schedulers ------------------------------------------------------------------------------
