@@ -140,8 +140,10 @@ TEST(OptimizerTest, UpdateIsAFewKernelsForTheWholeModel) {
     optim::Adam opt(m, {.lr = 0.01});
     Gradients g = sum(m.forward(ones({2, 8}))).backward();
     eval(g.arrays());
+    synchronize();
     reset_execution_stats();
     opt.step(g);
+    synchronize();
     return execution_stats().kernels;
   };
   int64_t small = step_kernels(1), large = step_kernels(10);  // 2 vs 20 parameters
