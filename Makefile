@@ -1,6 +1,6 @@
 # The two entry points of the README, plus developer conveniences. Everything goes through the
 # CMake presets in CMakePresets.json (Ninja + ccache).
-.PHONY: demo test build asan asan-test clang clean
+.PHONY: demo test build asan asan-test clang clean bench bench-smoke bench-build
 
 JOBS ?= $(shell nproc)
 # Extra CMake arguments, e.g. EMBER_CMAKE_ARGS=-DEMBER_WERROR=ON (what CI uses).
@@ -18,6 +18,18 @@ demo: build
 # The whole test suite (Release build).
 test: build
 	@ctest --test-dir build/release --output-on-failure -j$(JOBS) --timeout 600
+
+# Benchmarks side by side with PyTorch (bench/run; docs/performance.md). `make bench` runs the
+# full suite (about 10 minutes on 2 cores) and rewrites bench/results/ and the table in
+# docs/performance.md; `make bench-smoke` runs tiny sizes in seconds (PyTorch optional).
+bench-build:
+	@bash scripts/setup.sh
+	@cmake --preset release $(EMBER_CMAKE_ARGS) -DEMBER_BUILD_BENCH=ON >/dev/null
+	@cmake --build --preset release -j$(JOBS) --target ember_bench
+bench: bench-build
+	@python3 bench/run $(BENCH_ARGS)
+bench-smoke: bench-build
+	@python3 bench/run --smoke $(BENCH_ARGS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer on the core tests (the slow exhaustive suites
 # are left to the Release run).

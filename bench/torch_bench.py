@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""PyTorch's side of the benchmark suite (bench/run drives it; bench/ember_bench.cpp is Ember's).
+
+The same line protocol as ember_bench (one JSON object per line on stdin/stdout): setup, run,
+check, info, quit. The runner starts this script with OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N
+GOMP_SPINCOUNT=0 (PyTorch's best configuration on this machine, see TOOLCHAIN-NOTES.md); it also
+calls torch.set_num_threads(N). Inputs use the same integer formula as Ember, so the checksums of
+the two sides can be compared.
+"""
+import json
+import math
+import os
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+except Exception as e:  # the runner skips the peer
+    print(json.dumps({"ok": False, "error": "torch not importable: %s" % e}), flush=True)
+    sys.exit(3)
+
+THREADS = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+if THREADS > 0:
+    torch.set_num_threads(THREADS)
+torch.set_grad_enabled(False)
+
+
+def inp(shape, seed, scale=1.0):
+    shape = tuple(shape)
+    n = math.prod(shape)
+    i = torch.arange(n, dtype=torch.int64)
+    x = ((i * 7919 + seed * 104729) % 1000).to(torch.float32) / 500.0 - 1.0
+    if scale != 1.0:
+        x = x * scale
+    return x.reshape(shape).contiguous()
+
+
+def checksum(t):
+    return float(t.double().sum().item())
+
+
+class Fn:
+    def __init__(self, f):
+        self.f = f
+        self.out = None
+
+    def run(self):
+        self.out = self.f()
+
+    def check(self):
+        return checksum(self.out)
+
+
+def gelu_prims(x):
+    return x * 0.5 * (torch.erf(x / math.sqrt(2.0)) + 1.0)
+
+
+def chain10(x):
+    h = torch.exp(x * 0.1)
+    h = torch.tanh(h + 1.0)
+    h = torch.sigmoid(h * 2.0)
+    h = h * h - 0.5
+    return torch.abs(h + x)
+
+
+class GeluGrad:
+    def __init__(self, n):
+        self.x = inp([n], 1).requires_grad_(True)
+        self.g = inp([n], 2)
+        self.dx = None
+
+    def run(self):
+        with torch.enable_grad():
+            self.x.grad = None
+            y = gelu_prims(self.x)
+            y.backward(self.g)
+            self.dx = self.x.grad
+
+    def check(self):
+        return checksum(self.dx)
+
+
+class ToDevice:
+    def __init__(self, n):
+        self.h = inp([n], 1).numpy().copy()
+        self.out = None
+
+    def run(self):
+        self.out = torch.from_numpy(self.h).clone()
+
+    def check(self):
+        return checksum(self.out)
+
+
+class ToHost:
+    def __init__(self, n):
+        self.x = inp([n], 1)
+        self.h = None
+
+    def run(self):
+        self.h = self.x.numpy().copy()
+
+    def check(self):
+        return float(self.h.astype("float64").sum())
+
+
+class LazyOp:  # PyTorch is eager: this is one op executed on a tiny tensor
+    def __init__(self, n, count):
+        self.x = inp([n], 1)
+        self.count = count
+        self.last = None
+
+    def run(self):
+        x = self.x
+        for _ in range(self.count):
+            self.last = x + 1.0
+
+    def check(self):
+        return checksum(self.last)
+
+    def units(self):
+        return self.count
+
+
+class TinyChain:
+    def __init__(self, n, ops):
+        self.x = inp([n], 1)
+        self.ops = ops
+        self.h = None
+
+    def run(self):
+        y = self.x
+        for i in range(self.ops):
+            y = y * 1.0001 if i % 2 == 0 else y + 0.001
+        self.h = y.tolist()
+
+    def check(self):
+        return float(sum(self.h))
+
+
+class TinyAutograd:
+    def __init__(self, n):
+        self.w = inp([n], 1).requires_grad_(True)
+        self.x = inp([n], 2)
+        self.h = None
+
+    def run(self):
+        with torch.enable_grad():
+            self.w.grad = None
+            loss = (torch.tanh(self.w * self.x) + self.w).sum()
+            loss.backward()
+            self.h = self.w.grad.tolist()
+
+    def check(self):
+        return float(sum(self.h))
+
+
+class MlpStep:
+    def __init__(self, batch, n_in, hidden, n_out):
+        dims = [(n_in, hidden), (hidden, hidden), (hidden, n_out)]
+        layers = []
+        seed = 10
+        for k, (i, o) in enumerate(dims):
+            lin = torch.nn.Linear(i, o)
+            s = 1.0 / math.sqrt(i)
+            lin.weight.copy_(inp([o, i], seed, s))
+            lin.bias.copy_(inp([o], seed + 1, s))
+            seed += 2
+            layers.append(lin)
+            if k < 2:
+                layers.append(torch.nn.ReLU())
+        self.model = torch.nn.Sequential(*layers)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.x = inp([batch, n_in], 1)
+        self.labels = torch.arange(batch, dtype=torch.int64) % n_out
+        self.loss = None
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.model(self.x), self.labels)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
+
+
+class Encoder:
+    def __init__(self, B, S, D, H, Fd):
+        self.B, self.S, self.D, self.H = B, S, D, H
+        sd, sf = 1.0 / math.sqrt(D), 1.0 / math.sqrt(Fd)
+        self.x = inp([B, S, D], 1)
+        self.wqkv, self.bqkv = inp([D, 3 * D], 2, sd), inp([3 * D], 3, sd)
+        self.wo, self.bo = inp([D, D], 4, sd), inp([D], 5, sd)
+        self.w1, self.b1 = inp([D, Fd], 6, sd), inp([Fd], 7, sd)
+        self.w2, self.b2 = inp([Fd, D], 8, sf), inp([D], 9, sf)
+        self.g1, self.be1 = inp([D], 10, 0.1) + 1.0, inp([D], 11, 0.1)
+        self.g2, self.be2 = inp([D], 12, 0.1) + 1.0, inp([D], 13, 0.1)
+        self.out = None
+
+    def run(self):
+        B, S, D, H = self.B, self.S, self.D, self.H
+        dh = D // H
+        qkv = self.x @ self.wqkv + self.bqkv
+        qkv = qkv.reshape(B, S, 3, H, dh).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = torch.softmax((q @ k.transpose(2, 3)) * (1.0 / math.sqrt(dh)), 3)
+        ctx = (att @ v).permute(0, 2, 1, 3).reshape(B, S, D)
+        h1 = F.layer_norm(self.x + (ctx @ self.wo + self.bo), (D,), self.g1, self.be1, 1e-5)
+        ff = F.gelu(h1 @ self.w1 + self.b1) @ self.w2 + self.b2
+        self.out = F.layer_norm(h1 + ff, (D,), self.g2, self.be2, 1e-5)
+
+    def check(self):
+        return checksum(self.out)
+
+
+def make_case(kind, p):
+    n = p.get("n")
+    if kind == "tanh":
+        x = inp([n], 1)
+        return Fn(lambda: torch.tanh(x))
+    if kind == "mul":
+        a, b = inp([n], 1), inp([n], 2)
+        return Fn(lambda: a * b)
+    if kind == "matmul":
+        a, b = inp(p["a"], 1, 0.1), inp(p["b"], 2, 0.1)
+        return Fn(lambda: torch.matmul(a, b))
+    if kind == "matmul_epilogue":
+        a, b, bias = inp(p["a"], 1, 0.1), inp(p["b"], 2, 0.1), inp([p["b"][1]], 3)
+        return Fn(lambda: F.gelu(torch.relu(a @ b) + bias))
+    if kind == "sum":
+        x, axis = inp(p["shape"], 1), p["axis"]
+        return Fn(lambda: x.sum(axis))
+    if kind == "argmin":
+        x, axis = inp(p["shape"], 1), p["axis"]
+        return Fn(lambda: torch.argmin(x, axis))
+    if kind == "softmax":
+        x, dim = inp(p["shape"], 1, 4.0), p["dim"]
+        return Fn(lambda: torch.softmax(x, dim))
+    if kind == "layer_norm":
+        s = p["shape"]
+        x, w, b = inp(s, 1, 2.0), inp([s[-1]], 2, 0.1) + 1.0, inp([s[-1]], 3, 0.1)
+        return Fn(lambda: F.layer_norm(x, (s[-1],), w, b, 1e-5))
+    if kind == "conv2d":
+        ws = p["w"]
+        x = inp(p["x"], 1)
+        w = inp(ws, 2, 1.0 / math.sqrt(ws[1] * ws[2] * ws[3]))
+        b = inp([ws[0]], 3)
+        return Fn(lambda: F.conv2d(x, w, b, stride=p["stride"], padding=p["pad"]))
+    if kind == "max_pool2d":
+        x = inp(p["x"], 1)
+        return Fn(lambda: F.max_pool2d(x, p["k"], p["stride"], p["pad"]))
+    if kind == "gelu_prims":
+        x = inp([n], 1, 3.0)
+        return Fn(lambda: gelu_prims(x))
+    if kind == "gelu_prims_grad":
+        return GeluGrad(n)
+    if kind == "gelu":
+        x = inp([n], 1, 3.0)
+        return Fn(lambda: F.gelu(x))
+    if kind == "chain10":
+        x = inp([n], 1, 3.0)
+        return Fn(lambda: chain10(x))
+    if kind == "randn":
+        return Fn(lambda: torch.randn(n))
+    if kind == "rand":
+        return Fn(lambda: torch.rand(n))
+    if kind == "to_device":
+        return ToDevice(n)
+    if kind == "to_host":
+        return ToHost(n)
+    if kind == "lazy_op":
+        return LazyOp(n, p["count"])
+    if kind == "tiny_chain":
+        return TinyChain(n, p["ops"])
+    if kind == "tiny_autograd":
+        return TinyAutograd(n)
+    if kind == "mlp_step":
+        return MlpStep(p["batch"], p["in"], p["hidden"], p["out"])
+    if kind == "encoder":
+        return Encoder(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"])
+    raise ValueError("no PyTorch version of workload kind '%s'" % kind)
+
+
+def main():
+    case = None
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            cmd = req["cmd"]
+            if cmd == "quit":
+                break
+            if cmd == "info":
+                reply = {"threads": torch.get_num_threads(), "version": torch.__version__,
+                         "config": torch.__config__.parallel_info().splitlines()[:6]}
+            elif cmd == "setup":
+                case = None
+                case = make_case(req["kind"], req.get("p", {}))
+                reply = {"ok": True}
+            elif cmd == "run":
+                times = []
+                units = case.units() if hasattr(case, "units") else 1
+                for _ in range(int(req.get("reps", 1))):
+                    t0 = time.perf_counter()
+                    case.run()
+                    times.append((time.perf_counter() - t0) / units)
+                reply = {"times": times}
+            elif cmd == "check":
+                reply = {"checksum": case.check()}
+            else:
+                raise ValueError("unknown command " + cmd)
+        except Exception as e:
+            reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    main()
