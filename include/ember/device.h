@@ -32,6 +32,11 @@ struct Device {
 // Devices whose plugin loaded, in a stable order.
 std::vector<Device> available_devices();
 
+// Waits until all work queued on the device (or on every device) has run. Reading values does
+// this implicitly for what it reads; eval() does not wait.
+void synchronize(Device device);
+void synchronize();
+
 // Memory statistics of one device, in bytes: what tensors hold now, the most they held since
 // the last reset, and what an allocator keeps cached for reuse.
 struct MemoryStats {
@@ -40,6 +45,7 @@ struct MemoryStats {
   int64_t cached_bytes = 0;
   int64_t live_buffers = 0;
 };
+// Synchronizes the device first, so the numbers include all work submitted so far.
 MemoryStats memory_stats(Device device = Device::cpu());
 void reset_peak_memory(Device device = Device::cpu());
 

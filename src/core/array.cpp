@@ -42,7 +42,7 @@ void Array::check_single_element() const {
 void Array::read_host(DType as, void* dst) const {
   Loc here = Loc::current();
   Array a = contiguous(cast(*this, as, here), here);
-  realize({a.node()});
+  realize_and_wait({a.node()});
   const Node& n = *a.node();
   size_t bytes = size_t(n.shape.numel()) * dtype_size(as);
   if (bytes == 0) return;
@@ -54,7 +54,7 @@ Array to_device(const Array& x, Device device, Loc loc) {
   if (src->device == device) return x;
   Backend::get(device.kind);  // a clear error if the target's plugin is missing
   Array c = contiguous(x, loc);
-  realize({c.node()});
+  realize_and_wait({c.node()});
   const Node& n = *c.node();
   size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
   std::vector<unsigned char> host(bytes);

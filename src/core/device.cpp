@@ -56,9 +56,15 @@ std::vector<Device> available_devices() {
 }
 
 MemoryStats memory_stats(Device device) {
-  return Backend::get(device.kind).stats(device.index);
+  Backend& b = Backend::get(device.kind);
+  synchronize(device);
+  return b.stats(device.index);
 }
 
-void reset_peak_memory(Device device) { Backend::get(device.kind).reset_peak(device.index); }
+void reset_peak_memory(Device device) {
+  Backend& b = Backend::get(device.kind);
+  synchronize(device);
+  b.reset_peak(device.index);
+}
 
 }  // namespace ember

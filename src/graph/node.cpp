@@ -24,7 +24,7 @@ Node::Node(Op op_, OpAttrs attrs_, std::vector<NodePtr> inputs_, Shape shape_, D
       dtype(dtype_), device(device_), loc(loc_) {
   uint32_t d = 0;
   for (const auto& in : inputs)
-    if (!in->is_ready()) d = std::max(d, in->depth);
+    if (in->is_pending()) d = std::max(d, in->depth);
   depth = d + 1;
 }
 
@@ -51,6 +51,7 @@ RuntimePolicy& runtime_policy() {
     RuntimePolicy p;
     if (const char* s = std::getenv("EMBER_SYNC")) p.eager = std::string(s) == "1";
     if (const char* s = std::getenv("EMBER_AUTO_EVAL_DEPTH")) p.auto_eval_depth = uint32_t(std::atoi(s));
+    if (const char* s = std::getenv("EMBER_ASYNC")) p.async = std::string(s) != "0";
     return p;
   }();
   return policy;
@@ -70,7 +71,9 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
   std::shared_ptr<autograd::GradNode> grad;
   if (any_grad && grad_enabled()) grad = autograd::record(op, node->attrs, inputs, node, loc);
   const RuntimePolicy& policy = runtime_policy();
-  if (policy.eager || (policy.auto_eval_depth && node->depth > policy.auto_eval_depth))
+  if (policy.eager)
+    realize_and_wait({node});
+  else if (policy.auto_eval_depth && node->depth > policy.auto_eval_depth)
     realize({node});
   return Array(std::move(node), std::move(grad));
 }
@@ -81,7 +84,7 @@ Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device
                                      device, loc);
   node->view = std::move(view);
   node->depth = 0;
-  node->ready.store(true, std::memory_order_release);
+  node->state.store(Node::State::Ready, std::memory_order_release);
   return Array(std::move(node));
 }
 

@@ -1,6 +1,7 @@
 // Node: one op in the lazy graph. Immutable after creation except for its realization state:
-// once realized, `view` describes its data (a strided window of a buffer), `ready` is published
-// with release ordering, and the inputs are dropped so that memory can be freed.
+// Pending (built, not scheduled) -> Queued (in a device queue) -> Ready (`view` describes its
+// data, a strided window of a buffer; published with release ordering; inputs dropped so memory
+// can be freed) or Failed (`error` says why; reading the node throws it).
 #pragma once
 
 #include <atomic>
@@ -33,8 +34,10 @@ struct Node {
   Loc loc;
   uint32_t depth = 0;  // longest chain of pending nodes ending here
 
-  std::atomic<bool> ready{false};
-  View view;  // valid once ready
+  enum class State : uint8_t { Pending, Queued, Ready, Failed };
+  std::atomic<State> state{State::Pending};
+  View view;                                 // valid once Ready
+  std::shared_ptr<const std::string> error;  // set before state becomes Failed
 
   Node(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype, Device device,
        Loc loc);
@@ -42,7 +45,9 @@ struct Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  bool is_ready() const { return ready.load(std::memory_order_acquire); }
+  State current() const { return state.load(std::memory_order_acquire); }
+  bool is_ready() const { return current() == State::Ready; }
+  bool is_pending() const { return current() == State::Pending; }
   // "add (at model.cpp:42)"
   std::string where() const;
 };
@@ -57,13 +62,19 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
                        Loc loc);
 
-// Realizes the nodes (and what they depend on). Thread-safe; throws the first error.
+// Schedules the nodes (and the pending nodes they depend on) on their devices' queues and
+// returns; with asynchronous execution off, runs them first. Thread-safe.
 void realize(const std::vector<NodePtr>& roots);
+// realize(), then waits until every root is computed; throws the error of a root that failed,
+// naming the op and the user's line.
+void realize_and_wait(const std::vector<NodePtr>& roots);
 
-// Run-time policy (read once from EMBER_SYNC / EMBER_AUTO_EVAL_DEPTH; settable for tests).
+// Run-time policy (read once from EMBER_SYNC / EMBER_AUTO_EVAL_DEPTH / EMBER_ASYNC; settable for
+// tests).
 struct RuntimePolicy {
   bool eager = false;
   uint32_t auto_eval_depth = 1000;  // 0 disables
+  bool async = true;                // eval() returns before the work is done
 };
 RuntimePolicy& runtime_policy();
 

@@ -1,17 +1,23 @@
 // Realization: orders the pending nodes a set of roots depends on (iteratively, so deep graphs
-// cannot overflow the stack), executes them through the scheduler, publishes their views and
-// drops their inputs. Errors name the op and the user's line that created it.
+// cannot overflow the stack), plans kernels (scheduler/fusion.h) and hands the plan to the
+// device's in-order queue. A queue worker executes the steps, publishes views, drops inputs and
+// records failures on the nodes; host reads wait for their node. Errors name the op and the
+// user's line that created it.
 #include <fmt/format.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
+#include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "graph/node.h"
+#include "graph/stats.h"
 #include "scheduler/fusion.h"
 #include "scheduler/scheduler.h"
-#include "graph/stats.h"
 
 namespace ember {
 
@@ -41,17 +47,177 @@ void log_plan(const Plan& plan) {
   for (const std::string& b : plan.boundaries) std::cerr << "[ember fusion] boundary at " << b << "\n";
 }
 
-// One realization at a time: graph building stays concurrent, execution is serialized here
-// (per-device queues replace this lock when asynchronous execution lands).
-std::recursive_mutex& realize_mutex() {
+// Planning is serialized (graph building stays concurrent); execution happens on the queues.
+std::recursive_mutex& plan_mutex() {
   static std::recursive_mutex m;
   return m;
 }
+
+// Completion of any step: host readers wait on this.
+struct Completion {
+  std::mutex m;
+  std::condition_variable cv;
+};
+Completion& completion() {
+  static auto* c = new Completion;  // never destroyed: workers may notify during exit
+  return *c;
+}
+
+void publish(Node* n, Node::State s) {
+  {
+    std::lock_guard lock(completion().m);
+    n->state.store(s, std::memory_order_release);
+  }
+  completion().cv.notify_all();
+}
+
+void fail(Node* n, std::shared_ptr<const std::string> error) {
+  n->error = std::move(error);
+  n->view = View{};
+  n->inputs.clear();
+  publish(n, Node::State::Failed);
+}
+
+// The first failed input of a step, if any (its error propagates to the step's outputs).
+std::shared_ptr<const std::string> failed_input(const std::vector<Node*>& nodes) {
+  for (Node* n : nodes)
+    for (const NodePtr& in : n->inputs)
+      if (in->current() == Node::State::Failed) return in->error;
+  return nullptr;
+}
+
+// A fused kernel failed: run its ops one at a time to find the one that fails, so the error
+// names that op and its line (not just the kernel). Only on the error path.
+std::string pinpoint(FusedKernel& k, const std::string& kernel_error) {
+  for (auto it = k.members.rbegin(); it != k.members.rend(); ++it) {  // producers first
+    try {
+      execute_node(**it);
+    } catch (const Error& e) {
+      return fmt::format("{}: {}", (*it)->where(), e.what());
+    }
+  }
+  return kernel_error;
+}
+
+// A plan with the nodes it must keep alive until it has run.
+struct WorkItem {
+  Plan plan;
+  std::vector<NodePtr> keep_alive;
+};
+
+void execute(WorkItem& item) {
+  Plan& plan = item.plan;
+  for (const Step& step : plan.steps) {
+    if (step.kernel < 0) {
+      Node* n = step.node;
+      if (!n->is_pending() && n->current() != Node::State::Queued) continue;
+      if (auto err = failed_input({n})) {
+        fail(n, err);
+        continue;
+      }
+      try {
+        execute_node(*n);
+      } catch (const Error& e) {
+        fail(n, std::make_shared<const std::string>(fmt::format("{}: {}", n->where(), e.what())));
+        continue;
+      }
+      n->inputs.clear();
+      publish(n, Node::State::Ready);
+      continue;
+    }
+    FusedKernel& k = plan.kernels[size_t(step.kernel)];
+    if (auto err = failed_input(k.members)) {
+      for (Node* o : k.outputs) fail(o, err);
+      continue;
+    }
+    try {
+      run_fused(k);
+    } catch (const Error& e) {
+      auto err = std::make_shared<const std::string>(pinpoint(k, fmt::format("{}: {}", k.root->where(), e.what())));
+      for (Node* o : k.outputs) fail(o, err);
+      continue;
+    }
+    for (Node* o : k.outputs) publish(o, Node::State::Ready);
+    // Inputs are dropped only after every output is published: dropping the root's inputs can
+    // free members that other outputs still point to.
+    for (Node* o : k.outputs) o->inputs.clear();
+  }
+}
+
+// One in-order queue per device, with a worker thread that runs its work items.
+class DeviceQueue {
+ public:
+  DeviceQueue() : worker_([this] { loop(); }) { worker_.detach(); }
+
+  void push(WorkItem item) {
+    std::unique_lock lock(m_);
+    // Throttle: a host that runs far ahead of the device waits (bounds memory in flight).
+    space_.wait(lock, [&] { return items_.size() < kMaxInFlight; });
+    items_.push_back(std::make_unique<WorkItem>(std::move(item)));
+    work_.notify_one();
+  }
+
+  // Blocks until everything pushed so far has run.
+  void drain() {
+    std::unique_lock lock(m_);
+    idle_.wait(lock, [&] { return items_.empty() && !busy_; });
+  }
+
+ private:
+  static constexpr size_t kMaxInFlight = 64;
+
+  void loop() {
+    for (;;) {
+      std::unique_ptr<WorkItem> item;
+      {
+        std::unique_lock lock(m_);
+        work_.wait(lock, [&] { return !items_.empty(); });
+        item = std::move(items_.front());
+        items_.pop_front();
+        busy_ = true;
+        space_.notify_all();
+      }
+      execute(*item);
+      item.reset();  // frees what only the plan still held
+      {
+        std::lock_guard lock(m_);
+        busy_ = false;
+        if (items_.empty()) idle_.notify_all();
+      }
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable work_, space_, idle_;
+  std::deque<std::unique_ptr<WorkItem>> items_;
+  bool busy_ = false;
+  std::thread worker_;
+};
+
+struct Queues {
+  std::mutex m;
+  std::map<std::pair<int, int>, std::unique_ptr<DeviceQueue>> by_device;
+};
+Queues& queues() {
+  static auto* q = new Queues;  // never destroyed: detached workers outlive static destruction
+  return *q;
+}
+
+DeviceQueue& queue_for(Device d) {
+  Queues& qs = queues();
+  std::lock_guard lock(qs.m);
+  auto& q = qs.by_device[{int(d.kind), d.index}];
+  if (!q) q = std::make_unique<DeviceQueue>();
+  return *q;
+}
+
+
 }  // namespace
 
 void realize(const std::vector<NodePtr>& roots) {
-  std::lock_guard lock(realize_mutex());
+  std::lock_guard lock(plan_mutex());
   std::vector<Node*> order;
+  std::vector<NodePtr> keep;
   std::unordered_set<Node*> seen;
   struct Frame {
     Node* node;
@@ -59,52 +225,69 @@ void realize(const std::vector<NodePtr>& roots) {
   };
   std::vector<Frame> stack;
   for (const auto& root : roots) {
-    if (!root || root->is_ready() || !seen.insert(root.get()).second) continue;
+    if (!root || !root->is_pending() || !seen.insert(root.get()).second) continue;
     stack.push_back({root.get(), 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       if (f.next_input < f.node->inputs.size()) {
-        Node* in = f.node->inputs[f.next_input++].get();
-        if (!in->is_ready() && !folds_into_consumer(*f.node, *in) && seen.insert(in).second)
-          stack.push_back({in, 0});
+        const NodePtr& in = f.node->inputs[f.next_input++];
+        if (in->is_pending() && !folds_into_consumer(*f.node, *in) && seen.insert(in.get()).second) {
+          keep.push_back(in);
+          stack.push_back({in.get(), 0});
+        }
         continue;
       }
       order.push_back(f.node);
       stack.pop_back();
     }
   }
+  if (order.empty()) return;
   std::vector<Node*> root_nodes;
   for (const auto& r : roots)
     if (r) root_nodes.push_back(r.get());
+  // Planning reads reference counts: it runs before this function takes references of its own.
+  keep.clear();
   Plan plan = plan_fusion(order, root_nodes);
   log_plan(plan);
   stats().realizations.fetch_add(1, std::memory_order_relaxed);
-  for (const Step& step : plan.steps) {
-    if (step.kernel < 0) {
-      Node* n = step.node;
-      if (n->is_ready()) continue;
-      try {
-        execute_node(*n);
-      } catch (const Error& e) {
-        n->view = View{};
-        throw Error(fmt::format("{}: {}", n->where(), e.what()));
-      }
-      n->ready.store(true, std::memory_order_release);
-      n->inputs.clear();
-      continue;
-    }
-    FusedKernel& k = plan.kernels[size_t(step.kernel)];
-    try {
-      run_fused(k);
-    } catch (const Error& e) {
-      for (Node* o : k.outputs) o->view = View{};
-      throw Error(fmt::format("{}: {}", k.root->where(), e.what()));
-    }
-    for (Node* o : k.outputs) o->ready.store(true, std::memory_order_release);
-    // Inputs are dropped only after every output is published: dropping the root's inputs can
-    // free members that other outputs still point to.
-    for (Node* o : k.outputs) o->inputs.clear();
+  WorkItem item;
+  for (const auto& r : roots)
+    if (r) item.keep_alive.push_back(r);
+  for (Node* n : order)
+    for (const NodePtr& in : n->inputs) item.keep_alive.push_back(in);
+  for (Node* n : order) n->state.store(Node::State::Queued, std::memory_order_release);
+  item.plan = std::move(plan);
+  Device device = order.front()->device;
+  bool one_device = true;
+  for (Node* n : order) one_device &= n->device == device;
+  if (!runtime_policy().async || !one_device) {
+    execute(item);
+    return;
   }
+  queue_for(device).push(std::move(item));
+}
+
+void realize_and_wait(const std::vector<NodePtr>& roots) {
+  realize(roots);
+  for (const NodePtr& r : roots) {
+    if (!r) continue;
+    Completion& c = completion();
+    std::unique_lock lock(c.m);
+    c.cv.wait(lock, [&] { return r->current() == Node::State::Ready || r->current() == Node::State::Failed; });
+    if (r->current() == Node::State::Failed) throw Error(*r->error);
+  }
+}
+
+void synchronize(Device device) { queue_for(device).drain(); }
+
+void synchronize() {
+  std::vector<DeviceQueue*> all;
+  {
+    Queues& qs = queues();
+    std::lock_guard lock(qs.m);
+    for (auto& [key, q] : qs.by_device) all.push_back(q.get());
+  }
+  for (DeviceQueue* q : all) q->drain();
 }
 
 }  // namespace ember

@@ -3,6 +3,7 @@
 // EMBER_SYNC-style eager mode, errors that name the user's line, and concurrent use.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "ember/ember.h"
@@ -41,6 +42,7 @@ TEST(GraphTest, ExplicitEvalRealizesSeveralArraysAndDropsInputs) {
   Array a = mul(x, 2.0), b = sub(x, 1.0);
   EXPECT_EQ(a.node()->inputs.size(), 2u);
   eval({a, b});
+  synchronize();  // eval() only schedules the work
   EXPECT_TRUE(a.is_evaluated());
   EXPECT_TRUE(b.is_evaluated());
   EXPECT_TRUE(a.node()->inputs.empty());  // ready nodes let go of their inputs
@@ -81,6 +83,7 @@ TEST(GraphTest, AutoEvalDepthRealizesDeepPendingChains) {
     x = mul(x, 1.0);
     if (i == 50) mid = x;
   }
+  synchronize();
   EXPECT_TRUE(mid.is_evaluated());  // realized without any read or eval()
   EXPECT_LE(x.node()->depth, 100u);
 }
@@ -96,6 +99,45 @@ TEST(GraphTest, LiveBytesStayFlatOverTenThousandIterations) {
     ASSERT_EQ(memory_stats(d).live_bytes, live) << "iteration " << i;
   }
   EXPECT_NEAR(x.to_vector<float>()[0], 2.0f, 1e-6);  // fixed point of x/2 + 1
+}
+
+TEST(GraphTest, EvalReturnsBeforeTheWorkIsDone) {
+  PolicyGuard guard;
+  runtime_policy().async = true;
+  Device d = test_device();
+  if (!(d == Device::cpu())) GTEST_SKIP() << "needs the cpu backend (the reference one is too slow for this size)";
+  Array a = uniform({1024, 1024}, -1, 1, {.seed = 1, .device = d});
+  Array c = a;
+  for (int i = 0; i < 8; ++i) c = matmul(c, a);  // about 17 GFLOP: far longer than scheduling it
+  auto t0 = std::chrono::steady_clock::now();
+  c.eval();
+  auto t1 = std::chrono::steady_clock::now();
+  bool done_at_return = c.is_evaluated();
+  std::vector<float> v = c.to_vector<float>();  // waits
+  auto t2 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(done_at_return);
+  EXPECT_LT(t1 - t0, t2 - t1);
+  EXPECT_EQ(v.size(), 1024u * 1024u);
+}
+
+TEST(GraphTest, ErrorsOfQueuedWorkSurfaceAtTheReadAndPropagate) {
+  Device d = test_device();
+  Array i = from_vector<int64_t>({1, 2}, {2}, d);
+  Array bad = floor_div(i, sub(i, i));  // integer division by zero, found when computed
+  int line = __LINE__ - 1;
+  Array later = add(bad, 1);            // depends on the failed value
+  later.eval();                         // returns: the error is kept, not thrown here
+  for (const Array& r : {bad, later}) {
+    try {
+      (void)r.to_vector<int64_t>();
+      FAIL() << "expected the division error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("division by zero"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("graph_test.cpp:" + std::to_string(line)), std::string::npos) << e.what();
+    }
+  }
+  // The queue keeps working after an error.
+  EXPECT_EQ(add(i, 1).to_vector<int64_t>(), (std::vector<int64_t>{2, 3}));
 }
 
 TEST(GraphTest, PeakMemoryIsTracked) {

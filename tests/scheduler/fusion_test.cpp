@@ -24,8 +24,10 @@ struct FusionGuard {
 // Kernels launched to realize f() (its inputs are realized first).
 int64_t kernels_for(const std::function<Array()>& f) {
   Array y = f();
+  synchronize();
   reset_execution_stats();
   y.eval();
+  synchronize();
   return execution_stats().kernels;
 }
 
@@ -86,8 +88,10 @@ TEST_P(FusionTest, ValuesNeededLaterAreExtraOutputsOfOneKernel) {
   // h is held by the caller (as a value saved for backward would be): the kernel stores it too.
   Array h = tanh(mul(x, 0.5));
   Array y = add(mul(h, h), 1.0);
+  synchronize();
   reset_execution_stats();
   eval({y});
+  synchronize();
   EXPECT_EQ(execution_stats().kernels, 1);
   EXPECT_TRUE(h.is_evaluated());
   std::vector<float> xv = x.to_vector<float>(), hv = h.to_vector<float>(), yv = y.to_vector<float>();
@@ -108,8 +112,10 @@ TEST_P(FusionTest, MlpForwardAndBackwardKernelCount) {
     eval({w1.grad(g), w2.grad(g)});
   };
   step();  // warm up program caches
+  synchronize();
   reset_execution_stats();
   step();
+  synchronize();
   ExecutionStats s = execution_stats();
   // 5 library calls: 2 forward matmuls + 3 backward (d hidden, d w2, d w1). 9 kernels:
   // forward relu, log-softmax, gather, mean; backward the fused elementwise/reduce steps between
@@ -176,8 +182,10 @@ TEST(FusionLog, BoundariesAreReported) {
   Device d = Device::cpu().available() ? Device::cpu() : Device::reference();
   Array x = uniform({8, 16}, -1, 1, {.seed = 4, .device = d}).eval();
   Array y = add(sum(x, {0}, true), sum(x, {1}, true));  // [1,16] + [8,1] -> [8,16]
+  synchronize();
   reset_execution_stats();
   y.eval();
+  synchronize();
   EXPECT_GE(execution_stats().kernels, 2);
   std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
   double c0 = 0, r0 = 0;
