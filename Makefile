@@ -27,6 +27,7 @@ bench-build:
 	@cmake --preset release $(EMBER_CMAKE_ARGS) -DEMBER_BUILD_BENCH=ON >/dev/null
 	@cmake --build --preset release -j$(JOBS) --target ember_bench
 bench: bench-build
+	@bash bench/get-openblas.sh
 	@python3 bench/run $(BENCH_ARGS)
 bench-smoke: bench-build
 	@python3 bench/run --smoke $(BENCH_ARGS)

@@ -285,6 +285,18 @@ def make_case(kind, p):
     raise ValueError("no PyTorch version of workload kind '%s'" % kind)
 
 
+def blas_library():
+    """The BLAS library this process loaded (after a small matmul), from /proc/self/maps."""
+    torch.ones(4, 4) @ torch.ones(4, 4)
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "blas" in line.lower() and "/" in line}
+        real = sorted({os.path.realpath(x) for x in libs})
+        return ", ".join(real) if real else None
+    except OSError:
+        return None
+
+
 def main():
     case = None
     for line in sys.stdin:
@@ -295,7 +307,7 @@ def main():
                 break
             if cmd == "info":
                 reply = {"threads": torch.get_num_threads(), "version": torch.__version__,
-                         "config": torch.__config__.parallel_info().splitlines()[:6]}
+                         "config": torch.__config__.parallel_info().splitlines()[:6], "blas": blas_library()}
             elif cmd == "setup":
                 case = None
                 case = make_case(req["kind"], req.get("p", {}))
