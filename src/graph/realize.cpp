@@ -63,13 +63,16 @@ Completion& completion() {
   return *c;
 }
 
-void publish(Node* n, Node::State s) {
+// Publishes the new state of several nodes at once (a reader woken by one of a kernel's outputs
+// sees all of them done).
+void publish_all(const std::vector<Node*>& nodes, Node::State s) {
   {
     std::lock_guard lock(completion().m);
-    n->state.store(s, std::memory_order_release);
+    for (Node* n : nodes) n->state.store(s, std::memory_order_release);
   }
   completion().cv.notify_all();
 }
+void publish(Node* n, Node::State s) { publish_all({n}, s); }
 
 void fail(Node* n, std::shared_ptr<const std::string> error) {
   n->error = std::move(error);
@@ -137,7 +140,7 @@ void execute(WorkItem& item) {
       for (Node* o : k.outputs) fail(o, err);
       continue;
     }
-    for (Node* o : k.outputs) publish(o, Node::State::Ready);
+    publish_all(k.outputs, Node::State::Ready);
     // Inputs are dropped only after every output is published: dropping the root's inputs can
     // free members that other outputs still point to.
     for (Node* o : k.outputs) o->inputs.clear();
