@@ -10,6 +10,8 @@ packages=(
   libdnnl-dev                                     # oneDNN: matmul/conv on the CPU
   libfmt-dev nlohmann-json3-dev                   # formatting, JSON
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks
+  zlib1g-dev libstb-dev                           # data: gzip-compressed IDX files, PNG/JPEG images
+  dataset-fashion-mnist                           # the default training data (/usr/share/datasets/fashion-mnist)
 )
 
 missing=()

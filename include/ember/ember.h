@@ -28,3 +28,13 @@
 #include "ember/optim/optimizer.h"
 #include "ember/optim/scheduler.h"
 #include "ember/optim/sgd.h"
+
+// Data loading and the training loop.
+#include "ember/data/csv.h"
+#include "ember/data/dataset.h"
+#include "ember/data/idx.h"
+#include "ember/data/image.h"
+#include "ember/data/loader.h"
+#include "ember/train/dashboard.h"
+#include "ember/train/learner.h"
+#include "ember/train/metrics.h"

@@ -1,0 +1,301 @@
+// The `ember` command:
+//   ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]
+//         [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N] [--out DIR] [--resume]
+//         [--seed S] [--limit N] [--plain]
+//   ember eval --checkpoint PATH [--device D] [--batch-size B]
+//   ember info
+// Bad arguments print a usage message and exit with code 2; runtime failures exit with 1.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "cli/models.h"
+
+using namespace ember;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kUsage =
+    "usage: ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]\n"
+    "                                 [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N]\n"
+    "                                 [--out DIR] [--resume] [--seed S] [--limit N] [--plain]\n"
+    "       ember eval --checkpoint PATH [--device D] [--batch-size B]\n"
+    "       ember info\n"
+    "       ember --help | --version\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --name value pairs and --flags after the positional arguments.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;
+  std::map<std::string, bool> flags;
+};
+
+Args parse(int argc, char** argv, int first, const std::vector<std::string>& valued, const std::vector<std::string>& flags) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string name = s.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+      if (has_value) throw UsageError("--" + name + " takes no value");
+      a.flags[name] = true;
+    } else if (std::find(valued.begin(), valued.end(), name) != valued.end()) {
+      if (!has_value) {
+        if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
+        value = argv[++i];
+      }
+      a.values[name] = value;
+    } else {
+      throw UsageError("unknown option --" + name);
+    }
+  }
+  return a;
+}
+
+int64_t to_int(const Args& a, const std::string& name, int64_t fallback, int64_t lo, int64_t hi) {
+  auto it = a.values.find(name);
+  if (it == a.values.end()) return fallback;
+  try {
+    size_t used = 0;
+    long long v = std::stoll(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("");
+    if (v < lo || v > hi) throw UsageError("--" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return v;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception&) {
+    throw UsageError("--" + name + " expects an integer, got '" + it->second + "'");
+  }
+}
+
+double to_double(const Args& a, const std::string& name, double fallback) {
+  auto it = a.values.find(name);
+  if (it == a.values.end()) return fallback;
+  try {
+    size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used != it->second.size() || !(v > 0) || v > 10) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError("--" + name + " expects a positive number (at most 10), got '" + it->second + "'");
+  }
+}
+
+// A device the user asked for, checked: built, present, usable.
+Device choose_device(const Args& a) {
+  std::string text = a.values.count("device") ? a.values.at("device") : "cpu";
+  Device d;
+  try {
+    d = Device::parse(text);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  std::string why;
+  Backend* b = Backend::try_get(d.kind, &why);
+  if (!b) throw Error("device " + d.str() + " is not available: " + (why.empty() ? "its backend plugin was not found" : why));
+  if (d.index >= b->device_count())
+    throw Error("device " + d.str() + " is not available: the " + text + " backend loaded but found " +
+                std::to_string(b->device_count()) + " device(s)");
+  return d;
+}
+
+// Runs this program again with OMP_NUM_THREADS set (the OpenMP pool reads it at start-up).
+void apply_threads(const Args& a, char** argv) {
+  if (!a.values.count("threads")) return;
+  int64_t n = to_int(a, "threads", 0, 1, 1024);
+  std::string want = std::to_string(n);
+  const char* have = std::getenv("OMP_NUM_THREADS");
+  if (have && want == have) return;
+  ::setenv("OMP_NUM_THREADS", want.c_str(), 1);
+  ::setenv("GOMP_SPINCOUNT", "0", 0);
+  ::execv("/proc/self/exe", argv);
+  std::cerr << "ember: warning: could not restart with " << n << " threads; using the default\n";
+}
+
+data::FashionMnistOptions data_options() { return {}; }
+
+struct ModelBox {
+  std::unique_ptr<cli::FashionCnn> cnn;
+  std::unique_ptr<cli::FashionMlp> mlp;
+  nn::Module& module() { return cnn ? static_cast<nn::Module&>(*cnn) : *mlp; }
+};
+ModelBox make_model(const std::string& kind) {
+  ModelBox m;
+  if (kind == "cnn" || kind == "fashion-cnn") m.cnn = std::make_unique<cli::FashionCnn>();
+  else if (kind == "mlp" || kind == "fashion-mlp") m.mlp = std::make_unique<cli::FashionMlp>();
+  else throw UsageError("--model must be cnn or mlp, got '" + kind + "'");
+  return m;
+}
+
+// Fashion-MNIST's mean and standard deviation over the training pixels.
+const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};
+
+int cmd_train(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit"},
+                 {"resume", "plain"});
+  if (a.positional.size() != 1) throw UsageError("train: name one dataset (fashion-mnist)");
+  if (a.positional[0] != "fashion-mnist") throw UsageError("train: unknown dataset '" + a.positional[0] + "' (known: fashion-mnist)");
+  apply_threads(a, argv);
+  std::string model_kind = a.values.count("model") ? a.values.at("model") : "cnn";
+  ModelBox box = make_model(model_kind);
+  bool cnn = box.cnn != nullptr;
+  int64_t epochs = to_int(a, "epochs", cnn ? 2 : 3, 1, 10000);
+  int64_t batch = to_int(a, "batch-size", 64, 1, 65536);
+  double lr = to_double(a, "lr", 1e-3);
+  int64_t workers = to_int(a, "workers", 2, 0, 64);
+  uint64_t seed = uint64_t(to_int(a, "seed", 1, 0, INT64_MAX));
+  int64_t limit = to_int(a, "limit", 0, 0, INT64_MAX);
+  std::string out = a.values.count("out") ? a.values.at("out") : "runs/fashion-" + std::string(cnn ? "cnn" : "mlp");
+  Device device = choose_device(a);
+
+  manual_seed(seed);  // parameter initialization
+  nn::Module& model = box.module();
+  model.to(device);
+  auto train_all = data::FashionMnist::train(data_options());
+  auto test = data::FashionMnist::test(data_options());
+  data::DatasetPtr<data::LabeledImage> train_ds = train_all;
+  if (limit > 0) train_ds = data::take(train_all, size_t(limit));
+  auto train_norm = data::augment(train_ds, {data::normalize(kMean, kStd)}, seed);
+  auto test_norm = data::augment(test, {data::normalize(kMean, kStd)}, seed);
+  data::DataLoader train_loader(train_norm, {.batch_size = size_t(batch), .shuffle = true, .workers = size_t(workers),
+                                             .seed = seed, .device = device});
+  data::DataLoader valid_loader(test_norm, {.batch_size = 500, .workers = size_t(workers), .device = device});
+
+  optim::Adam opt(model, {.lr = lr});
+  optim::CosineAnnealingLr sched(opt, {.t_max = epochs * int64_t(train_loader.size()), .eta_min = lr * 0.05});
+  std::map<std::string, std::string> config = {
+      {"dataset", "fashion-mnist"}, {"model", cnn ? "cnn" : "mlp"},     {"epochs", std::to_string(epochs)},
+      {"batch_size", std::to_string(batch)}, {"lr", a.values.count("lr") ? a.values.at("lr") : "0.001"},
+      {"device", device.str()},     {"seed", std::to_string(seed)},     {"train_items", std::to_string(train_ds->size())},
+      {"parameters", std::to_string(model.num_params())}, {"ember", version()}};
+  std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
+            << train_ds->size() << " training images, " << epochs << " epoch(s), batch " << batch << ", lr " << lr
+            << ", " << device.str() << "\n";
+  train::Learner learner = cnn ? train::Learner(*box.cnn, opt) : train::Learner(*box.mlp, opt);
+  learner.metrics({train::loss(), train::accuracy()})
+      .checkpoints(out)
+      .epochs(epochs)
+      .seed(seed)
+      .scheduler(sched, true)
+      .resume(a.flags.count("resume") > 0)
+      .title("Fashion-MNIST " + std::string(cnn ? "CNN" : "MLP"))
+      .config(config);
+  if (a.flags.count("plain")) learner.dashboard(train::DashboardMode::Plain);
+  train::Report rep = learner.fit(train_loader, valid_loader);
+  std::cout << "test accuracy " << rep.last("valid_accuracy") * 100 << "% after " << rep.epochs_done << " epoch(s)\n";
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {"checkpoint", "device", "batch-size"}, {});
+  if (!a.positional.empty()) throw UsageError("eval: unexpected argument '" + a.positional[0] + "'");
+  if (!a.values.count("checkpoint")) throw UsageError("eval: --checkpoint PATH is required");
+  std::string path = a.values.at("checkpoint");
+  if (!fs::exists(path)) throw Error("eval: no checkpoint at " + path);
+  int64_t batch = to_int(a, "batch-size", 500, 1, 65536);
+  Device device = choose_device(a);
+  io::SafetensorsFile file = io::load_file(path);
+  auto it = file.metadata.find("ember.module");
+  std::string kind = it == file.metadata.end() ? "" : it->second;
+  if (kind != "fashion-cnn" && kind != "fashion-mlp")
+    throw Error("eval: " + path + " holds a '" + kind + "' model; ember eval knows fashion-cnn and fashion-mlp checkpoints");
+  ModelBox box = make_model(kind);
+  nn::Module& model = box.module();
+  load(model, path);
+  model.to(device);
+  auto test = data::augment(data::FashionMnist::test(data_options()), {data::normalize(kMean, kStd)}, 0);
+  data::DataLoader loader(test, {.batch_size = size_t(batch), .workers = 2, .device = device});
+  optim::Sgd unused(model, {.lr = 0});
+  train::Learner learner = box.cnn ? train::Learner(*box.cnn, unused) : train::Learner(*box.mlp, unused);
+  learner.metrics({train::loss(), train::accuracy(), train::top_k_accuracy(3)});
+  auto res = learner.evaluate(loader);
+  std::cout << "checkpoint " << path << " (" << kind << ", " << model.num_params() << " parameters) on " << test->size()
+            << " Fashion-MNIST test images:\n";
+  std::cout << "  loss " << res["loss"] << "\n  accuracy " << res["accuracy"] * 100 << "%\n  top-3 accuracy "
+            << res["top3_accuracy"] * 100 << "%\n";
+  return 0;
+}
+
+int cmd_info(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {});
+  if (!a.positional.empty()) throw UsageError("info: unexpected argument '" + a.positional[0] + "'");
+  std::cout << "Ember " << version() << " (headers " << EMBER_VERSION_STRING << ", backend ABI " << backend_abi_version()
+            << ")\n";
+  std::cout << "build: " <<
+#ifdef NDEBUG
+      "release"
+#else
+      "debug"
+#endif
+            << ", " << __VERSION__ << ", C++ " << __cplusplus << "\n";
+  std::cout << "backends:\n";
+  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Reference, DeviceKind::Vulkan, DeviceKind::Cuda}) {
+    std::string why;
+    Backend* b = Backend::try_get(k, &why);
+    std::string name = Device{k, 0}.str();
+    name = name.substr(0, name.find(':'));
+    if (b) std::cout << "  " << name << ": " << b->device_count() << " device(s)\n";
+    else std::cout << "  " << name << ": not available (" << (why.empty() ? "plugin not found" : why) << ")\n";
+  }
+  std::cout << "devices:";
+  for (const Device& d : available_devices()) std::cout << " " << d.str();
+  std::cout << "\n";
+  std::string dir = data::FashionMnist::resolve_dir({});
+  std::cout << "fashion-mnist data: " << dir
+            << (fs::exists(dir + "/train-images-idx3-ubyte.gz") ? " (found)" : " (missing: install dataset-fashion-mnist)")
+            << "\n";
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  std::cout << "threads: " << (omp ? omp : "default (all cores)") << " (hardware: " << std::thread::hardware_concurrency()
+            << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2) throw UsageError("no command given");
+    std::string cmd = argv[1];
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (cmd == "--version") {
+      std::cout << "ember " << version() << "\n";
+      return 0;
+    }
+    if (cmd == "train") return cmd_train(argc, argv);
+    if (cmd == "eval") return cmd_eval(argc, argv);
+    if (cmd == "info") return cmd_info(argc, argv);
+    throw UsageError("unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "ember: " << e.what() << "\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ember: error: " << e.what() << "\n";
+    return 1;
+  }
+}

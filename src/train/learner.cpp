@@ -1,0 +1,342 @@
+// The Learner's loop: epochs, metrics, scheduler, clipping, accumulation, dashboard, checkpoints
+// (with resume), early stopping, the metrics log and the report.
+#include "ember/train/learner.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ember/data/dataset.h"
+#include "ember/io/safetensors.h"
+#include "ember/nn/loss.h"
+#include "ember/ops.h"
+#include "ember/train/dashboard.h"
+
+namespace ember::train {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Learner& Learner::metrics(std::vector<MetricPtr> list) { metrics_ = std::move(list); return *this; }
+Learner& Learner::checkpoints(std::string dir) { dir_ = std::move(dir); return *this; }
+Learner& Learner::epochs(int64_t n) {
+  if (n < 1) throw Error("Learner::epochs: need at least 1, got " + std::to_string(n));
+  epochs_ = n;
+  return *this;
+}
+Learner& Learner::seed(uint64_t s) { seed_ = s; return *this; }
+Learner& Learner::scheduler(optim::LrScheduler& s, bool per_step) { sched_ = &s; sched_per_step_ = per_step; return *this; }
+Learner& Learner::clip_grad_norm(double max_norm) { clip_ = max_norm; return *this; }
+Learner& Learner::accumulate(int64_t n) {
+  if (n < 1) throw Error("Learner::accumulate: need at least 1 batch, got " + std::to_string(n));
+  accumulate_ = n;
+  return *this;
+}
+Learner& Learner::early_stopping(EarlyStopping opts) { early_ = std::move(opts); return *this; }
+Learner& Learner::resume(bool on) { resume_ = on; return *this; }
+Learner& Learner::loss(LossFn fn) { loss_ = std::move(fn); return *this; }
+Learner& Learner::forward(ForwardFn fn) { forward_ = std::move(fn); return *this; }
+Learner& Learner::dashboard(DashboardMode mode, std::ostream& out) { dash_ = mode; out_ = &out; return *this; }
+Learner& Learner::title(std::string t) { title_ = std::move(t); return *this; }
+Learner& Learner::config(std::map<std::string, std::string> kv) { config_ = std::move(kv); return *this; }
+Learner& Learner::log_every(int64_t n) { log_every_ = std::max<int64_t>(1, n); return *this; }
+Learner& Learner::max_steps_per_epoch(int64_t n) { max_steps_ = n; return *this; }
+
+namespace {
+Array default_loss(const Array& out, const Array& targets) {
+  if (is_integral(targets.dtype())) return nn::cross_entropy(out, targets);
+  return nn::mse_loss(out, targets);
+}
+
+std::vector<MetricPtr> instances(const std::vector<MetricPtr>& list) {
+  std::vector<MetricPtr> out = {loss()};
+  for (const auto& m : list)
+    if (m && m->name() != "loss") out.push_back(m->clone());
+  return out;
+}
+
+std::string metric_text(const Metric& m) {
+  std::ostringstream os;
+  if (m.is_fraction()) os << std::fixed << std::setprecision(2) << m.value() * 100 << "%";
+  else os << std::fixed << std::setprecision(4) << m.value();
+  return os.str();
+}
+
+void write_atomic(const fs::path& path, const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) throw Error("checkpoint: cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+json record_json(const EpochRecord& r) {
+  json j = {{"type", "epoch"}, {"epoch", r.epoch}};
+  for (const auto& [k, v] : r.values) j[k] = v;
+  return j;
+}
+EpochRecord record_from(const json& j) {
+  EpochRecord r;
+  r.epoch = j.at("epoch").get<int64_t>();
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.value().is_number() && it.key() != "epoch") r.values[it.key()] = it.value().get<double>();
+  return r;
+}
+
+// The global generator's seed for an epoch (dropout without a seed, other unseeded draws).
+uint64_t epoch_seed(uint64_t seed, int64_t epoch) { return data::mix64(seed ^ 0x4c4541524eULL) + uint64_t(epoch); }
+}  // namespace
+
+std::map<std::string, double> Learner::evaluate_source(BatchSource& source) {
+  LossFn lossf = loss_ ? loss_ : LossFn(default_loss);
+  auto ms = instances(metrics_);
+  bool was_training = model_->is_training();
+  model_->eval();
+  NoGradGuard no_grad;
+  source.start(0);
+  Array x, y;
+  while (source.next(x, y)) {
+    Array out = forward_(x);
+    Array l = lossf(out, y);
+    ember::eval({out, l});
+    StepData sd{out, y, l.item<double>(), x.size(0)};
+    for (auto& m : ms) m->update(sd);
+  }
+  model_->train(was_training);
+  std::map<std::string, double> res;
+  for (auto& m : ms) res[m->name()] = m->value();
+  return res;
+}
+
+Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
+  auto t_fit = Clock::now();
+  LossFn lossf = loss_ ? loss_ : LossFn(default_loss);
+  Report rep;
+  rep.run_dir = dir_;
+  std::vector<MetricPtr> tm = instances(metrics_), vm = instances(metrics_);
+
+  // Early stopping: direction from the metric's name.
+  bool higher_better = false;
+  if (early_) {
+    std::string key = early_->metric;
+    for (const char* p : {"train_", "valid_"})
+      if (key.rfind(p, 0) == 0) key = key.substr(std::strlen(p));
+    for (auto& m : tm)
+      if (m->name() == key) higher_better = m->higher_is_better();
+  }
+  double best = std::numeric_limits<double>::quiet_NaN();
+  int64_t bad_epochs = 0, start_epoch = 0, global_step = 0, sched_steps = 0;
+
+  fs::path dir(dir_);
+  if (!dir_.empty()) fs::create_directories(dir / "checkpoints");
+  fs::path ckpt_json = dir / "checkpoint.json";
+  if (resume_ && !dir_.empty() && fs::exists(ckpt_json)) {
+    std::ifstream f(ckpt_json);
+    json j = json::parse(f);
+    load(*model_, (dir / j.at("model").get<std::string>()).string());
+    load(*opt_, (dir / j.at("optimizer").get<std::string>()).string());
+    start_epoch = j.at("epoch").get<int64_t>();
+    global_step = j.at("global_step").get<int64_t>();
+    sched_steps = j.at("scheduler_steps").get<int64_t>();
+    if (sched_) {
+      if (sched_->epoch() != 0) throw Error("Learner::resume: the scheduler must be fresh (it has stepped already)");
+      for (int64_t i = 0; i < sched_steps; ++i) sched_->step();
+    }
+    if (j.at("seed").get<uint64_t>() != seed_)
+      throw Error("Learner::resume: the checkpoint in " + dir_ + " was made with seed " +
+                  std::to_string(j.at("seed").get<uint64_t>()) + ", this run uses " + std::to_string(seed_));
+    for (const auto& r : j.at("history")) rep.history.push_back(record_from(r));
+    for (const auto& p : j.at("steps")) rep.steps.push_back({p.at(0).get<int64_t>(), p.at(1).get<double>()});
+    const json& es = j.at("early_stopping");
+    best = es.at("best").is_null() ? std::numeric_limits<double>::quiet_NaN() : es.at("best").get<double>();
+    bad_epochs = es.at("bad_epochs").get<int64_t>();
+    rep.stopped_early = j.at("stopped_early").get<bool>();
+    rep.resumed = true;
+  }
+  // The metrics log: rewritten from the restored history, then appended to.
+  std::ofstream log;
+  if (!dir_.empty()) {
+    log.open(dir / "metrics.jsonl", std::ios::trunc);
+    size_t si = 0;
+    for (const auto& rec : rep.history) {
+      for (; si < rep.steps.size() && rep.steps[si].step <= int64_t(rec.get("global_step")); ++si)
+        log << json{{"type", "step"}, {"step", rep.steps[si].step}, {"loss", rep.steps[si].loss}}.dump() << "\n";
+      log << record_json(rec).dump() << "\n";
+    }
+    log.flush();
+  }
+
+  std::ostringstream null_sink;
+  bool live = dash_ == DashboardMode::Live || (dash_ == DashboardMode::Auto && out_ == &std::cout && is_terminal(1));
+  std::ostream& out = dash_ == DashboardMode::Off ? static_cast<std::ostream&>(null_sink) : *out_;
+  Dashboard dash(out, live, title_);
+  if (rep.resumed) dash.message("resuming " + dir_ + " after epoch " + std::to_string(start_epoch));
+  for (const auto& p : rep.steps) dash.plot_point(p.loss);
+
+  std::vector<double> epoch_times;
+  for (int64_t epoch = start_epoch; epoch < epochs_ && !rep.stopped_early; ++epoch) {
+    auto t_epoch = Clock::now();
+    manual_seed(epoch_seed(seed_, epoch));
+    model_->train();
+    for (auto& m : tm) m->reset();
+    train.start(uint64_t(epoch));
+    int64_t nb = int64_t(train.batches());
+    if (max_steps_ > 0) nb = std::min(nb, max_steps_);
+    dash.phase("train", epoch + 1, epochs_, nb);
+    Gradients acc;
+    int64_t in_acc = 0, step = 0, items = 0;
+    double ema = std::numeric_limits<double>::quiet_NaN();
+    double lr_used = opt_->lr();
+    Array x, y;
+    while (step < nb && train.next(x, y)) {
+      Array outp = forward_(x);
+      Array l = lossf(outp, y);
+      Array scaled = accumulate_ > 1 ? mul(l, 1.0 / double(accumulate_)) : l;
+      Array outd = outp.detach();
+      ember::eval({l, outd});  // forward once; backward reuses the realized values
+      double lv = l.item<double>();
+      if (in_acc == 0) acc = scaled.backward();
+      else scaled.backward_into(acc);
+      ++in_acc;
+      if (in_acc == accumulate_ || step + 1 == nb) {
+        if (clip_) optim::clip_grad_norm(acc, model_->parameters(), *clip_);
+        opt_->step(acc);
+        acc = Gradients();
+        in_acc = 0;
+        if (sched_ && sched_per_step_) {
+          sched_->step();
+          ++sched_steps;
+        }
+      }
+      int64_t bs = x.size(0);
+      StepData sd{outd, y, lv, bs};
+      for (auto& m : tm) m->update(sd);
+      ++step;
+      ++global_step;
+      items += bs;
+      ema = std::isnan(ema) ? lv : 0.9 * ema + 0.1 * lv;
+      if (global_step % log_every_ == 0) {
+        rep.steps.push_back({global_step, ema});
+        if (log.is_open()) log << json{{"type", "step"}, {"step", global_step}, {"loss", ema}}.dump() << "\n";
+        double acc_now = -1;
+        for (auto& m : tm)
+          if (m->name() == "accuracy") acc_now = m->value();
+        dash.plot_point(ema, acc_now);
+      }
+      std::vector<std::pair<std::string, std::string>> shown;
+      for (auto& m : tm) shown.emplace_back(m->name(), metric_text(*m));
+      dash.progress(step, items, shown, step == nb);
+    }
+    double train_s = std::chrono::duration<double>(Clock::now() - t_epoch).count();
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    for (auto& m : tm) rec.values["train_" + m->name()] = m->value();
+    rec.values["lr"] = lr_used;
+    rec.values["items_per_s"] = double(items) / std::max(train_s, 1e-9);
+    rec.values["wait_fraction"] = train.wait_seconds() / std::max(train_s, 1e-9);
+    rec.values["train_steps"] = double(step);
+    rec.values["global_step"] = double(global_step);
+
+    if (valid) {
+      for (auto& m : vm) m->reset();
+      model_->eval();
+      NoGradGuard no_grad;
+      valid->start(uint64_t(epoch));
+      int64_t vb = int64_t(valid->batches()), vstep = 0, vitems = 0;
+      dash.phase("valid", epoch + 1, epochs_, vb);
+      while (valid->next(x, y)) {
+        Array outp = forward_(x);
+        Array l = lossf(outp, y);
+        ember::eval({outp, l});
+        StepData sd{outp, y, l.item<double>(), x.size(0)};
+        for (auto& m : vm) m->update(sd);
+        ++vstep;
+        vitems += x.size(0);
+        std::vector<std::pair<std::string, std::string>> shown;
+        for (auto& m : vm) shown.emplace_back(m->name(), metric_text(*m));
+        dash.progress(vstep, vitems, shown, vstep == vb);
+      }
+      for (auto& m : vm) rec.values["valid_" + m->name()] = m->value();
+      model_->train();
+    }
+    if (sched_ && !sched_per_step_) {
+      sched_->step();
+      ++sched_steps;
+    }
+    rec.values["epoch_s"] = std::chrono::duration<double>(Clock::now() - t_epoch).count();
+    rep.history.push_back(rec);
+
+    if (early_) {
+      auto it = rec.values.find(early_->metric);
+      if (it == rec.values.end()) throw Error("early stopping: no metric named '" + early_->metric + "' in the epoch record");
+      double v = it->second;
+      bool better = std::isnan(best) || (higher_better ? v > best + early_->min_delta : v < best - early_->min_delta);
+      if (better) {
+        best = v;
+        bad_epochs = 0;
+      } else if (++bad_epochs >= early_->patience) {
+        rep.stopped_early = true;
+      }
+    }
+    if (log.is_open()) {
+      log << record_json(rec).dump() << "\n";
+      log.flush();
+    }
+    if (!dir_.empty()) {
+      char stem[64];
+      std::snprintf(stem, sizeof stem, "checkpoints/epoch-%04lld", (long long)(epoch + 1));
+      std::string model_file = std::string(stem) + ".model.safetensors", opt_file = std::string(stem) + ".optim.safetensors";
+      save(*model_, (dir / model_file).string());
+      save(*opt_, (dir / opt_file).string());
+      json j;
+      j["epoch"] = epoch + 1;
+      j["model"] = model_file;
+      j["optimizer"] = opt_file;
+      j["scheduler_steps"] = sched_steps;
+      j["global_step"] = global_step;
+      j["seed"] = seed_;
+      j["rng"] = {{"manual_seed_next_epoch", epoch_seed(seed_, epoch + 1)}};
+      j["history"] = json::array();
+      for (const auto& r : rep.history) j["history"].push_back(record_json(r));
+      j["steps"] = json::array();
+      for (const auto& p : rep.steps) j["steps"].push_back({p.step, p.loss});
+      j["early_stopping"] = {{"best", std::isnan(best) ? json(nullptr) : json(best)}, {"bad_epochs", bad_epochs}};
+      j["stopped_early"] = rep.stopped_early;
+      j["config"] = config_;
+      write_atomic(ckpt_json, j.dump(1));  // the commit point: names the files of this epoch
+      save(*model_, (dir / "last.safetensors").string());
+      if (epoch >= 2) {  // keep the files of the last two epochs
+        std::snprintf(stem, sizeof stem, "checkpoints/epoch-%04lld", (long long)(epoch - 1));
+        fs::remove(dir / (std::string(stem) + ".model.safetensors"));
+        fs::remove(dir / (std::string(stem) + ".optim.safetensors"));
+      }
+    }
+    epoch_times.push_back(rec.values["epoch_s"]);
+    double mean_epoch = 0;
+    for (double t : epoch_times) mean_epoch += t / double(epoch_times.size());
+    dash.epoch_done(rec, mean_epoch * double(epochs_ - epoch - 1));
+    if (rep.stopped_early)
+      dash.message("early stopping: " + early_->metric + " has not improved for " + std::to_string(bad_epochs) + " epochs");
+  }
+  dash.finish();
+  rep.epochs_done = int64_t(rep.history.size());
+  rep.seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
+  out << "\n" << rep.summary();
+  if (!dir_.empty()) {
+    write_html_report((dir / "report.html").string(), rep, title_, config_);
+    out << "run folder " << dir_ << ": last.safetensors, checkpoint.json, metrics.jsonl, report.html\n";
+  }
+  out << std::flush;
+  return rep;
+}
+
+}  // namespace ember::train

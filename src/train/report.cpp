@@ -1,0 +1,201 @@
+// The summary table and the self-contained HTML report with inline SVG line plots.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "ember/error.h"
+#include "ember/train/dashboard.h"
+
+namespace ember::train {
+
+namespace {
+bool is_fraction_key(const std::string& k) { return k.find("accuracy") != std::string::npos || k == "wait_fraction"; }
+
+std::string cell(const std::string& key, double v) {
+  std::ostringstream os;
+  if (is_fraction_key(key)) os << std::fixed << std::setprecision(2) << v * 100 << "%";
+  else if (key == "epoch_s") os << format_duration(v);
+  else if (key == "items_per_s") os << int64_t(v);
+  else if (key == "lr") os << std::setprecision(3) << v;
+  else os << std::fixed << std::setprecision(4) << v;
+  return os.str();
+}
+
+std::vector<std::string> columns(const Report& r) {
+  std::vector<std::string> keys;
+  std::set<std::string> seen;
+  // Metrics first (train then valid), then the run statistics.
+  for (const char* prefix : {"train_", "valid_"})
+    for (const auto& rec : r.history)
+      for (const auto& [k, v] : rec.values)
+        if (k.rfind(prefix, 0) == 0 && k != "train_steps" && seen.insert(k).second) keys.push_back(k);
+  for (const char* k : {"lr", "items_per_s", "epoch_s"})
+    for (const auto& rec : r.history)
+      if (rec.values.count(k) && seen.insert(k).second) keys.push_back(k);
+  return keys;
+}
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+struct Series {
+  std::string name, color;
+  std::vector<std::pair<double, double>> pts;
+  bool thin = false;
+};
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+// A line chart: axes with a few ticks, one polyline per series, a legend.
+std::string svg_chart(const std::string& title, const std::vector<Series>& series, const std::string& xlabel,
+                      bool percent) {
+  const double W = 460, H = 260, L = 58, R = 12, T = 28, B = 40;
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const auto& s : series)
+    for (auto [x, y] : s.pts) {
+      if (!std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' viewBox='0 0 " << W << " " << H
+    << "' font-family='sans-serif' font-size='11'>\n";
+  o << "<rect width='100%' height='100%' fill='white'/>\n";
+  o << "<text x='" << W / 2 << "' y='16' text-anchor='middle' font-size='13' font-weight='bold'>" << esc(title) << "</text>\n";
+  if (x0 > x1) {
+    o << "<text x='" << W / 2 << "' y='" << H / 2 << "' text-anchor='middle' fill='#888'>no data</text></svg>\n";
+    return o.str();
+  }
+  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
+  double pad = (y1 - y0) * 0.08 + 1e-9 * std::max(1.0, std::fabs(y1));
+  y0 -= pad, y1 += pad;
+  auto X = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  auto Y = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
+  o << "<rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B
+    << "' fill='none' stroke='#999'/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+    o << "<line x1='" << L << "' x2='" << W - R << "' y1='" << Y(yv) << "' y2='" << Y(yv) << "' stroke='#eee'/>";
+    o << "<text x='" << L - 4 << "' y='" << Y(yv) + 4 << "' text-anchor='end'>" << (percent ? num(yv * 100) + "%" : num(yv))
+      << "</text>";
+    o << "<text x='" << X(xv) << "' y='" << H - B + 14 << "' text-anchor='middle'>" << num(xv) << "</text>\n";
+  }
+  o << "<text x='" << (L + W - R) / 2 << "' y='" << H - 6 << "' text-anchor='middle'>" << esc(xlabel) << "</text>\n";
+  double ly = T + 12;
+  for (const auto& s : series) {
+    if (s.pts.empty()) continue;
+    o << "<polyline fill='none' stroke='" << s.color << "' stroke-width='" << (s.thin ? 1 : 2)
+      << "' stroke-opacity='" << (s.thin ? 0.45 : 1) << "' points='";
+    for (auto [x, y] : s.pts)
+      if (std::isfinite(y)) o << X(x) << "," << Y(y) << " ";
+    o << "'/>\n";
+    if (s.pts.size() <= 40 && !s.thin)
+      for (auto [x, y] : s.pts)
+        if (std::isfinite(y)) o << "<circle cx='" << X(x) << "' cy='" << Y(y) << "' r='3' fill='" << s.color << "'/>";
+    o << "<line x1='" << W - R - 120 << "' x2='" << W - R - 100 << "' y1='" << ly << "' y2='" << ly << "' stroke='"
+      << s.color << "' stroke-width='2'/><text x='" << W - R - 95 << "' y='" << ly + 4 << "'>" << esc(s.name)
+      << "</text>\n";
+    ly += 15;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+}  // namespace
+
+std::string Report::summary() const {
+  std::vector<std::string> keys = columns(*this);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head = {"epoch"};
+  head.insert(head.end(), keys.begin(), keys.end());
+  rows.push_back(head);
+  for (const auto& rec : history) {
+    std::vector<std::string> row = {std::to_string(rec.epoch)};
+    for (const auto& k : keys) row.push_back(rec.values.count(k) ? cell(k, rec.values.at(k)) : "");
+    rows.push_back(row);
+  }
+  std::vector<size_t> w(head.size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  std::ostringstream os;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t i = 0; i < rows[r].size(); ++i) os << (i ? "  " : "") << std::setw(int(w[i])) << rows[r][i];
+    os << "\n";
+    if (r == 0) {
+      size_t total = 0;
+      for (size_t x : w) total += x + 2;
+      os << std::string(total - 2, '-') << "\n";
+    }
+  }
+  return os.str();
+}
+
+void write_html_report(const std::string& path, const Report& r, const std::string& title,
+                       const std::map<std::string, std::string>& config) {
+  auto epoch_series = [&](const std::string& key, const std::string& name, const std::string& color) {
+    Series s{name, color, {}, false};
+    for (const auto& rec : r.history)
+      if (rec.values.count(key)) s.pts.emplace_back(double(rec.epoch), rec.values.at(key));
+    return s;
+  };
+  // Step losses are placed on the epoch axis (step / steps per epoch).
+  Series steps{"train (steps)", "#1f77b4", {}, true};
+  double steps_per_epoch = r.history.empty() ? 0 : r.history.front().get("train_steps", 0);
+  for (const auto& p : r.steps)
+    if (steps_per_epoch > 0) steps.pts.emplace_back(double(p.step) / steps_per_epoch, p.loss);
+
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" << esc(title) << "</title>\n<style>"
+    << "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}"
+    << "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+    << ".plots{display:flex;flex-wrap:wrap;gap:12px}.kv td{text-align:left}</style></head><body>\n";
+  o << "<h1>" << esc(title) << "</h1>\n<table class='kv'>";
+  for (const auto& [k, v] : config) o << "<tr><td>" << esc(k) << "</td><td>" << esc(v) << "</td></tr>";
+  o << "<tr><td>epochs</td><td>" << r.epochs_done << (r.stopped_early ? " (stopped early)" : "")
+    << (r.resumed ? " (resumed)" : "") << "</td></tr></table>\n<div class='plots'>\n";
+  o << svg_chart("Loss", {steps, epoch_series("train_loss", "train", "#1f77b4"), epoch_series("valid_loss", "valid", "#d62728")},
+                 "epoch", false);
+  bool has_acc = false;
+  for (const auto& rec : r.history) has_acc |= rec.values.count("train_accuracy") > 0;
+  if (has_acc)
+    o << svg_chart("Accuracy",
+                   {epoch_series("train_accuracy", "train", "#1f77b4"), epoch_series("valid_accuracy", "valid", "#d62728")},
+                   "epoch", true);
+  o << svg_chart("Learning rate", {epoch_series("lr", "lr", "#2ca02c")}, "epoch", false);
+  o << "</div>\n<h2>Epochs</h2>\n<table><tr><th>epoch</th>";
+  std::vector<std::string> keys = columns(r);
+  for (const auto& k : keys) o << "<th>" << esc(k) << "</th>";
+  o << "</tr>\n";
+  for (const auto& rec : r.history) {
+    o << "<tr><td>" << rec.epoch << "</td>";
+    for (const auto& k : keys) o << "<td>" << (rec.values.count(k) ? cell(k, rec.values.at(k)) : "") << "</td>";
+    o << "</tr>\n";
+  }
+  o << "</table>\n<p style='color:#888'>Written by Ember's train::Learner.</p>\n</body></html>\n";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("report: cannot write " + tmp);
+    f << o.str();
+    if (!f.flush()) throw Error("report: cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace ember::train
