@@ -9,6 +9,8 @@ struct ExecutionStats {
   int64_t kernels = 0;        // KIR programs run on any backend
   int64_t library_calls = 0;  // matmul, convolution, ... calls
   int64_t realizations = 0;   // scheduling passes (eval, reads, automatic evaluation)
+  int64_t plan_cache_hits = 0;    // realizations whose kernel partition came from the cache
+  int64_t plan_cache_misses = 0;  // ... and those that were planned afresh
 };
 ExecutionStats execution_stats();
 void reset_execution_stats();

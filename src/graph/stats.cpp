@@ -13,7 +13,8 @@ StatCounters& stats() {
 ExecutionStats execution_stats() {
   StatCounters& s = stats();
   return {s.kernels.load(std::memory_order_relaxed), s.library_calls.load(std::memory_order_relaxed),
-          s.realizations.load(std::memory_order_relaxed)};
+          s.realizations.load(std::memory_order_relaxed), s.plan_cache_hits.load(std::memory_order_relaxed),
+          s.plan_cache_misses.load(std::memory_order_relaxed)};
 }
 
 void reset_execution_stats() {
@@ -21,6 +22,8 @@ void reset_execution_stats() {
   s.kernels = 0;
   s.library_calls = 0;
   s.realizations = 0;
+  s.plan_cache_hits = 0;
+  s.plan_cache_misses = 0;
 }
 
 }  // namespace ember

@@ -11,6 +11,8 @@ struct StatCounters {
   std::atomic<int64_t> kernels{0};
   std::atomic<int64_t> library_calls{0};
   std::atomic<int64_t> realizations{0};
+  std::atomic<int64_t> plan_cache_hits{0};
+  std::atomic<int64_t> plan_cache_misses{0};
 };
 StatCounters& stats();
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ember/error.h"
+#include "graph/stats.h"
 
 namespace ember {
 
@@ -409,10 +410,135 @@ struct Planner {
 
 }  // namespace
 
+// ---- the partition cache ----------------------------------------------------------------------
+// A training loop realizes graphs of the same structure again and again. The plan depends only on
+// structure (ops, shapes, dtypes, dim attributes, edges, which nodes are needed elsewhere), so it
+// is cached under that structure, with nodes named by their position in `order`.
+namespace {
+
+struct CachedKernel {
+  int root = -1;
+  std::vector<int64_t> extents;
+  std::vector<bool> reduce_dim;
+  std::vector<int> members, outputs;
+  std::vector<std::pair<int, IndexMap>> maps;
+  std::vector<std::pair<int, std::vector<int>>> reduce_kdims;
+  std::optional<std::vector<int>> reduce_set;
+};
+struct CachedPlan {
+  std::vector<int64_t> key;
+  std::vector<CachedKernel> kernels;
+  std::vector<std::pair<int, int>> steps;  // (node index, kernel index)
+};
+
+std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
+  std::unordered_map<Node*, size_t> pos;
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
+  std::unordered_map<Node*, long> internal, total;
+  for (Node* n : order)
+    for (const NodePtr& in : n->inputs) {
+      internal[in.get()] += 1;
+      total[in.get()] = in.use_count();
+    }
+  std::set<Node*> root_set(roots.begin(), roots.end());
+  std::vector<int64_t> k;
+  k.reserve(order.size() * 16);
+  auto shape = [&](const Node& n) {
+    k.push_back(n.shape.rank());
+    for (int64_t d : n.shape) k.push_back(d);
+  };
+  for (Node* n : order) {
+    k.push_back(int64_t(n->op));
+    k.push_back(int64_t(n->dtype));
+    k.push_back(int64_t(n->device.kind) * 1000 + n->device.index);
+    shape(*n);
+    k.push_back(int64_t(n->attrs.ints.size()));
+    k.insert(k.end(), n->attrs.ints.begin(), n->attrs.ints.end());
+    k.push_back(int64_t(n->attrs.dtype));
+    auto t = total.find(n);
+    bool ext = root_set.count(n) || t == total.end() || t->second > internal[n];
+    k.push_back(ext ? 1 : 0);
+    k.push_back(int64_t(n->inputs.size()));
+    for (const NodePtr& in : n->inputs) {
+      auto it = pos.find(in.get());
+      if (it != pos.end()) {
+        k.push_back(int64_t(it->second));
+      } else {  // a buffer or a folded constant: only its kind, shape and dtype matter
+        k.push_back(in->op == Op::Full ? -2 : -1);
+        k.push_back(int64_t(in->dtype));
+        shape(*in);
+      }
+    }
+  }
+  return k;
+}
+
+uint64_t hash_key(const std::vector<int64_t>& key) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t v : key) h = (h ^ uint64_t(v)) * 1099511628211ull;
+  return h;
+}
+
+std::unordered_map<uint64_t, CachedPlan>& plan_cache() {
+  static std::unordered_map<uint64_t, CachedPlan> cache;  // planning is serialized by the caller
+  return cache;
+}
+
+CachedPlan to_cached(const Plan& plan, const std::vector<Node*>& order, std::vector<int64_t> key) {
+  std::unordered_map<Node*, int> pos;
+  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  CachedPlan c;
+  c.key = std::move(key);
+  for (const FusedKernel& k : plan.kernels) {
+    CachedKernel ck;
+    ck.root = pos.at(k.root);
+    ck.extents = k.extents;
+    ck.reduce_dim = k.reduce_dim;
+    for (Node* m : k.members) ck.members.push_back(pos.at(m));
+    for (Node* o : k.outputs) ck.outputs.push_back(pos.at(o));
+    for (const auto& [n, m] : k.maps) ck.maps.push_back({pos.at(n), m});
+    for (const auto& [n, r] : k.reduce_kdims) ck.reduce_kdims.push_back({pos.at(n), r});
+    ck.reduce_set = k.reduce_set;
+    c.kernels.push_back(std::move(ck));
+  }
+  for (const Step& s : plan.steps) c.steps.push_back({s.node ? pos.at(s.node) : -1, s.kernel});
+  return c;
+}
+
+Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
+  Plan plan;
+  for (const CachedKernel& ck : c.kernels) {
+    FusedKernel k;
+    k.root = order[size_t(ck.root)];
+    k.extents = ck.extents;
+    k.reduce_dim = ck.reduce_dim;
+    for (int m : ck.members) k.members.push_back(order[size_t(m)]);
+    for (int o : ck.outputs) k.outputs.push_back(order[size_t(o)]);
+    for (const auto& [i, m] : ck.maps) k.maps[order[size_t(i)]] = m;
+    for (const auto& [i, r] : ck.reduce_kdims) k.reduce_kdims[order[size_t(i)]] = r;
+    k.reduce_set = ck.reduce_set;
+    plan.kernels.push_back(std::move(k));
+  }
+  for (const auto& [node, kernel] : c.steps) plan.steps.push_back({node >= 0 ? order[size_t(node)] : nullptr, kernel});
+  return plan;
+}
+
+}  // namespace
+
 Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
+  std::vector<int64_t> key = structure_key(order, roots);
+  uint64_t h = hash_key(key) ^ (fusion_enabled() ? 0 : 0x9e3779b97f4a7c15ull);
+  auto& cache = plan_cache();
+  if (auto it = cache.find(h); it != cache.end() && it->second.key == key) {
+    stats().plan_cache_hits.fetch_add(1, std::memory_order_relaxed);
+    return from_cached(it->second, order);
+  }
+  stats().plan_cache_misses.fetch_add(1, std::memory_order_relaxed);
   Planner p(order, roots);
   p.assign();
   p.order_steps();
+  if (cache.size() >= 512) cache.clear();  // bounded: a changing workload does not grow it forever
+  cache[h] = to_cached(p.plan, order, std::move(key));
   return std::move(p.plan);
 }
 

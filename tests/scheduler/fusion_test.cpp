@@ -122,6 +122,16 @@ TEST_P(FusionTest, MlpForwardAndBackwardKernelCount) {
   // the matmuls, the gather's scatter-add and the relu mask (measured with EMBER_LOG=fusion).
   EXPECT_EQ(s.library_calls, 5);
   EXPECT_EQ(s.kernels, 9);
+  // The same structure again: every realization takes its partition from the cache, and no
+  // automatic evaluation was needed.
+  synchronize();
+  reset_execution_stats();
+  for (int i = 0; i < 3; ++i) step();
+  synchronize();
+  ExecutionStats again = execution_stats();
+  EXPECT_EQ(again.plan_cache_misses, 0);
+  EXPECT_EQ(again.plan_cache_hits, again.realizations);
+  EXPECT_GT(again.realizations, 0);
   std::cout << "[ MLP step ] " << s.kernels << " kernels, " << s.library_calls << " library calls\n";
 }
 
