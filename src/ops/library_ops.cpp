@@ -53,10 +53,6 @@ ConvParams conv_params(const Conv2dOptions& o, int64_t KH, int64_t KW, const cha
   return p;
 }
 
-Conv2dOptions options_of(const ConvParams& p) {
-  return {.stride = {p.sh, p.sw}, .padding = {p.pt, p.pb, p.pl, p.pr}, .dilation = {p.dh, p.dw}, .groups = p.groups};
-}
-
 // Output size of a window op along one dim (0 or less: the window does not fit).
 int64_t out_size(int64_t in, int64_t pad_total, int64_t eff_kernel, int64_t stride) {
   const int64_t span = in + pad_total - eff_kernel;
