@@ -1,6 +1,6 @@
 # The two entry points of the README, plus developer conveniences. Everything goes through the
 # CMake presets in CMakePresets.json (Ninja + ccache).
-.PHONY: demo test build asan asan-test clang clean bench bench-smoke bench-build
+.PHONY: train train-smoke demo test build asan asan-test clang clean bench bench-smoke bench-build
 
 JOBS ?= $(shell nproc)
 # Extra CMake arguments, e.g. EMBER_CMAKE_ARGS=-DEMBER_WERROR=ON (what CI uses).
@@ -11,7 +11,17 @@ build:
 	@cmake --preset release $(EMBER_CMAKE_ARGS) >/dev/null
 	@cmake --build --preset release -j$(JOBS)
 
-# The main job: for now a demo that builds tensors, runs ops and prints the results.
+# The main job: train the default model on Fashion-MNIST (`ember train fashion-mnist`; TRAIN_ARGS
+# adds options, e.g. TRAIN_ARGS="--model mlp --epochs 3").
+TRAIN_ARGS ?=
+train: build
+	@./build/release/bin/ember train fashion-mnist $(TRAIN_ARGS)
+
+# What CI runs: 2,000 images, one epoch, plain progress lines.
+train-smoke: build
+	@./build/release/bin/ember train fashion-mnist --limit 2000 --epochs 1 --plain --out build/runs/smoke
+
+# A short demo that builds tensors, runs ops and prints the results.
 demo: build
 	@./build/release/bin/ember-demo
 
