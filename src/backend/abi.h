@@ -216,7 +216,13 @@ typedef struct ember_backend_v1 {
                           ember_status* st);
   /* Waits until all work submitted to the device is done. */
   int32_t (*synchronize)(int32_t device, ember_status* st);
+  /* 1 if the backend runs this KIR instruction (kind EMBER_SUPPORT_KIR, op an ember_kir_op) or
+   * library call (kind EMBER_SUPPORT_LIBRARY, op an EMBER_LIB_* code), else 0. The core asks
+   * before compiling a program or calling the library, and reports what is missing. */
+  int32_t (*supports_op)(int32_t kind, int32_t op);
 } ember_backend_v1;
+
+enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };
 
 /* Every plugin exports this symbol. It returns NULL if it cannot serve `requested_abi`. */
 typedef const ember_backend_v1* (*ember_backend_entry_fn)(uint32_t requested_abi);

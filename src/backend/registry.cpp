@@ -13,6 +13,7 @@
 
 #include "ember/error.h"
 #include "graph/stats.h"
+#include "kir/builder.h"
 
 namespace ember {
 
@@ -181,6 +182,11 @@ ember_program Backend::program(const ember_kir_program& program, uint64_t struct
   std::lock_guard lock(mutex_);
   auto it = programs_.find(structure_hash);
   if (it != programs_.end()) return it->second;
+  if (table_->supports_op)
+    for (int32_t i = 0; i < program.n_insts; ++i)
+      if (!table_->supports_op(EMBER_SUPPORT_KIR, program.insts[i].op))
+        throw Error(fmt::format("{} backend does not support the KIR instruction '{}' (in {})", name_,
+                                kir::op_name(ember_kir_op(program.insts[i].op)), program.name ? program.name : "a kernel"));
   ember_status st{};
   ember_program prog = nullptr;
   check(table_->program_create(&program, &prog, &st), st, "compiling a kernel");
@@ -198,6 +204,9 @@ void Backend::run(ember_program program, const ember_kir_launch& launch) {
 void Backend::library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                            const ember_tensor_desc* outputs, int n_outputs, const void* attrs) {
   ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
+  if (table_->supports_op && !table_->supports_op(EMBER_SUPPORT_LIBRARY, op))
+    throw Error(fmt::format("{} backend does not support library call {} (an op needing it cannot run on this device)",
+                            name_, op));
   ember_status st{};
   int32_t code = table_->library_call(op, inputs, n_inputs, outputs, n_outputs, attrs, &st);
   if (code != EMBER_OK) throw Error(st.message);

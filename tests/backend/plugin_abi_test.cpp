@@ -18,6 +18,18 @@ TEST(PluginAbiTest, RealPluginsLoadWithTheCurrentAbi) {
   EXPECT_GE(b->device_count(), 1);
 }
 
+TEST(PluginAbiTest, PluginsSayWhichOpsTheySupport) {
+  for (const char* name : {"reference", "cpu"}) {
+    std::string path = std::string(EMBER_BUILD_LIB_DIR) + "/libember_backend_" + name + ".so";
+    auto b = Backend::load_file(path, name);
+    ASSERT_NE(b->table().supports_op, nullptr) << name;
+    EXPECT_EQ(b->table().supports_op(EMBER_SUPPORT_KIR, EMBER_KIR_ERF), 1) << name;
+    EXPECT_EQ(b->table().supports_op(EMBER_SUPPORT_KIR, EMBER_KIR_NUM_OPS), 0) << name;
+    EXPECT_EQ(b->table().supports_op(EMBER_SUPPORT_LIBRARY, EMBER_LIB_MATMUL), 1) << name;
+    EXPECT_EQ(b->table().supports_op(EMBER_SUPPORT_LIBRARY, 9999), 0) << name;
+  }
+}
+
 TEST(PluginAbiTest, WrongAbiVersionIsRefusedWithAClearMessage) {
   std::string path = std::string(EMBER_TEST_PLUGIN_DIR) + "/libember_backend_badabi.so";
   try {
