@@ -159,7 +159,7 @@ int cmd_train(int argc, char** argv) {
   if (a.positional.size() != 1) throw UsageError("train: name one dataset (fashion-mnist)");
   if (a.positional[0] != "fashion-mnist") throw UsageError("train: unknown dataset '" + a.positional[0] + "' (known: fashion-mnist)");
   apply_threads(a, argv);
-  std::string model_kind = a.values.count("model") ? a.values.at("model") : "cnn";
+  std::string model_kind = a.values.count("model") ? a.values.at("model") : "mlp";
   ModelBox box = make_model(model_kind);
   bool cnn = box.cnn != nullptr;
   int64_t epochs = to_int(a, "epochs", cnn ? 2 : 3, 1, 10000);

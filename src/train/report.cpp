@@ -60,14 +60,14 @@ struct Series {
 
 std::string num(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
+  std::snprintf(b, sizeof b, "%.3g", v);
   return b;
 }
 
 // A line chart: axes with a few ticks, one polyline per series, a legend.
 std::string svg_chart(const std::string& title, const std::vector<Series>& series, const std::string& xlabel,
                       bool percent) {
-  const double W = 460, H = 260, L = 58, R = 12, T = 28, B = 40;
+  const double W = 460, H = 260, L = 66, R = 12, T = 28, B = 40;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const auto& s : series)
     for (auto [x, y] : s.pts) {
@@ -167,7 +167,7 @@ void write_html_report(const std::string& path, const Report& r, const std::stri
     << ".plots{display:flex;flex-wrap:wrap;gap:12px}.kv td{text-align:left}</style></head><body>\n";
   o << "<h1>" << esc(title) << "</h1>\n<table class='kv'>";
   for (const auto& [k, v] : config) o << "<tr><td>" << esc(k) << "</td><td>" << esc(v) << "</td></tr>";
-  o << "<tr><td>epochs</td><td>" << r.epochs_done << (r.stopped_early ? " (stopped early)" : "")
+  o << "<tr><td>epochs run</td><td>" << r.epochs_done << (r.stopped_early ? " (stopped early)" : "")
     << (r.resumed ? " (resumed)" : "") << "</td></tr></table>\n<div class='plots'>\n";
   o << svg_chart("Loss", {steps, epoch_series("train_loss", "train", "#1f77b4"), epoch_series("valid_loss", "valid", "#d62728")},
                  "epoch", false);
