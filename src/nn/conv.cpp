@@ -29,19 +29,59 @@ Array Conv2d::forward(const Array& x) {
   return bias.defined() ? conv2d(x, weight.array(), bias.array(), op) : conv2d(x, weight.array(), op);
 }
 
-std::string Conv2d::config() const {
-  const auto& o = options;
-  json pad = o.padding.is_same ? json("same") : json{o.padding.top, o.padding.bottom, o.padding.left, o.padding.right};
-  return json{{"in", o.in},
-              {"out", o.out},
-              {"kernel", {o.kernel.h, o.kernel.w}},
-              {"stride", {o.stride.h, o.stride.w}},
-              {"padding", pad},
-              {"dilation", {o.dilation.h, o.dilation.w}},
-              {"groups", o.groups},
-              {"bias", o.bias},
-              {"dtype", std::string(dtype_name(o.dtype))}}
-      .dump();
+std::string ConvOptions::to_json() const {
+  json pad = padding.is_same ? json("same") : json{padding.top, padding.bottom, padding.left, padding.right};
+  json j{{"in", in},
+         {"out", out},
+         {"kernel", {kernel.h, kernel.w}},
+         {"stride", {stride.h, stride.w}},
+         {"padding", pad},
+         {"dilation", {dilation.h, dilation.w}},
+         {"groups", groups},
+         {"bias", bias},
+         {"dtype", std::string(dtype_name(dtype))},
+         {"device", device.str()}};
+  if (seed) j["seed"] = *seed;
+  return j.dump();
+}
+
+// [h, w] or one number.
+static void read_pair(const json& j, const char* key, IntPair& out) {
+  if (!j.contains(key)) return;
+  std::vector<int64_t> v;
+  if (j[key].is_number()) v = {j[key].get<int64_t>()};
+  else read_field(j, key, v);
+  if (v.size() == 1) out = IntPair(v[0]);
+  else if (v.size() == 2) out = IntPair(v[0], v[1]);
+  else throw Error(fmt::format("config field '{}': expected [h, w] or one number", key));
+}
+
+ConvOptions ConvOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "ConvOptions");
+  ConvOptions o;
+  read_field(j, "in", o.in);
+  read_field(j, "out", o.out);
+  read_pair(j, "kernel", o.kernel);
+  read_pair(j, "stride", o.stride);
+  read_pair(j, "dilation", o.dilation);
+  if (j.contains("padding")) {
+    const json& p = j["padding"];
+    std::vector<int64_t> v;
+    if (p.is_string() && p.get<std::string>() == "same") o.padding = Padding2d::same();
+    else if (p.is_number()) o.padding = Padding2d(p.get<int64_t>());
+    else {
+      read_field(j, "padding", v);
+      if (v.size() == 2) o.padding = Padding2d(v[0], v[1]);
+      else if (v.size() == 4) o.padding = Padding2d(v[0], v[1], v[2], v[3]);
+      else throw Error("config field 'padding': expected \"same\", a number, [h, w] or [top, bottom, left, right]");
+    }
+  }
+  read_field(j, "groups", o.groups);
+  read_field(j, "bias", o.bias);
+  read_optional(j, "seed", o.seed);
+  read_dtype(j, "dtype", o.dtype);
+  read_device(j, "device", o.device);
+  return o;
 }
 
 static json pool_json(const Pool2dOptions& o) {

@@ -24,10 +24,18 @@ Array Dropout::forward(const Array& x) {
   return dropout(x, options.p, is_training(), seed);
 }
 
-std::string Dropout::config() const {
-  json j{{"p", options.p}};
-  if (options.seed) j["seed"] = *options.seed;
+std::string DropoutOptions::to_json() const {
+  json j{{"p", p}};
+  if (seed) j["seed"] = *seed;
   return j.dump();
+}
+
+DropoutOptions DropoutOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "DropoutOptions");
+  DropoutOptions o;
+  read_field(j, "p", o.p);
+  read_optional(j, "seed", o.seed);
+  return o;
 }
 
 }  // namespace ember::nn

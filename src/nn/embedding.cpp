@@ -37,10 +37,23 @@ Array Embedding::forward(const Array& indices) {
   return reshape(rows, Shape(out_dims));
 }
 
-std::string Embedding::config() const {
-  json j{{"num", options.num}, {"dim", options.dim}, {"dtype", std::string(dtype_name(options.dtype))}};
-  if (options.padding_idx) j["padding_idx"] = *options.padding_idx;
+std::string EmbeddingOptions::to_json() const {
+  json j{{"num", num}, {"dim", dim}, {"dtype", std::string(dtype_name(dtype))}, {"device", device.str()}};
+  if (padding_idx) j["padding_idx"] = *padding_idx;
+  if (seed) j["seed"] = *seed;
   return j.dump();
+}
+
+EmbeddingOptions EmbeddingOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "EmbeddingOptions");
+  EmbeddingOptions o;
+  read_field(j, "num", o.num);
+  read_field(j, "dim", o.dim);
+  read_optional(j, "padding_idx", o.padding_idx);
+  read_optional(j, "seed", o.seed);
+  read_dtype(j, "dtype", o.dtype);
+  read_device(j, "device", o.device);
+  return o;
 }
 
 }  // namespace ember::nn

@@ -61,13 +61,28 @@ Array BatchNorm::forward(const Array& x) {
   return y;
 }
 
-std::string BatchNorm::config() const {
-  return json{{"features", options.features},
-              {"eps", options.eps},
-              {"momentum", options.momentum},
-              {"affine", options.affine},
-              {"track_running_stats", options.track_running_stats}}
+std::string BatchNormOptions::to_json() const {
+  return json{{"features", features},
+              {"eps", eps},
+              {"momentum", momentum},
+              {"affine", affine},
+              {"track_running_stats", track_running_stats},
+              {"dtype", std::string(dtype_name(dtype))},
+              {"device", device.str()}}
       .dump();
+}
+
+BatchNormOptions BatchNormOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "BatchNormOptions");
+  BatchNormOptions o;
+  read_field(j, "features", o.features);
+  read_field(j, "eps", o.eps);
+  read_field(j, "momentum", o.momentum);
+  read_field(j, "affine", o.affine);
+  read_field(j, "track_running_stats", o.track_running_stats);
+  read_dtype(j, "dtype", o.dtype);
+  read_device(j, "device", o.device);
+  return o;
 }
 
 // ---- layer norm and RMS norm ---------------------------------------------------------------
@@ -120,8 +135,22 @@ Array LayerNorm::forward(const Array& x) {
                     bias.defined() ? bias.array() : Array(), options.eps);
 }
 
-std::string LayerNorm::config() const {
-  return json{{"shape", options.shape}, {"eps", options.eps}, {"affine", options.affine}, {"bias", options.bias}}.dump();
+std::string LayerNormOptions::to_json() const {
+  return json{{"shape", shape}, {"eps", eps}, {"affine", affine}, {"bias", bias},
+              {"dtype", std::string(dtype_name(dtype))}, {"device", device.str()}}
+      .dump();
+}
+
+LayerNormOptions LayerNormOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "LayerNormOptions");
+  LayerNormOptions o;
+  read_field(j, "shape", o.shape);
+  read_field(j, "eps", o.eps);
+  read_field(j, "affine", o.affine);
+  read_field(j, "bias", o.bias);
+  read_dtype(j, "dtype", o.dtype);
+  read_device(j, "device", o.device);
+  return o;
 }
 
 RMSNorm::RMSNorm(RMSNormOptions opts) : options(std::move(opts)) {
@@ -139,10 +168,21 @@ Array RMSNorm::forward(const Array& x) {
   return rms_norm(x, int(options.shape.size()), weight.defined() ? weight.array() : Array(), eps);
 }
 
-std::string RMSNorm::config() const {
-  json j{{"shape", options.shape}, {"affine", options.affine}};
-  if (options.eps) j["eps"] = *options.eps;
+std::string RMSNormOptions::to_json() const {
+  json j{{"shape", shape}, {"affine", affine}, {"dtype", std::string(dtype_name(dtype))}, {"device", device.str()}};
+  if (eps) j["eps"] = *eps;
   return j.dump();
+}
+
+RMSNormOptions RMSNormOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "RMSNormOptions");
+  RMSNormOptions o;
+  read_field(j, "shape", o.shape);
+  read_optional(j, "eps", o.eps);
+  read_field(j, "affine", o.affine);
+  read_dtype(j, "dtype", o.dtype);
+  read_device(j, "device", o.device);
+  return o;
 }
 
 }  // namespace ember::nn

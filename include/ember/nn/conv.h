@@ -24,6 +24,9 @@ struct ConvOptions {
   std::optional<uint64_t> seed;  // weight uses seed, bias seed + 1
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  std::string to_json() const;
+  static ConvOptions from_json(const std::string& json);
 };
 
 class Conv2d : public Module {
@@ -38,7 +41,7 @@ class Conv2d : public Module {
   Array forward(const Array& x);
   Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
   std::string type_name() const override { return "Conv2d"; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 };
 
 // Pooling modules take the op's options: nn::MaxPool2d pool{{.kernel = 2}}.

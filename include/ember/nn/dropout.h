@@ -12,6 +12,9 @@ namespace ember::nn {
 struct DropoutOptions {
   double p = 0.5;
   std::optional<uint64_t> seed;
+
+  std::string to_json() const;
+  static DropoutOptions from_json(const std::string& json);
 };
 
 // The function form; `seed` unset takes the next global seed.
@@ -28,7 +31,7 @@ class Dropout : public Module {
     return Tensor<D>(forward(x.array()));
   }
   std::string type_name() const override { return "Dropout"; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 
  private:
   uint64_t calls_ = 0;

@@ -15,6 +15,9 @@ struct EmbeddingOptions {
   std::optional<uint64_t> seed;
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  std::string to_json() const;
+  static EmbeddingOptions from_json(const std::string& json);
 };
 
 class Embedding : public Module {
@@ -32,7 +35,7 @@ class Embedding : public Module {
     return Tensor<D + 1>(forward(indices.array()));
   }
   std::string type_name() const override { return "Embedding"; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 };
 
 }  // namespace ember::nn

@@ -17,6 +17,9 @@ struct BatchNormOptions {
   bool track_running_stats = true;
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  std::string to_json() const;
+  static BatchNormOptions from_json(const std::string& json);
 };
 
 // Shared implementation; BatchNorm1d takes [N, C] or [N, C, L], BatchNorm2d [N, C, H, W].
@@ -38,7 +41,7 @@ class BatchNorm : public Module {
     return Tensor<D>(forward(x.array()));
   }
   std::string type_name() const override { return name_; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 
  private:
   std::vector<int> ranks_;
@@ -63,6 +66,9 @@ struct LayerNormOptions {
   bool bias = true;
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  std::string to_json() const;
+  static LayerNormOptions from_json(const std::string& json);
 };
 
 // Function forms; weight/bias may be undefined Arrays.
@@ -83,7 +89,7 @@ class LayerNorm : public Module {
     return Tensor<D>(forward(x.array()));
   }
   std::string type_name() const override { return "LayerNorm"; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 };
 
 struct RMSNormOptions {
@@ -92,6 +98,9 @@ struct RMSNormOptions {
   bool affine = true;
   DType dtype = DType::F32;
   Device device = Device::cpu();
+
+  std::string to_json() const;
+  static RMSNormOptions from_json(const std::string& json);
 };
 
 // y = x / sqrt(mean(x^2 over the trailing dims) + eps) * weight
@@ -108,7 +117,7 @@ class RMSNorm : public Module {
     return Tensor<D>(forward(x.array()));
   }
   std::string type_name() const override { return "RMSNorm"; }
-  std::string config() const override;
+  std::string config() const override { return options.to_json(); }
 };
 
 
