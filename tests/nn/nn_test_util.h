@@ -18,12 +18,9 @@ namespace ember::testing {
 
 inline Device nn_device() { return Device::cpu().available() ? Device::cpu() : Device::reference(); }
 
-// The tests' source folder (this header's folder's parent), from __FILE__.
-inline std::string tests_dir() {
-  std::string f = __FILE__;
-  f = f.substr(0, f.rfind('/'));  // tests/nn
-  return f.substr(0, f.rfind('/'));
-}
+// The tests' source folder (an absolute path set by tests/CMakeLists.txt; __FILE__ can be
+// relative when the compiler is invoked with relative paths).
+inline std::string tests_dir() { return EMBER_TEST_SOURCE_DIR; }
 
 inline Array det(const Shape& shape, double a, double b, DType dtype = DType::F64) {
   std::vector<double> v(size_t(shape.numel()));
