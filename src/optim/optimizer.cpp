@@ -51,12 +51,13 @@ void Optimizer::build_groups(std::vector<nn::NamedParam> params) {
   for (Group& g : groups_) install_views(g);
 }
 
-// State starts at zero; created on first use (state_names is virtual: not callable while the
+// State starts at state_initial_value (zero unless overridden); created on first use (state_names is virtual: not callable while the
 // base class is being constructed).
 void Optimizer::ensure_state() {
   if (state_ready_) return;
   for (Group& g : groups_)
-    for (const std::string& s : state_names()) g.state[s] = zeros({g.numel}, {.dtype = g.dtype, .device = g.device});
+    for (const std::string& s : state_names())
+      g.state[s] = full({g.numel}, state_initial_value(s), {.dtype = g.dtype, .device = g.device});
   state_ready_ = true;
 }
 

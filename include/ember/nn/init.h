@@ -1,6 +1,6 @@
 // Parameter initializers: constant, uniform, normal, Xavier/Glorot and Kaiming/He (uniform and
-// normal, fan in or fan out), seeded through the counter-based generator (same seed, same
-// values on every backend). Fans follow PyTorch: for a weight [out, in, k...], fan_in =
+// normal, fan in or fan out), orthogonal and truncated normal, seeded through the counter-based
+// generator (same seed, same values on every backend). Fans follow PyTorch: for a weight [out, in, k...], fan_in =
 // in * prod(k) and fan_out = out * prod(k). Layers use PyTorch's defaults (see each layer).
 #pragma once
 
@@ -42,6 +42,17 @@ Array kaiming_uniform(const Shape& shape, double a = 0, FanMode mode = FanMode::
 // N(0, s) with s = gain(nonlinearity, a) / sqrt(fan).
 Array kaiming_normal(const Shape& shape, double a = 0, FanMode mode = FanMode::FanIn,
                      Nonlinearity nonlinearity = Nonlinearity::LeakyReLU, InitOptions opts = {});
+
+// A (semi-)orthogonal matrix (PyTorch's orthogonal_): the shape is viewed as [rows, cols] with
+// rows = shape[0] and cols the product of the rest; the result has orthonormal rows or columns
+// (whichever are fewer), times gain. A Gaussian matrix is drawn and orthonormalized on the host
+// in f64 (modified Gram-Schmidt, twice for accuracy) with the signs of PyTorch's QR (R's diagonal
+// positive).
+Array orthogonal(const Shape& shape, double gain = 1.0, InitOptions opts = {});
+// N(mean, std) conditioned on [a, b] (absolute bounds, as PyTorch's trunc_normal_): uniform draws
+// in [Phi(alpha), Phi(beta)] mapped through the inverse normal CDF on the host in f64.
+Array truncated_normal(const Shape& shape, double mean = 0, double std = 1, double a = -2, double b = 2,
+                       InitOptions opts = {});
 
 // PyTorch's default for Linear and Conv weights: kaiming_uniform(a = sqrt(5)), i.e.
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the matching bias default is U(-1/sqrt(fan_in), ...).

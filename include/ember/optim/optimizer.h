@@ -70,6 +70,8 @@ class Optimizer {
   };
   // The names of the flat state tensors this optimizer keeps (created as zeros).
   virtual std::vector<std::string> state_names() const = 0;
+  // The value a state tensor starts at (AdaGrad's initial accumulator); zero by default.
+  virtual double state_initial_value(const std::string&) const { return 0; }
   // New flat parameters for one group; updates group.state (new arrays). `step` counts from 1.
   virtual Array update(Group& group, const Array& params, const Array& grads, int64_t step) = 0;
 
