@@ -17,6 +17,10 @@ Adam::Adam(nn::Module& model, AdamOptions opts, bool decoupled)
     : Optimizer(model, opts.lr, opts.clip), options(opts), decoupled_(decoupled) {
   check(opts);
 }
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled)
+    : Optimizer(std::move(groups), opts.lr, opts.clip), options(opts), decoupled_(decoupled) {
+  check(opts);
+}
 Adam::Adam(std::vector<nn::NamedParam> params, AdamOptions opts, bool decoupled)
     : Optimizer(std::move(params), opts.lr, opts.clip), options(opts), decoupled_(decoupled) {
   check(opts);
@@ -31,9 +35,10 @@ Array Adam::update(Group& group, const Array& p, const Array& grad, int64_t step
   const AdamOptions& o = options;
   Array g = o.maximize ? neg(grad) : grad;
   Array param = p;
-  if (o.weight_decay != 0) {
-    if (decoupled_) param = mul(param, 1.0 - lr() * o.weight_decay);
-    else g = add(g, mul(param, o.weight_decay));
+  double wd = group_weight_decay(group, o.weight_decay);
+  if (wd != 0) {
+    if (decoupled_) param = mul(param, 1.0 - group_lr(group) * wd);
+    else g = add(g, mul(param, wd));
   }
   Array& m = group.state.at("exp_avg");
   Array& v = group.state.at("exp_avg_sq");
@@ -48,7 +53,7 @@ Array Adam::update(Group& group, const Array& p, const Array& grad, int64_t step
     second = vmax;
   }
   Array denom = add(div(sqrt(second), std::sqrt(bc2)), o.eps);
-  return sub(param, mul(div(m, denom), lr() / bc1));
+  return sub(param, mul(div(m, denom), group_lr(group) / bc1));
 }
 
 }  // namespace ember::optim

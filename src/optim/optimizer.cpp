@@ -16,31 +16,57 @@ static DType norm_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::
 
 Optimizer::Optimizer(nn::Module& model, double lr, ClipOptions clip) : lr_(lr), clip_(clip) {
   for (auto& b : model.named_buffers()) buffers_.push_back(b.param);
-  build_groups(model.named_parameters());
+  build_groups({ParamGroup{.params = model.named_parameters()}});
 }
 
 Optimizer::Optimizer(std::vector<nn::NamedParam> params, double lr, ClipOptions clip) : lr_(lr), clip_(clip) {
-  build_groups(std::move(params));
+  build_groups({ParamGroup{.params = std::move(params)}});
 }
 
-void Optimizer::build_groups(std::vector<nn::NamedParam> params) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, ClipOptions clip) : lr_(lr), clip_(clip) {
+  build_groups(std::move(groups));
+}
+
+// One arena per (parameter group, dtype, device).
+void Optimizer::build_groups(std::vector<ParamGroup> param_groups) {
   if (lr_ < 0) throw Error(fmt::format("optimizer: learning rate must be >= 0, got {}", lr_));
-  std::set<const nn::Slot*> seen;
-  for (auto& np : params) {
-    if (!np.param.defined() || !seen.insert(np.param.identity()).second) continue;
-    const Array& v = np.param.array();
-    if (!is_floating(v.dtype()))
-      throw Error(fmt::format("optimizer: parameter {} has dtype {}; only floating parameters can be optimized",
-                              np.name, dtype_name(v.dtype())));
-    auto it = std::find_if(groups_.begin(), groups_.end(),
-                           [&](const Group& g) { return g.dtype == v.dtype() && g.device == v.device(); });
-    if (it == groups_.end()) {
-      groups_.push_back(Group{.dtype = v.dtype(), .device = v.device()});
-      it = groups_.end() - 1;
+  std::map<const nn::Slot*, size_t> seen;  // parameter -> its group
+  std::set<std::string> names;
+  for (size_t pg = 0; pg < param_groups.size(); ++pg) {
+    const ParamGroup& group = param_groups[pg];
+    if (group.lr && (*group.lr < 0 || (lr_ == 0 && *group.lr != 0)))
+      throw Error(fmt::format("optimizer: parameter group {} has learning rate {} (needs >= 0, and an optimizer "
+                              "rate > 0 to be relative to)",
+                              pg, *group.lr));
+    for (auto& np : group.params) {
+      if (!np.param.defined()) continue;
+      auto [found, inserted] = seen.emplace(np.param.identity(), pg);
+      if (!inserted) {
+        if (found->second != pg)
+          throw Error(fmt::format("optimizer: parameter {} is in parameter groups {} and {}", np.name, found->second, pg));
+        continue;  // shared (tied) parameter: optimized once
+      }
+      if (!names.insert(np.name).second)
+        throw Error(fmt::format("optimizer: two parameters are named {}; names key the state dict", np.name));
+      const Array& v = np.param.array();
+      if (!is_floating(v.dtype()))
+        throw Error(fmt::format("optimizer: parameter {} has dtype {}; only floating parameters can be optimized",
+                                np.name, dtype_name(v.dtype())));
+      auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+        return g.param_group == pg && g.dtype == v.dtype() && g.device == v.device();
+      });
+      if (it == groups_.end()) {
+        groups_.push_back(Group{.dtype = v.dtype(),
+                                .device = v.device(),
+                                .param_group = pg,
+                                .lr_scale = group.lr ? (lr_ > 0 ? *group.lr / lr_ : 0.0) : 1.0,
+                                .weight_decay = group.weight_decay});
+        it = groups_.end() - 1;
+      }
+      Entry e{.param = np.param, .name = np.name, .offset = it->numel, .numel = v.numel(), .shape = v.shape()};
+      it->numel += e.numel;
+      it->entries.push_back(std::move(e));
     }
-    Entry e{.param = np.param, .name = np.name, .offset = it->numel, .numel = v.numel(), .shape = v.shape()};
-    it->numel += e.numel;
-    it->entries.push_back(std::move(e));
   }
   std::vector<Array> all;
   for (Group& g : groups_) {

@@ -16,6 +16,10 @@ static void check(const RmspropOptions& o) {
 Rmsprop::Rmsprop(nn::Module& model, RmspropOptions opts) : Optimizer(model, opts.lr, opts.clip), options(opts) {
   check(opts);
 }
+Rmsprop::Rmsprop(std::vector<ParamGroup> groups, RmspropOptions opts)
+    : Optimizer(std::move(groups), opts.lr, opts.clip), options(opts) {
+  check(opts);
+}
 Rmsprop::Rmsprop(std::vector<nn::NamedParam> params, RmspropOptions opts)
     : Optimizer(std::move(params), opts.lr, opts.clip), options(opts) {
   check(opts);
@@ -31,7 +35,8 @@ std::vector<std::string> Rmsprop::state_names() const {
 Array Rmsprop::update(Group& group, const Array& p, const Array& grad, int64_t) {
   const RmspropOptions& o = options;
   Array g = o.maximize ? neg(grad) : grad;
-  if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+  double wd = group_weight_decay(group, o.weight_decay);
+  if (wd != 0) g = add(g, mul(p, wd));
   Array& v = group.state.at("square_avg");
   v = add(mul(v, o.alpha), mul(mul(g, g), 1.0 - o.alpha));
   Array second = v;
@@ -44,9 +49,9 @@ Array Rmsprop::update(Group& group, const Array& p, const Array& grad, int64_t) 
   if (o.momentum > 0) {
     Array& buf = group.state.at("momentum_buffer");
     buf = add(mul(buf, o.momentum), div(g, denom));
-    return sub(p, mul(buf, lr()));
+    return sub(p, mul(buf, group_lr(group)));
   }
-  return sub(p, mul(div(g, denom), lr()));
+  return sub(p, mul(div(g, denom), group_lr(group)));
 }
 
 // ---- AdaGrad ---------------------------------------------------------------------------------
@@ -60,6 +65,10 @@ static void check(const AdagradOptions& o) {
 Adagrad::Adagrad(nn::Module& model, AdagradOptions opts) : Optimizer(model, opts.lr, opts.clip), options(opts) {
   check(opts);
 }
+Adagrad::Adagrad(std::vector<ParamGroup> groups, AdagradOptions opts)
+    : Optimizer(std::move(groups), opts.lr, opts.clip), options(opts) {
+  check(opts);
+}
 Adagrad::Adagrad(std::vector<nn::NamedParam> params, AdagradOptions opts)
     : Optimizer(std::move(params), opts.lr, opts.clip), options(opts) {
   check(opts);
@@ -71,10 +80,11 @@ double Adagrad::state_initial_value(const std::string&) const { return options.i
 Array Adagrad::update(Group& group, const Array& p, const Array& grad, int64_t step) {
   const AdagradOptions& o = options;
   Array g = o.maximize ? neg(grad) : grad;
-  if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));
+  double wd = group_weight_decay(group, o.weight_decay);
+  if (wd != 0) g = add(g, mul(p, wd));
   Array& s = group.state.at("sum");
   s = add(s, mul(g, g));
-  double clr = lr() / (1.0 + double(step - 1) * o.lr_decay);
+  double clr = group_lr(group) / (1.0 + double(step - 1) * o.lr_decay);
   return sub(p, mul(div(g, add(sqrt(s), o.eps)), clr));
 }
 
@@ -86,6 +96,10 @@ static void check(const LionOptions& o) {
 }
 
 Lion::Lion(nn::Module& model, LionOptions opts) : Optimizer(model, opts.lr, opts.clip), options(opts) { check(opts); }
+Lion::Lion(std::vector<ParamGroup> groups, LionOptions opts)
+    : Optimizer(std::move(groups), opts.lr, opts.clip), options(opts) {
+  check(opts);
+}
 Lion::Lion(std::vector<nn::NamedParam> params, LionOptions opts)
     : Optimizer(std::move(params), opts.lr, opts.clip), options(opts) {
   check(opts);
@@ -96,9 +110,10 @@ Array Lion::update(Group& group, const Array& p, const Array& grad, int64_t) {
   Array g = o.maximize ? neg(grad) : grad;
   Array& m = group.state.at("exp_avg");
   Array c = add(mul(m, o.beta1), mul(g, 1.0 - o.beta1));
-  Array param = o.weight_decay != 0 ? mul(p, 1.0 - lr() * o.weight_decay) : p;
+  double wd = group_weight_decay(group, o.weight_decay);
+  Array param = wd != 0 ? mul(p, 1.0 - group_lr(group) * wd) : p;
   m = add(mul(m, o.beta2), mul(g, 1.0 - o.beta2));
-  return sub(param, mul(sign(c), lr()));
+  return sub(param, mul(sign(c), group_lr(group)));
 }
 
 }  // namespace ember::optim

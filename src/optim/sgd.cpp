@@ -7,6 +7,11 @@ Sgd::Sgd(nn::Module& model, SgdOptions opts) : Optimizer(model, opts.lr, opts.cl
   if (opts.nesterov && (opts.momentum <= 0 || opts.dampening != 0))
     throw Error("SGD: Nesterov momentum requires a momentum and zero dampening");
 }
+Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions opts)
+    : Optimizer(std::move(groups), opts.lr, opts.clip), options(opts) {
+  if (opts.nesterov && (opts.momentum <= 0 || opts.dampening != 0))
+    throw Error("SGD: Nesterov momentum requires a momentum and zero dampening");
+}
 Sgd::Sgd(std::vector<nn::NamedParam> params, SgdOptions opts)
     : Optimizer(std::move(params), opts.lr, opts.clip), options(opts) {
   if (opts.nesterov && (opts.momentum <= 0 || opts.dampening != 0))
@@ -20,13 +25,14 @@ std::vector<std::string> Sgd::state_names() const {
 
 Array Sgd::update(Group& group, const Array& p, const Array& grad, int64_t step) {
   Array g = options.maximize ? neg(grad) : grad;
-  if (options.weight_decay != 0) g = add(g, mul(p, options.weight_decay));
+  double wd = group_weight_decay(group, options.weight_decay);
+  if (wd != 0) g = add(g, mul(p, wd));
   if (options.momentum != 0) {
     Array& buf = group.state.at("momentum_buffer");
     buf = step == 1 ? g : add(mul(buf, options.momentum), mul(g, 1.0 - options.dampening));
     g = options.nesterov ? add(g, mul(buf, options.momentum)) : buf;
   }
-  return sub(p, mul(g, lr()));
+  return sub(p, mul(g, group_lr(group)));
 }
 
 }  // namespace ember::optim

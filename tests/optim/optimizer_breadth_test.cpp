@@ -2,7 +2,8 @@
 // initial accumulator) and Lion (decoupled weight decay) against PyTorch trajectories (5 steps of
 // the 4-5-3 tanh MLP of optimizer_test.cpp), and the multi-step, exponential, linear, warm
 // restarts, one-cycle, Noam and sequential schedules against PyTorch's
-// (tools/reference/nn_breadth_reference.py).
+// (tools/reference/nn_breadth_reference.py); parameter groups with their own rate and weight
+// decay (Adam, against PyTorch's param_groups).
 #include <gtest/gtest.h>
 
 #include "nn/nn_test_util.h"
@@ -78,6 +79,50 @@ TEST(OptimizerBreadthTest, LionMatchesPaperRule) {
   auto after = m.at<Linear>(2).bias.array().to_vector<double>();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(std::abs(after[i] - before[i]), 0.01, 1e-15);
   EXPECT_THROW(optim::Lion(m, {.beta2 = 1.0}), Error);
+}
+
+TEST(OptimizerBreadthTest, ParameterGroupsMatchTorch) {
+  // The first layer with its own rate and weight decay, the second with Adam's defaults.
+  Sequential m = reference_mlp();
+  std::vector<optim::ParamGroup> groups(2);
+  for (auto& np : m.named_parameters()) groups[np.name.starts_with("0.") ? 0 : 1].params.push_back(np);
+  groups[0].lr = 0.01;
+  groups[0].weight_decay = 0.1;
+  optim::Adam opt(groups, {.lr = 0.05});
+  EXPECT_EQ(opt.num_groups(), 2u);
+  std::vector<double> losses;
+  for (int step = 0; step < 5; ++step) {
+    Array loss = mlp_loss(m);
+    Gradients g = loss.backward();
+    losses.push_back(loss.item<double>());
+    opt.step(g);
+  }
+  EXPECT_TRUE(all_close(losses, breadth_ref("opt.groups.losses"), 1e-9, 1e-12));
+  for (auto& np : m.named_parameters())
+    EXPECT_TRUE(all_close(np.param.array(), breadth_ref("opt.groups." + np.name), 1e-9, 1e-12)) << np.name;
+  // State is saved by parameter name, as without groups.
+  EXPECT_EQ(opt.state_dict().count("0.weight.exp_avg"), 1u);
+
+  // A group's rate follows the optimizer's (schedulers): SGD moves p by group_lr * grad.
+  Sequential s = reference_mlp();
+  std::vector<optim::ParamGroup> sg(2);
+  for (auto& np : s.named_parameters()) sg[np.name == "2.bias" ? 0 : 1].params.push_back(np);
+  sg[0].lr = 0.4;
+  optim::Sgd sgd(sg, {.lr = 0.1});
+  sgd.set_lr(0.05);  // halves every group's rate: 2.bias moves with 0.2
+  Array before = s.at<Linear>(2).bias.array().detach();
+  Gradients g = mlp_loss(s).backward();
+  Array grad = g.get(s.at<Linear>(2).bias.array());
+  sgd.step(g);
+  EXPECT_TRUE(all_close(s.at<Linear>(2).bias.array(), sub(before, mul(grad, 0.2)).to_vector<double>(), 1e-12, 1e-15));
+
+  // A parameter in two groups, or two parameters with one name, is an error.
+  Sequential t = reference_mlp();
+  auto params = t.named_parameters();
+  EXPECT_THROW(optim::Sgd(std::vector<optim::ParamGroup>{{.params = params}, {.params = {params[0]}}}, {}), Error);
+  std::vector<NamedParam> same_names{{"w", params[0].param}, {"w", params[1].param}};
+  EXPECT_THROW(optim::Sgd(std::vector<optim::ParamGroup>{{.params = same_names}}, {}), Error);
+  EXPECT_THROW(optim::Sgd(std::vector<optim::ParamGroup>{{.params = params, .lr = -1.0}}, {}), Error);
 }
 
 // ---- schedulers ------------------------------------------------------------------------------

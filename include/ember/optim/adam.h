@@ -21,12 +21,14 @@ class Adam : public Optimizer {
  public:
   Adam(nn::Module& model, AdamOptions opts) : Adam(model, opts, false) {}
   Adam(std::vector<nn::NamedParam> params, AdamOptions opts) : Adam(std::move(params), opts, false) {}
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts) : Adam(std::move(groups), opts, false) {}
   AdamOptions options;
   std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
   Adam(nn::Module& model, AdamOptions opts, bool decoupled);
   Adam(std::vector<nn::NamedParam> params, AdamOptions opts, bool decoupled);
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled);
   std::vector<std::string> state_names() const override;
   Array update(Group& group, const Array& params, const Array& grads, int64_t step) override;
 
@@ -51,6 +53,7 @@ class AdamW : public Adam {
  public:
   AdamW(nn::Module& model, AdamWOptions opts = {}) : Adam(model, opts.adam(), true) {}
   AdamW(std::vector<nn::NamedParam> params, AdamWOptions opts = {}) : Adam(std::move(params), opts.adam(), true) {}
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions opts = {}) : Adam(std::move(groups), opts.adam(), true) {}
 };
 
 }  // namespace ember::optim

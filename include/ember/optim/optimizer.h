@@ -21,12 +21,24 @@ struct ClipOptions {
   std::optional<double> max_value;  // clamp each gradient element to [-v, v]
 };
 
+// A parameter group: parameters with their own learning rate and/or weight decay (PyTorch's
+// param_groups). Names must be unique over all groups (they key the state dict): take them from
+// the model's named_parameters(). A group's rate is relative: it stays group.lr / (optimizer's
+// rate at construction) times the optimizer's current rate, so schedulers scale every group as
+// PyTorch's do.
+struct ParamGroup {
+  std::vector<nn::NamedParam> params;
+  std::optional<double> lr;            // unset: the optimizer's
+  std::optional<double> weight_decay;  // unset: the optimizer's
+};
+
 class Optimizer {
  public:
   // All parameters of `model` (frozen ones too: they are skipped while frozen) and its buffers
   // (realized with each step, so running statistics never build long chains).
   Optimizer(nn::Module& model, double lr, ClipOptions clip);
   Optimizer(std::vector<nn::NamedParam> params, double lr, ClipOptions clip);
+  Optimizer(std::vector<ParamGroup> groups, double lr, ClipOptions clip);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -40,7 +52,7 @@ class Optimizer {
   int64_t steps() const { return step_; }
   // The global gradient norm of the last step (computed when clipping by norm), else undefined.
   const Array& last_grad_norm() const { return last_norm_; }
-  // Number of flat arenas (one per parameter dtype and device).
+  // Number of flat arenas (one per parameter group, dtype and device).
   size_t num_groups() const { return groups_.size(); }
   // The flat parameter arena of a group (the model's parameters are views of it).
   const Array& arena(size_t group) const { return groups_.at(group).flat; }
@@ -63,6 +75,9 @@ class Optimizer {
   struct Group {
     DType dtype = DType::F32;
     Device device;
+    size_t param_group = 0;              // index into the ParamGroups given at construction
+    double lr_scale = 1;                 // the group's rate over the optimizer's
+    std::optional<double> weight_decay;  // the group's own weight decay, if any
     std::vector<Entry> entries;
     int64_t numel = 0;
     Array flat;                          // parameter values
@@ -74,9 +89,12 @@ class Optimizer {
   virtual double state_initial_value(const std::string&) const { return 0; }
   // New flat parameters for one group; updates group.state (new arrays). `step` counts from 1.
   virtual Array update(Group& group, const Array& params, const Array& grads, int64_t step) = 0;
+  // The learning rate and weight decay of a group (`fallback`: the optimizer's weight decay).
+  double group_lr(const Group& g) const { return lr_ * g.lr_scale; }
+  static double group_weight_decay(const Group& g, double fallback) { return g.weight_decay.value_or(fallback); }
 
  private:
-  void build_groups(std::vector<nn::NamedParam> params);
+  void build_groups(std::vector<ParamGroup> param_groups);
   void refresh_flat(Group& g);
   void install_views(Group& g);
   void ensure_state();

@@ -24,6 +24,7 @@ class Rmsprop : public Optimizer {
  public:
   Rmsprop(nn::Module& model, RmspropOptions opts = {});
   Rmsprop(std::vector<nn::NamedParam> params, RmspropOptions opts = {});
+  Rmsprop(std::vector<ParamGroup> groups, RmspropOptions opts = {});
   RmspropOptions options;
   std::string type_name() const override { return "RMSprop"; }
 
@@ -48,6 +49,7 @@ class Adagrad : public Optimizer {
  public:
   Adagrad(nn::Module& model, AdagradOptions opts = {});
   Adagrad(std::vector<nn::NamedParam> params, AdagradOptions opts = {});
+  Adagrad(std::vector<ParamGroup> groups, AdagradOptions opts = {});
   AdagradOptions options;
   std::string type_name() const override { return "Adagrad"; }
 
@@ -74,6 +76,7 @@ class Lion : public Optimizer {
  public:
   Lion(nn::Module& model, LionOptions opts = {});
   Lion(std::vector<nn::NamedParam> params, LionOptions opts = {});
+  Lion(std::vector<ParamGroup> groups, LionOptions opts = {});
   LionOptions options;
   std::string type_name() const override { return "Lion"; }
 

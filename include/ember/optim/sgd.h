@@ -20,6 +20,7 @@ class Sgd : public Optimizer {
  public:
   Sgd(nn::Module& model, SgdOptions opts);
   Sgd(std::vector<nn::NamedParam> params, SgdOptions opts);
+  Sgd(std::vector<ParamGroup> groups, SgdOptions opts);
   SgdOptions options;
   std::string type_name() const override { return "SGD"; }
 
