@@ -149,7 +149,11 @@ Array truncated_normal(const Shape& shape, double mean, double std, double a, do
   double alpha = (a - mean) / std, beta = (b - mean) / std;
   // In the right tail, sample the mirrored interval (the CDF keeps its precision near 0).
   bool mirror = alpha > 0;
-  if (mirror) std::swap(alpha, beta), alpha = -alpha, beta = -beta;
+  if (mirror) {
+    std::swap(alpha, beta);
+    alpha = -alpha;
+    beta = -beta;
+  }
   double lo = normal_cdf(alpha), hi = normal_cdf(beta);
   std::vector<double> u = ember::uniform(shape, lo, hi, {.seed = opts.seed, .dtype = DType::F64, .device = host_device()})
                               .to_vector<double>();

@@ -37,8 +37,12 @@ double CosineWarmRestartsLr::lr_at(int64_t epoch) const {
   const auto& o = options;
   int64_t cycle = o.t_0, t = epoch;
   if (o.t_mult == 1) t = epoch % cycle;
-  else
-    while (t >= cycle) t -= cycle, cycle *= o.t_mult;
+  else {
+    while (t >= cycle) {
+      t -= cycle;
+      cycle *= o.t_mult;
+    }
+  }
   return o.eta_min + (base_lr_ - o.eta_min) * (1 + std::cos(M_PI * double(t) / double(cycle))) / 2;
 }
 
