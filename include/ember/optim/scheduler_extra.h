@@ -4,6 +4,10 @@
 //   auto warm = std::make_shared<optim::LinearLr>(opt, optim::LinearLrOptions{.start_factor = 0.1, .total_iters = 3});
 //   auto decay = std::make_shared<optim::ExponentialLr>(opt, optim::ExponentialLrOptions{.gamma = 0.9});
 //   optim::SequentialLr sched(opt, {warm, decay}, {3});
+// As with every LrScheduler, the rate is set by step(): the first optimizer step runs at the
+// optimizer's own rate. PyTorch's schedulers set lr_at(0) when they are made; to start on the
+// schedule the same way (one-cycle, linear warmup, Noam), call opt.set_lr(sched.lr_at(0)) once
+// after making the scheduler (not before: schedulers read their base rate from the optimizer).
 #pragma once
 
 #include <memory>
