@@ -484,14 +484,20 @@ void run_reduce_vectorized(const Program& p, const ember_kir_launch& l, int64_t 
   });
 }
 
-// Copies lane 0 of instruction k's value into every lane of its register, so that later passes
-// (whose lanes are reduce points) read a per-outer-point value at any lane.
-void broadcast_lane0(const Program& p, Scratch& s, int32_t k) {
+// Copies lane 0 of instruction k's value into the first `lanes` lanes of its register, so that
+// later passes (whose tiles use at most that many lanes, one per reduce point) read a
+// per-outer-point value at any lane.
+void broadcast_lane0(const Program& p, Scratch& s, int32_t k, size_t lanes) {
   char* slot = s.regs + size_t(k) * kSlotBytes;
-  const size_t width = p.kind[size_t(k)] == kF64 || p.kind[size_t(k)] == kI64 ? 8 : 4;
-  char value[8];
-  std::memcpy(value, s.src[k], width);
-  for (size_t i = 0; i < kTile; ++i) std::memcpy(slot + i * width, value, width);
+  if (p.kind[size_t(k)] == kF64 || p.kind[size_t(k)] == kI64) {
+    uint64_t v;
+    std::memcpy(&v, s.src[k], 8);
+    std::fill_n(reinterpret_cast<uint64_t*>(slot), lanes, v);
+  } else {
+    uint32_t v;
+    std::memcpy(&v, s.src[k], 4);
+    std::fill_n(reinterpret_cast<uint32_t*>(slot), lanes, v);
+  }
   s.src[k] = slot;
 }
 
@@ -550,10 +556,10 @@ void run_multipass(const Program& p, const ember_kir_launch& l, int64_t n_outer,
         const Tile tile = make_tile(p, l, s, s.block, 1);
         if (!run_list(tile, point_list.data(), point_list.size(), &err)) return false;
         for (int32_t k : point_list)
-          if (p.insts[size_t(k)].op != EMBER_KIR_STORE) broadcast_lane0(p, s, k);
+          if (p.insts[size_t(k)].op != EMBER_KIR_STORE) broadcast_lane0(p, s, k, used);
       }
       for (size_t j = 0; j < p.accs.size(); ++j)
-        if (p.insts[size_t(p.accs[j])].phase == point_phase) broadcast_lane0(p, s, p.accs[j]);
+        if (p.insts[size_t(p.accs[j])].phase == point_phase) broadcast_lane0(p, s, p.accs[j], used);
     }
     return true;
   });
