@@ -57,4 +57,14 @@ inline int32_t buffer_read(ember_buffer src, size_t off, void* dst, size_t n, em
   return EMBER_OK;
 }
 
+// Host backends run synchronously: their work is done when a call returns.
+inline int32_t synchronize(int32_t, ember_status*) { return EMBER_OK; }
+
+// Every KIR instruction and every library call of this ABI version.
+inline int32_t supports_every_op(int32_t kind, int32_t op) {
+  if (kind == EMBER_SUPPORT_KIR) return op >= 0 && op < EMBER_KIR_NUM_OPS;
+  if (kind == EMBER_SUPPORT_LIBRARY) return op >= EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS;
+  return 0;
+}
+
 }  // namespace ember::host

@@ -90,19 +90,12 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
   }
 }
 
-int32_t synchronize(int32_t, ember_status*) { return EMBER_OK; }
-
-// Every KIR instruction and every library call of this ABI version.
-int32_t supports_op(int32_t kind, int32_t op) {
-  if (kind == EMBER_SUPPORT_KIR) return op >= 0 && op < EMBER_KIR_NUM_OPS;
-  if (kind == EMBER_SUPPORT_LIBRARY) return op >= EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS;
-  return 0;
-}
 
 const ember_backend_v1 table = {
     EMBER_BACKEND_ABI_VERSION, sizeof(ember_backend_v1), "cpu", device_count, device_name,
     ember::host::buffer_alloc, ember::host::buffer_free, ember::host::buffer_write, ember::host::buffer_read,
-    program_create, program_destroy, program_run, library_call, synchronize, supports_op};
+    program_create, program_destroy, program_run, library_call, ember::host::synchronize,
+    ember::host::supports_every_op};
 
 }  // namespace
 
