@@ -147,13 +147,28 @@ void execute(WorkItem& item) {
   }
 }
 
-// One in-order queue per device, with a worker thread that runs its work items.
+// One in-order queue per device, with a worker thread that runs its work items. At process exit
+// the queues finish their work and their threads are joined (see queue_for).
 class DeviceQueue {
  public:
-  DeviceQueue() : worker_([this] { loop(); }) { worker_.detach(); }
+  DeviceQueue() : worker_([this] { loop(); }) {}
+
+  void shutdown() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
 
   void push(WorkItem item) {
     std::unique_lock lock(m_);
+    if (stop_) {  // during exit: run it here
+      lock.unlock();
+      execute(item);
+      return;
+    }
     // Throttle: a host that runs far ahead of the device waits (bounds memory in flight).
     space_.wait(lock, [&] { return items_.size() < kMaxInFlight; });
     items_.push_back(std::make_unique<WorkItem>(std::move(item)));
@@ -174,7 +189,8 @@ class DeviceQueue {
       std::unique_ptr<WorkItem> item;
       {
         std::unique_lock lock(m_);
-        work_.wait(lock, [&] { return !items_.empty(); });
+        work_.wait(lock, [&] { return !items_.empty() || stop_; });
+        if (items_.empty()) return;  // stopping, and nothing left to run
         item = std::move(items_.front());
         items_.pop_front();
         busy_ = true;
@@ -194,6 +210,7 @@ class DeviceQueue {
   std::condition_variable work_, space_, idle_;
   std::deque<std::unique_ptr<WorkItem>> items_;
   bool busy_ = false;
+  bool stop_ = false;
   std::thread worker_;
 };
 
@@ -206,8 +223,16 @@ Queues& queues() {
   return *q;
 }
 
+void shutdown_queues() {
+  Queues& qs = queues();
+  std::lock_guard lock(qs.m);
+  for (auto& [key, q] : qs.by_device) q->shutdown();
+}
+
 DeviceQueue& queue_for(Device d) {
   Queues& qs = queues();
+  static bool registered = (std::atexit(shutdown_queues), true);  // join the workers at exit
+  (void)registered;
   std::lock_guard lock(qs.m);
   auto& q = qs.by_device[{int(d.kind), d.index}];
   if (!q) q = std::make_unique<DeviceQueue>();
