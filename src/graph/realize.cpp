@@ -5,6 +5,7 @@
 // user's line that created it.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -153,7 +154,7 @@ class DeviceQueue {
  public:
   DeviceQueue() : worker_([this] { loop(); }) {}
 
-  void shutdown() {
+  void shutdown() {  // idempotent
     {
       std::lock_guard lock(m_);
       stop_ = true;
@@ -229,10 +230,19 @@ void shutdown_queues() {
   for (auto& [key, q] : qs.by_device) q->shutdown();
 }
 
+// At exit the queues must finish their work before the static objects it uses (in plugins and
+// the libraries they call, created lazily while the first work runs) are destroyed. Exit
+// handlers run in reverse order of registration, so the handler is registered again at the 1st,
+// 2nd, 4th, 8th, ... push: the last registration comes after those objects exist, and runs
+// before their destructors. At most ~64 registrations over a process's life.
+void register_exit_drain() {
+  static std::atomic<uint64_t> pushes{0};
+  uint64_t n = pushes.fetch_add(1, std::memory_order_relaxed) + 1;
+  if ((n & (n - 1)) == 0) std::atexit(shutdown_queues);
+}
+
 DeviceQueue& queue_for(Device d) {
   Queues& qs = queues();
-  static bool registered = (std::atexit(shutdown_queues), true);  // join the workers at exit
-  (void)registered;
   std::lock_guard lock(qs.m);
   auto& q = qs.by_device[{int(d.kind), d.index}];
   if (!q) q = std::make_unique<DeviceQueue>();
@@ -292,6 +302,7 @@ void realize(const std::vector<NodePtr>& roots) {
     execute(item);
     return;
   }
+  register_exit_drain();
   queue_for(device).push(std::move(item));
 }
 

@@ -25,7 +25,8 @@ using ember::host::set_status;
 namespace {
 
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  // Never destroyed (like the caches below): work may still run on a queue thread during exit.
+  static dnnl::engine& e = *new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
@@ -134,8 +135,8 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
 
 // A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
 Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
-  static std::mutex mutex;
-  static std::map<Key, Entry> cache;
+  static std::mutex& mutex = *new std::mutex;
+  static std::map<Key, Entry>& cache = *new std::map<Key, Entry>;
   const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
                 a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias};
   std::lock_guard lock(mutex);
@@ -247,8 +248,8 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
   if (!dnnl_ok) return pool_loops(op, in, out, a, st);
   try {
     using Key5 = std::array<int64_t, 16>;
-    static std::mutex mutex;
-    static std::map<Key5, dnnl::pooling_forward> cache;
+    static std::mutex& mutex = *new std::mutex;
+    static std::map<Key5, dnnl::pooling_forward>& cache = *new std::map<Key5, dnnl::pooling_forward>;
     const dnnl::algorithm alg = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding;
     const dnnl::memory::desc src({in.shape[0], in.shape[1], in.shape[2], in.shape[3]}, dt::f32, tag::nchw);

@@ -44,7 +44,8 @@ struct Mat {
 
 // ---- oneDNN f32 -----------------------------------------------------------------------------
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  // Never destroyed (like the caches below): work may still run on a queue thread during exit.
+  static dnnl::engine& e = *new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
@@ -60,8 +61,8 @@ bool plain_strides(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
 using Key = std::array<int64_t, 9>;
 
 dnnl::matmul primitive(const Key& key) {
-  static std::mutex mutex;
-  static std::map<Key, dnnl::matmul> cache;
+  static std::mutex& mutex = *new std::mutex;
+  static std::map<Key, dnnl::matmul>& cache = *new std::map<Key, dnnl::matmul>;
   std::lock_guard lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
