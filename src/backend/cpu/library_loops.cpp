@@ -79,7 +79,7 @@ int64_t offset_of(const ember_tensor_desc& d, int64_t linear) {
   return off;
 }
 
-bool parallel_worth(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
+[[maybe_unused]] bool parallel_worth(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
 
 }  // namespace
 

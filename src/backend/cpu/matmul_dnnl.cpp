@@ -113,7 +113,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
 // kBool: bytes are booleans (read as != 0, stored as 0/1).
 template <class T, class Acc, bool kBool = false>
 void gemm_loop(int64_t M, int64_t N, int64_t K, Mat<const T> A, Mat<const T> B, Mat<T> C) {
-  const bool par = M > 1 && M * N * K >= (int64_t(1) << 18) && !omp_in_parallel();
+  [[maybe_unused]] const bool par = M > 1 && M * N * K >= (int64_t(1) << 18) && !omp_in_parallel();
 #pragma omp parallel if (par)
   {
     std::vector<Acc> acc(static_cast<size_t>(N));
