@@ -18,33 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-torch.set_default_dtype(torch.float64)
+from refutil import det, emit, lines, value_and_grads  # noqa: E402 (sets float64)
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def det(shape, a, b):
-    n = math.prod(shape)
-    return torch.tensor([math.sin(a * i + b) for i in range(n)]).reshape(shape)
-
-
-lines = []
-
-
-def emit(name, t):
-    if not torch.is_tensor(t):
-        t = torch.tensor(t)
-    flat = t.detach().reshape(-1).tolist()
-    lines.append(name + " " + " ".join(repr(float(v)) for v in flat))
-
-
-def value_and_grads(prefix, fn, inputs):
-    ins = [t.clone().requires_grad_() for t in inputs]
-    y = fn(*ins)
-    w = det(y.shape, 0.29, 0.4)
-    (y * w).sum().backward()
-    emit(prefix + ".y", y)
-    for i, t in enumerate(ins):
-        emit(prefix + ".d" + str(i), t.grad)
 
 
 # ---- Conv1d and 1-D pooling --------------------------------------------------------------------
