@@ -16,6 +16,7 @@
 #include "ember/io/safetensors.h"
 #include "ember/nn/activation.h"
 #include "ember/nn/activation_extra.h"
+#include "ember/nn/attention.h"
 #include "ember/nn/container.h"
 #include "ember/nn/conv.h"
 #include "ember/nn/conv1d.h"
