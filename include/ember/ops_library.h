@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ember/array.h"
 
@@ -138,5 +139,26 @@ Array cumprod(const Array& x, int dim, Loc loc = Loc::current());
 // NaN, once seen, stays), as PyTorch's cummax/cummin. Any dtype.
 ValuesIndices cummax(const Array& x, int dim, Loc loc = Loc::current());
 ValuesIndices cummin(const Array& x, int dim, Loc loc = Loc::current());
+
+// ---- fused attention (src/ops/fused_attention.cpp) ----------------------------------------------
+struct FusedAttentionOptions {
+  std::optional<double> scale;  // multiplies q k^T; default 1 / sqrt(E)
+  bool causal = false;          // query i sees keys j <= i (top-left aligned, as PyTorch's is_causal)
+  Array mask;                   // optional, broadcast to [..., L, S]: additive (floating) or bool
+                                // (true = attend); combined with `causal` when both are given
+};
+struct AttentionResult {
+  Array out;  // [..., L, Ev]
+  Array lse;  // [..., L]: logsumexp of each query's scores
+};
+// softmax(q k^T * scale [+ mask]) v for q [..., L, E], k [..., S, E], v [..., S, Ev] (the same
+// leading dims), floating dtypes (f16/bf16 computed in f32). One library call that never holds
+// an L x S buffer: the backend tiles queries and keys with an online softmax (running maximum and
+// sum per query). A query that sees no key gets NaN. The gradient recomputes the probabilities
+// from the saved logsumexp with plain ops (so the backward pass does hold L x S per batch entry).
+Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts = {},
+                      Loc loc = Loc::current());
+AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts = {},
+                                    Loc loc = Loc::current());
 
 }  // namespace ember

@@ -1,8 +1,8 @@
-// Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting
-// and scans. Each is written with front-end ops, usually the op's own backward library call, so
-// gradients are lazy and themselves differentiable (conv's backward ops have rules here too).
-// sort / topk / cummax / cummin need no rule: their values are gathered by the index op, and
-// gather's rule scatters the gradient back to the chosen positions.
+// Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting,
+// scans and fused attention. Each is written with front-end ops, usually the op's own backward
+// library call, so gradients are lazy and themselves differentiable (conv's backward ops have
+// rules here too). sort / topk / cummax / cummin need no rule: their values are gathered by the
+// index op, and gather's rule scatters the gradient back to the chosen positions.
 #include <fmt/format.h>
 
 #include "autograd/grad_math.h"
@@ -11,6 +11,9 @@
 namespace ember {
 // Suffix sums along dim (src/ops/library_ops.cpp): the gradient of cumsum.
 Array cumsum_reverse(const Array& x, int dim, Loc loc = Loc::current());
+// The gradients of fused attention's inputs (src/ops/fused_attention.cpp).
+std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
+                                            double scale, bool causal, const std::vector<bool>& needs);
 }  // namespace ember
 
 namespace ember::autograd {
@@ -75,6 +78,13 @@ std::vector<Array> library_rule(GradNode& node, const Array& g) {
     // out_i = prod_{j <= i} x_j: dx_j = sum_{i >= j} g_i out_i / x_j. Exact for inputs without
     // zeros (a zero gives inf/NaN, as the formula divides by it).
     case Op::Cumprod: return {cumsum_reverse(g * node.output(), int(a[0])) / x};
+
+    // Fused attention recomputes the probabilities from the saved logsumexp (plain ops).
+    case Op::FusedAttention: {
+      std::vector<bool> needs;
+      for (const auto& e : in) needs.push_back(e.fn != nullptr);
+      return fused_attention_backward(node.saved_inputs, node.output(), g, node.attrs.f0, a[0] != 0, needs);
+    }
 
     default:
       throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),

@@ -160,6 +160,13 @@ enum {
   EMBER_LIB_CUMMAX_INDICES = 13,     /* in: x (any dtype); out: i64 index of the running maximum:
                                         the latest of equal values; a NaN, once seen, stays          */
   EMBER_LIB_CUMMIN_INDICES = 14,     /* as CUMMAX_INDICES for the minimum                            */
+  /* Scaled dot-product attention, attrs = ember_attention_attrs. in: q [B, L, E], k [B, S, E],
+   * v [B, S, Ev][, mask [B, L, S] (additive, may have 0 strides)]; out: 1-D [B*L*Ev + B*L], the
+   * attention o [B, L, Ev] (contiguous) followed by the row logsumexp lse [B, L] of the scores
+   * s = q k^T * scale (+ mask) (+ -inf where j > i if causal, top-left aligned):
+   * o = softmax(s) v. A row with no finite score gets o = NaN and lse = -inf. Need not hold
+   * an L x S buffer (the CPU backend tiles with an online softmax).                            */
+  EMBER_LIB_FUSED_ATTENTION = 15,
   EMBER_LIB_NUM_OPS
 };
 
@@ -189,6 +196,11 @@ typedef struct ember_scan_attrs {
   int32_t dim;
   int32_t reverse; /* CUMSUM only: scan from the end */
 } ember_scan_attrs;
+
+typedef struct ember_attention_attrs {
+  double scale;   /* multiplies q k^T */
+  int32_t causal; /* 1: key j is visible to query i only when j <= i */
+} ember_attention_attrs;
 
 typedef struct ember_backend_v1 {
   uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */

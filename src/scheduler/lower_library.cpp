@@ -1,5 +1,5 @@
-// Lowering of contractions and the library-backed ops (convolution, pooling, sorting, scans) to
-// backend library calls (oneDNN on the CPU).
+// Lowering of contractions and the library-backed ops (convolution, pooling, sorting, scans, fused
+// attention) to backend library calls (oneDNN on the CPU).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -71,6 +71,7 @@ void run_library(Node& n) {
   ember_pool_attrs pool{};
   ember_sort_attrs sort{};
   ember_scan_attrs scan{};
+  ember_attention_attrs attention{};
   const void* attrs = nullptr;
   int32_t code = 0;
   switch (n.op) {
@@ -87,6 +88,7 @@ void run_library(Node& n) {
     case Op::Cumprod: code = EMBER_LIB_CUMPROD; break;
     case Op::CummaxIndices: code = EMBER_LIB_CUMMAX_INDICES; break;
     case Op::CumminIndices: code = EMBER_LIB_CUMMIN_INDICES; break;
+    case Op::FusedAttention: code = EMBER_LIB_FUSED_ATTENTION; break;
     default: throw Error(fmt::format("{}: no lowering for this library op", n.where()));
   }
   switch (code) {
@@ -102,6 +104,10 @@ void run_library(Node& n) {
     case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK:
       sort = {int32_t(i[0]), int32_t(i[1]), i[2]};
       attrs = &sort;
+      break;
+    case EMBER_LIB_FUSED_ATTENTION:
+      attention = {n.attrs.f0, int32_t(i[0])};
+      attrs = &attention;
       break;
     default:
       scan = {int32_t(i[0]), int32_t(i[1])};

@@ -105,6 +105,11 @@ std::vector<Case> library_cases() {
       Case{Op::Gather, "sort_values", [] { return V{input({3, 5}, 88)}; }, [](const V& a) { return sort(a[0], 1, true).values; }},
       Case{Op::Gather, "topk_values", [] { return V{input({4, 3}, 89)}; }, [](const V& a) { return topk(a[0], 2, 0).values; }},
       Case{Op::Gather, "cummin_values", [] { return V{input({2, 6}, 90)}; }, [](const V& a) { return cummin(a[0], 1).values; }},
+      Case{Op::FusedAttention, "fused_attention_causal_mask",
+           [] { return V{input({2, 3, 4}, 91), input({2, 5, 4}, 92), input({2, 5, 2}, 93), input({3, 5}, 94)}; },
+           [](const V& a) { return fused_attention(a[0], a[1], a[2], {.causal = true, .mask = a[3]}); }},
+      Case{Op::FusedAttention, "fused_attention_lse", [] { return V{input({1, 4, 3}, 95), input({1, 6, 3}, 96), input({1, 6, 2}, 97)}; },
+           [](const V& a) { return fused_attention_lse(a[0], a[1], a[2], {.scale = 0.8}).lse; }},
   };
 }
 

@@ -1,7 +1,8 @@
-// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... CUMMIN):
+// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... FUSED_ATTENTION):
 // the most direct scalar loops, one output element at a time, floats accumulated in double. They
 // are the oracle the CPU backend's oneDNN and OpenMP code is tested against, so they share no code
 // with it: convolution is the defining sum, sorting is an insertion sort, scans are one pass.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -336,6 +337,48 @@ int32_t scan_op(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc&
   return EMBER_OK;
 }
 
+// Scaled dot-product attention, one query row at a time: the row's scores (S doubles, never
+// L x S), their maximum and logsumexp, then o = sum_j exp(s_j - lse) v_j. All in double.
+int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
+                  const ember_attention_attrs& a, ember_status* st) {
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
+  const ember_tensor_desc* mask = n_in > 3 ? &in[3] : nullptr;
+  if (n_in < 3 || q.rank != 3 || k.rank != 3 || v.rank != 3 || (mask && mask->rank != 3) || y.rank != 1)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: bad operand ranks");
+  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
+  if (y.shape[0] != B * L * Ev + B * L)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: output size mismatch");
+  const double inf = INFINITY;
+  std::vector<double> s(size_t(S > 0 ? S : 1));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      double mx = -inf;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e)
+          dot += getf(q, q.offset + b * q.strides[0] + i * q.strides[1] + e * q.strides[2]) *
+                 getf(k, k.offset + b * k.strides[0] + j * k.strides[1] + e * k.strides[2]);
+        double sj = dot * a.scale;
+        if (mask) sj += getf(*mask, mask->offset + b * mask->strides[0] + i * mask->strides[1] + j * mask->strides[2]);
+        if (a.causal && j > i) sj = -inf;
+        s[size_t(j)] = sj;
+        mx = std::max(mx, sj);
+      }
+      double sum = 0;
+      if (mx > -inf)
+        for (int64_t j = 0; j < S; ++j) sum += std::exp(s[size_t(j)] - mx);
+      const double lse = sum > 0 ? mx + std::log(sum) : -inf;
+      for (int64_t c = 0; c < Ev; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < S && lse > -inf; ++j)
+          acc += std::exp(s[size_t(j)] - lse) * getf(v, v.offset + b * v.strides[0] + j * v.strides[1] + c * v.strides[2]);
+        setf(y, y.offset + (b * L + i) * Ev + c, lse > -inf ? acc : NAN);
+      }
+      setf(y, y.offset + B * L * Ev + b * L + i, lse);
+    }
+  return EMBER_OK;
+}
+
 }  // namespace
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -363,6 +406,8 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
     case EMBER_LIB_CUMPROD:
     case EMBER_LIB_CUMMAX_INDICES:
     case EMBER_LIB_CUMMIN_INDICES: return scan_op(op, in[0], out[0], *static_cast<const ember_scan_attrs*>(attrs));
+    case EMBER_LIB_FUSED_ATTENTION:
+      return attention(in, n_in, out[0], *static_cast<const ember_attention_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }

@@ -1,0 +1,337 @@
+// EMBER_LIB_FUSED_ATTENTION for the CPU backend: softmax(q k^T * scale [+ mask] [causal]) v with
+// flash-style tiling. Each task owns one (batch, block of queries): it walks the blocks of keys
+// keeping a running maximum and sum per query row (online softmax), so no L x S buffer exists;
+// per thread it holds one block of scores, one of probabilities' outputs and the query block.
+// Block products are register-blocked SIMD loops (4 rows x 2 vectors) written with Highway, which
+// compiles this file once per target (foreach_target) and picks the best at run time; exp is
+// Highway's vector exp. f32 and f64 compute in their own dtype, f16/bf16 in f32. OpenMP over the
+// (batch, query block) tasks; results do not depend on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "backend/common/host_memory.h"
+#include "backend/cpu/library.h"
+#include "ember/dtype.h"
+
+#ifndef EMBER_CPU_ATTENTION_DECLS
+#define EMBER_CPU_ATTENTION_DECLS
+namespace ember::cpu::attn {
+
+constexpr int64_t kBlockQ = 32;   // queries per task (a multiple of 4)
+constexpr int64_t kBlockK = 128;  // keys per block (a multiple of every vector length)
+constexpr int64_t kPad = 16;      // padded row length of packed k^T and v: a multiple of the lanes
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Elements [c0, c0 + n) of row (b, r) of a rank-3 descriptor, converted to T.
+template <class T>
+void read_row(const ember_tensor_desc& d, int64_t b, int64_t r, int64_t c0, int64_t n, T* dst) {
+  if (n <= 0) return;
+  const int64_t base = d.offset + b * d.strides[0] + r * d.strides[1] + c0 * d.strides[2], s = d.strides[2];
+  const void* p = d.buffer->data;
+  switch (d.dtype) {
+    case EMBER_F32: {
+      const float* x = static_cast<const float*>(p) + base;
+      for (int64_t i = 0; i < n; ++i) dst[i] = T(x[i * s]);
+      break;
+    }
+    case EMBER_F64: {
+      const double* x = static_cast<const double*>(p) + base;
+      for (int64_t i = 0; i < n; ++i) dst[i] = T(x[i * s]);
+      break;
+    }
+    case EMBER_F16: {
+      const uint16_t* x = static_cast<const uint16_t*>(p) + base;
+      for (int64_t i = 0; i < n; ++i) dst[i] = T(ember::half_to_float(x[i * s]));
+      break;
+    }
+    default: {
+      const uint16_t* x = static_cast<const uint16_t*>(p) + base;
+      for (int64_t i = 0; i < n; ++i) dst[i] = T(ember::bf16_to_float(x[i * s]));
+      break;
+    }
+  }
+}
+
+// The operands of one call, k and v already packed (dense, zero-padded rows).
+template <class T>
+struct Args {
+  int64_t B, L, S, E, Ev, Sp, Evp;
+  const ember_tensor_desc* q;
+  const ember_tensor_desc* mask;  // null: none
+  const T* kt;                    // [B, E, Sp]: k transposed
+  const T* vp;                    // [B, S, Evp]
+  T* o;                           // [B, L, Ev]
+  T* lse;                         // [B, L]
+  T scale;
+  bool causal;
+};
+
+}  // namespace ember::cpu::attn
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/attention.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using attn::Args;
+
+// C[r][c] (= or +=) sum_k A[r][k] * Bm[k][c] for 4 rows r and columns c < ncols (a multiple of
+// the vector length): 4 x 2 (then 4 x 1) accumulator vectors, one load of Bm per 4 FMAs.
+template <class T>
+HWY_INLINE void gemm4(const T* HWY_RESTRICT A, int64_t lda, int64_t K, const T* HWY_RESTRICT Bm, int64_t ldb,
+                      int64_t ncols, T* HWY_RESTRICT C, int64_t ldc, bool accumulate) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const T *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda;
+  T *c0 = C, *c1 = C + ldc, *c2 = C + 2 * ldc, *c3 = C + 3 * ldc;
+  int64_t c = 0;
+  for (; c + 2 * N <= ncols; c += 2 * N) {
+    auto z = hn::Zero(d);
+    auto x00 = accumulate ? hn::LoadU(d, c0 + c) : z, x01 = accumulate ? hn::LoadU(d, c0 + c + N) : z;
+    auto x10 = accumulate ? hn::LoadU(d, c1 + c) : z, x11 = accumulate ? hn::LoadU(d, c1 + c + N) : z;
+    auto x20 = accumulate ? hn::LoadU(d, c2 + c) : z, x21 = accumulate ? hn::LoadU(d, c2 + c + N) : z;
+    auto x30 = accumulate ? hn::LoadU(d, c3 + c) : z, x31 = accumulate ? hn::LoadU(d, c3 + c + N) : z;
+    for (int64_t k = 0; k < K; ++k) {
+      const T* b = Bm + k * ldb + c;
+      const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + N);
+      auto a = hn::Set(d, a0[k]);
+      x00 = hn::MulAdd(a, b0, x00);
+      x01 = hn::MulAdd(a, b1, x01);
+      a = hn::Set(d, a1[k]);
+      x10 = hn::MulAdd(a, b0, x10);
+      x11 = hn::MulAdd(a, b1, x11);
+      a = hn::Set(d, a2[k]);
+      x20 = hn::MulAdd(a, b0, x20);
+      x21 = hn::MulAdd(a, b1, x21);
+      a = hn::Set(d, a3[k]);
+      x30 = hn::MulAdd(a, b0, x30);
+      x31 = hn::MulAdd(a, b1, x31);
+    }
+    hn::StoreU(x00, d, c0 + c);
+    hn::StoreU(x01, d, c0 + c + N);
+    hn::StoreU(x10, d, c1 + c);
+    hn::StoreU(x11, d, c1 + c + N);
+    hn::StoreU(x20, d, c2 + c);
+    hn::StoreU(x21, d, c2 + c + N);
+    hn::StoreU(x30, d, c3 + c);
+    hn::StoreU(x31, d, c3 + c + N);
+  }
+  for (; c < ncols; c += N) {
+    auto z = hn::Zero(d);
+    auto x0 = accumulate ? hn::LoadU(d, c0 + c) : z, x1 = accumulate ? hn::LoadU(d, c1 + c) : z;
+    auto x2 = accumulate ? hn::LoadU(d, c2 + c) : z, x3 = accumulate ? hn::LoadU(d, c3 + c) : z;
+    for (int64_t k = 0; k < K; ++k) {
+      const auto b0 = hn::LoadU(d, Bm + k * ldb + c);
+      x0 = hn::MulAdd(hn::Set(d, a0[k]), b0, x0);
+      x1 = hn::MulAdd(hn::Set(d, a1[k]), b0, x1);
+      x2 = hn::MulAdd(hn::Set(d, a2[k]), b0, x2);
+      x3 = hn::MulAdd(hn::Set(d, a3[k]), b0, x3);
+    }
+    hn::StoreU(x0, d, c0 + c);
+    hn::StoreU(x1, d, c1 + c);
+    hn::StoreU(x2, d, c2 + c);
+    hn::StoreU(x3, d, c3 + c);
+  }
+}
+
+// s[j] <- exp(s[j] - m) over n lanes (a multiple of the vector length; -inf gives 0, so padding
+// lanes set to -inf add nothing); returns their sum.
+template <class T>
+HWY_INLINE T exp_row(T* HWY_RESTRICT s, int64_t n, T m) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vm = hn::Set(d, m);
+  auto acc = hn::Zero(d);
+  for (int64_t j = 0; j < n; j += N) {
+    const auto p = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    acc = hn::Add(acc, p);
+    hn::StoreU(p, d, s + j);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, acc));
+}
+
+// One (batch b, query block starting at i0) task. Buffers: qs [BQ, E], s [BQ, BK], acc [BQ, Evp],
+// mrow [BK], m and l [BQ].
+template <class T>
+void attention_block(const Args<T>& a, int64_t b, int64_t i0, T* qs, T* s, T* acc, T* mrow, T* m, T* l) {
+  using attn::kBlockK;
+  using attn::kBlockQ;
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const T inf = std::numeric_limits<T>::infinity();
+  const int64_t nq = std::min(kBlockQ, a.L - i0), nq4 = attn::round_up(nq, 4), E = a.E, Evp = a.Evp;
+  for (int64_t r = 0; r < nq4; ++r) {
+    T* qr = qs + r * E;
+    if (r < nq) {
+      attn::read_row(*a.q, b, i0 + r, 0, E, qr);
+      for (int64_t e = 0; e < E; ++e) qr[e] *= a.scale;
+    } else {
+      std::fill(qr, qr + E, T(0));
+    }
+    m[r] = -inf;
+    l[r] = 0;
+  }
+  std::fill(acc, acc + nq4 * Evp, T(0));
+  const T* kt = a.kt + b * E * a.Sp;
+  const T* vp = a.vp + b * a.S * Evp;
+  const int64_t kend = a.causal ? std::min(a.S, i0 + nq) : a.S;  // keys past the last query's are hidden
+  for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+    const int64_t nk = std::min(kBlockK, kend - j0), nc = attn::round_up(nk, N);
+    for (int64_t r0 = 0; r0 < nq4; r0 += 4) gemm4(qs + r0 * E, E, E, kt + j0, a.Sp, nc, s + r0 * kBlockK, kBlockK, false);
+    for (int64_t r = 0; r < nq4; ++r) {
+      T* sr = s + r * kBlockK;
+      if (r >= nq) {  // padding rows take no part
+        std::fill(sr, sr + nc, T(0));
+        continue;
+      }
+      const int64_t i = i0 + r;
+      if (a.mask) {
+        attn::read_row(*a.mask, b, i, j0, nk, mrow);
+        for (int64_t j = 0; j < nk; ++j) sr[j] += mrow[j];
+      }
+      if (a.causal)
+        for (int64_t j = std::max<int64_t>(0, i + 1 - j0); j < nk; ++j) sr[j] = -inf;
+      for (int64_t j = nk; j < nc; ++j) sr[j] = -inf;
+      T mx = -inf;
+      for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sr[j]);
+      const T m_new = std::max(m[r], mx);
+      if (m_new == -inf) {  // nothing visible yet in this row
+        std::fill(sr, sr + nc, T(0));
+        continue;
+      }
+      const T corr = std::exp(m[r] - m_new);
+      l[r] = l[r] * corr + exp_row(sr, nc, m_new);
+      m[r] = m_new;
+      if (corr != T(1))
+        for (int64_t c = 0; c < Evp; ++c) acc[r * Evp + c] *= corr;
+    }
+    for (int64_t r0 = 0; r0 < nq4; r0 += 4)
+      gemm4(s + r0 * kBlockK, kBlockK, nk, vp + j0 * Evp, Evp, Evp, acc + r0 * Evp, Evp, true);
+  }
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t i = i0 + r;
+    T* o = a.o + (b * a.L + i) * a.Ev;
+    const bool none = l[r] == T(0);
+    const T inv = none ? T(0) : T(1) / l[r];
+    for (int64_t c = 0; c < a.Ev; ++c) o[c] = none ? nan : acc[r * Evp + c] * inv;
+    a.lse[b * a.L + i] = none ? -inf : m[r] + std::log(l[r]);
+  }
+}
+
+template <class T>
+void attention_impl(const Args<T>& a) {
+  using attn::kBlockK;
+  using attn::kBlockQ;
+  const int64_t nqb = (a.L + kBlockQ - 1) / kBlockQ, tasks = a.B * nqb;
+  const bool parallel = tasks > 1 && a.L * std::max<int64_t>(a.S, 1) * (a.E + a.Ev) * a.B >= (int64_t(1) << 15) &&
+                        !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    const size_t nqe = static_cast<size_t>(kBlockQ * std::max<int64_t>(a.E, 1)), ns = kBlockQ * kBlockK,
+                 nacc = static_cast<size_t>(kBlockQ * a.Evp), nk = kBlockK, nq = kBlockQ;
+    std::vector<T> qs(nqe), s(ns), acc(nacc), mrow(nk), m(nq), l(nq);
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tasks; ++t)
+      attention_block(a, t / nqb, (t % nqb) * kBlockQ, qs.data(), s.data(), acc.data(), mrow.data(), m.data(),
+                      l.data());
+  }
+}
+
+void AttentionF32(const Args<float>& a) { attention_impl(a); }
+void AttentionF64(const Args<double>& a) { attention_impl(a); }
+
+}  // namespace ember::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ember::cpu {
+
+HWY_EXPORT(AttentionF32);
+HWY_EXPORT(AttentionF64);
+
+namespace {
+
+template <class T>
+void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                   const ember_attention_attrs& at) {
+  using attn::kPad;
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
+  attn::Args<T> a{};
+  a.B = q.shape[0];
+  a.L = q.shape[1];
+  a.E = q.shape[2];
+  a.S = k.shape[1];
+  a.Ev = v.shape[2];
+  a.Sp = attn::round_up(std::max<int64_t>(a.S, 1), kPad);
+  a.Evp = attn::round_up(std::max<int64_t>(a.Ev, 1), kPad);
+  // k transposed to [B, E, Sp] and v to [B, S, Evp], zero padded, in T.
+  std::vector<T> kt(size_t(a.B * a.E * a.Sp), T(0)), vp(size_t(a.B * a.S * a.Evp), T(0));
+  const int64_t B = a.B, S = a.S, E = a.E, Ev = a.Ev, Sp = a.Sp, Evp = a.Evp;
+#pragma omp parallel for if (B * S * (E + Ev) >= (int64_t(1) << 15) && !omp_in_parallel()) schedule(static)
+  for (int64_t bj = 0; bj < B * S; ++bj) {
+    const int64_t b = bj / S, j = bj % S;
+    std::vector<T> row(size_t(std::max<int64_t>(E, 1)));
+    if (E > 0) attn::read_row(k, b, j, 0, E, row.data());
+    for (int64_t e = 0; e < E; ++e) kt[size_t((b * E + e) * Sp + j)] = row[size_t(e)];
+    if (Ev > 0) attn::read_row(v, b, j, 0, Ev, vp.data() + (b * S + j) * Evp);
+  }
+  a.kt = kt.data();
+  a.vp = vp.data();
+  a.q = &q;
+  a.mask = n_in > 3 ? &in[3] : nullptr;
+  a.scale = T(at.scale);
+  a.causal = at.causal != 0;
+  const int64_t n_o = a.B * a.L * a.Ev, n = n_o + a.B * a.L;
+  const bool direct = (std::is_same_v<T, float> && out.dtype == EMBER_F32) ||
+                      (std::is_same_v<T, double> && out.dtype == EMBER_F64);
+  std::vector<T> tmp(direct ? 0 : size_t(n));
+  T* dst = direct ? static_cast<T*>(out.buffer->data) + out.offset : tmp.data();
+  a.o = dst;
+  a.lse = dst + n_o;
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(AttentionF32)(a);
+  else
+    HWY_DYNAMIC_DISPATCH(AttentionF64)(a);
+  if (!direct) unpack_dense(tmp, out);
+}
+
+}  // namespace
+
+int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, const void* attrs,
+                          ember_status* st) {
+  using ember::host::set_status;
+  if (n_in != 3 && n_in != 4)
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention takes 3 or 4 inputs, got %d", n_in);
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i].rank != 3 || in[i].dtype != out.dtype)
+      return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention input %d must be rank 3 of the output's dtype", i);
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
+  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
+  if (out.rank != 1 || k.shape[0] != B || v.shape[0] != B || k.shape[2] != E || v.shape[1] != S ||
+      (n_in == 4 && (in[3].shape[0] != B || in[3].shape[1] != L || in[3].shape[2] != S)) ||
+      out.shape[0] != B * L * Ev + B * L)
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention: operand shapes do not match");
+  if (out.shape[0] == 0) return EMBER_OK;
+  const auto& a = *static_cast<const ember_attention_attrs*>(attrs);
+  if (out.dtype == EMBER_F64)
+    run_attention<double>(in, n_in, out, a);
+  else
+    run_attention<float>(in, n_in, out, a);
+  return EMBER_OK;
+}
+
+}  // namespace ember::cpu
+#endif

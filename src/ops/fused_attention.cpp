@@ -1,0 +1,134 @@
+// Front end of fused attention (include/ember/ops_library.h): argument checks, flattening of the
+// leading dims to one batch dim B, and one FusedAttention library node whose 1-D output packs the
+// attention [B, L, Ev] and the per-query logsumexp [B, L] (abi.h EMBER_LIB_FUSED_ATTENTION); the
+// two results are contiguous slices of it. Also the backward formulas its autograd rule uses
+// (src/autograd/rules_library.cpp), written with plain ops.
+#include <cmath>
+#include <limits>
+
+#include "ops/frontend.h"
+
+namespace ember {
+
+namespace {
+
+std::string dims_str(const Shape& s, int keep_last) {
+  std::vector<int64_t> d(s.dims().begin(), s.dims().end() - keep_last);
+  return Shape(d).str();
+}
+
+}  // namespace
+
+AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts,
+                                    Loc loc) {
+  const char* op = "fused_attention";
+  const NodePtr& qn = node_of(q, op, loc);
+  const NodePtr& kn = node_of(k, op, loc);
+  const NodePtr& vn = node_of(v, op, loc);
+  const Device dev = common_device(opts.mask.defined() ? std::vector<const Array*>{&q, &k, &v, &opts.mask}
+                                                       : std::vector<const Array*>{&q, &k, &v},
+                                   op, loc);
+  const Shape &qs = qn->shape, &ks = kn->shape, &vs = vn->shape;
+  const int r = qs.rank();
+  if (r < 2) fail(op, fmt::format("q must have at least 2 dims [..., L, E], got shape {}", qs.str()), loc);
+  if (ks.rank() != r || vs.rank() != r)
+    fail(op, fmt::format("q, k and v must have the same rank, got shapes {}, {} and {}", qs.str(), ks.str(), vs.str()),
+         loc);
+  for (int i = 0; i < r - 2; ++i)
+    if (ks[i] != qs[i] || vs[i] != qs[i])
+      fail(op, fmt::format("q, k and v must have the same leading dims, got {}, {} and {} (shapes {}, {}, {})",
+                           dims_str(qs, 2), dims_str(ks, 2), dims_str(vs, 2), qs.str(), ks.str(), vs.str()),
+           loc);
+  const int64_t L = qs[r - 2], E = qs[r - 1], S = ks[r - 2], Ev = vs[r - 1];
+  if (ks[r - 1] != E)
+    fail(op, fmt::format("k's last dim must match q's (E = {}), got k shape {} and q shape {}", E, ks.str(), qs.str()),
+         loc);
+  if (vs[r - 2] != S)
+    fail(op, fmt::format("v must have as many rows as k (S = {}), got v shape {} and k shape {}", S, vs.str(), ks.str()),
+         loc);
+  DType dt = promote_types(promote_types(qn->dtype, kn->dtype), vn->dtype);
+  if (!is_floating(dt))
+    fail(op, fmt::format("needs floating q, k and v, got {}, {} and {}; cast them first (e.g. to f32)",
+                         dtype_name(qn->dtype), dtype_name(kn->dtype), dtype_name(vn->dtype)),
+         loc);
+  const double scale = opts.scale ? *opts.scale : (E > 0 ? 1.0 / std::sqrt(double(E)) : 1.0);
+  if (!std::isfinite(scale)) fail(op, fmt::format("scale must be finite, got {}", scale), loc);
+
+  int64_t B = 1;
+  for (int i = 0; i < r - 2; ++i) B *= qs[i];
+  std::vector<Array> inputs{reshape(cast(q, dt, loc), Shape{B, L, E}, loc),
+                            reshape(cast(k, dt, loc), Shape{B, S, E}, loc),
+                            reshape(cast(v, dt, loc), Shape{B, S, Ev}, loc)};
+  if (opts.mask.defined()) {
+    const NodePtr& mn = node_of(opts.mask, op, loc);
+    std::vector<int64_t> full(qs.dims().begin(), qs.dims().end() - 1);
+    full.push_back(S);
+    const Shape target(full);
+    bool fits = mn->shape.rank() <= r;
+    for (int i = 0; fits && i < mn->shape.rank(); ++i) {
+      const int64_t m = mn->shape[mn->shape.rank() - 1 - i];
+      fits = m == 1 || m == target[r - 1 - i];
+    }
+    if (!fits)
+      fail(op, fmt::format("mask of shape {} does not broadcast to the scores' shape {} ([..., L, S])", mn->shape.str(),
+                           target.str()),
+           loc);
+    Array m = opts.mask;
+    if (mn->dtype == DType::Bool) {
+      m = where(m, scalar_array(0.0, dt, dev, loc), scalar_array(-std::numeric_limits<double>::infinity(), dt, dev, loc),
+                loc);
+    } else if (is_floating(mn->dtype)) {
+      m = cast(m, dt, loc);
+    } else {
+      fail(op, fmt::format("mask must be bool (true = attend) or floating (added to the scores), got {}",
+                           dtype_name(mn->dtype)),
+           loc);
+    }
+    inputs.push_back(reshape(expand(m, target, loc), Shape{B, L, S}, loc));
+  }
+  OpAttrs attrs;
+  attrs.ints = {opts.causal ? 1 : 0};
+  attrs.f0 = scale;
+  const int64_t n_out = B * L * Ev;
+  Array packed = make_array(Op::FusedAttention, std::move(attrs), inputs, Shape{n_out + B * L}, dt, dev, loc);
+  std::vector<int64_t> out_shape(qs.dims().begin(), qs.dims().end() - 1), lse_shape = out_shape;
+  out_shape.push_back(Ev);
+  return {reshape(slice(packed, 0, 0, n_out, 1, loc), Shape(out_shape), loc),
+          reshape(slice(packed, 0, n_out, n_out + B * L, 1, loc), Shape(lse_shape), loc)};
+}
+
+Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts, Loc loc) {
+  return fused_attention_lse(q, k, v, std::move(opts), loc).out;
+}
+
+// Gradients of the FusedAttention node (declared in rules_library.cpp). in = q [B, L, E],
+// k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; packed = the node's output; g its gradient (o's
+// and lse's). With s the masked scores and p = exp(s - lse): dv = p^T do, dp = do v^T,
+// ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale, dk = ds^T q * scale, dmask = ds.
+std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
+                                            double scale, bool causal, const std::vector<bool>& needs) {
+  const Loc loc = Loc::current();
+  const Array &q = in[0], &k = in[1], &v = in[2];
+  const int64_t B = q.shape()[0], L = q.shape()[1], S = k.shape()[1], Ev = v.shape()[2];
+  const int64_t n_out = B * L * Ev, n = n_out + B * L;
+  auto part = [&](const Array& x, int64_t a, int64_t b, const Shape& s) { return reshape(slice(x, 0, a, b, 1, loc), s); };
+  const Array o = part(packed, 0, n_out, Shape{B, L, Ev}), lse = part(packed, n_out, n, Shape{B, L, 1});
+  const Array go = part(g, 0, n_out, Shape{B, L, Ev}), glse = part(g, n_out, n, Shape{B, L, 1});
+  Array s = mul(matmul(q, transpose(k, 1, 2)), scalar_like(scale, q, loc));
+  if (in.size() > 3) s = add(s, in[3]);
+  if (causal) {
+    const Array i = reshape(arange(0, L, 1, DType::I64, q.device()), Shape{L, 1});
+    const Array j = reshape(arange(0, S, 1, DType::I64, q.device()), Shape{1, S});
+    s = where(le(j, i), s, -std::numeric_limits<double>::infinity());
+  }
+  const Array p = exp(sub(s, lse));
+  std::vector<Array> grads(in.size());
+  if (needs[2]) grads[2] = matmul(transpose(p, 1, 2), go);
+  const Array ds = mul(p, add(sub(matmul(go, transpose(v, 1, 2)), sum(mul(go, o), {2}, true)), glse));
+  if (needs[0]) grads[0] = mul(matmul(ds, k), scalar_like(scale, q, loc));
+  if (needs[1]) grads[1] = mul(matmul(transpose(ds, 1, 2), q), scalar_like(scale, q, loc));
+  if (in.size() > 3 && needs[3]) grads[3] = ds;
+  return grads;
+}
+
+}  // namespace ember
