@@ -4,6 +4,7 @@
 // dropout in eval mode, argument errors.
 #include <gtest/gtest.h>
 
+#include "ember/nn/attention.h"
 #include "nn/attention_test_util.h"
 
 namespace ember {

@@ -123,6 +123,77 @@ m = nn.MultiheadAttention(8, 2).eval()
 module_case("mha.unbatched", m, mha_fn(m, attn_mask=~bool_mask((2, 4, 5), 0.47, 0.8)),
             [det((4, 8), 0.37, 0.1), det((5, 8), 0.53, 0.7), det((5, 8), 0.71, 0.2)])
 
+# ---- transformer layers and stacks -------------------------------------------------------------
+def causal(n):
+    return torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+
+
+src = det((5, 2, 8), 0.37, 0.1)  # [L, N, E]
+src_b = det((2, 5, 8), 0.37, 0.1)  # [N, L, E]
+kpm5 = torch.tensor([[False, False, False, False, True], [False, False, True, False, False]])
+
+layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16).eval()
+module_case("enc.post_relu", layer, lambda x: layer(x, src_mask=causal(5), src_key_padding_mask=kpm5), [src])
+layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu", batch_first=True,
+                                   norm_first=True, layer_norm_eps=1e-3).eval()
+module_case("enc.pre_gelu", layer, lambda x: layer(x), [src_b])
+layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu").eval()
+module_case("enc.post_gelu_boolmask", layer, lambda x: layer(x, src_mask=~bool_mask((5, 5), 0.9, 0.3)), [src])
+# SwiGLU feed-forward (not in torch): linear1 8 -> 2 * 6, silu(first half) * second half, linear2 6 -> 8.
+layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, activation=lambda t: F.silu(t[..., :6]) * t[..., 6:],
+                                   batch_first=True, norm_first=True)
+layer.linear2 = nn.Linear(6, 8)
+layer.eval()
+module_case("enc.pre_swiglu", layer, lambda x: layer(x, src_key_padding_mask=kpm5), [src_b])
+
+tgt = det((4, 2, 8), 0.53, 0.7)
+mem = det((5, 2, 8), 0.71, 0.2)
+layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16).eval()
+module_case("dec.post_relu", layer,
+            lambda t, m: layer(t, m, tgt_mask=causal(4), memory_key_padding_mask=kpm5), [tgt, mem])
+layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, activation="gelu", batch_first=True,
+                                   norm_first=True).eval()
+module_case("dec.pre_gelu", layer,
+            lambda t, m: layer(t, m, memory_mask=det((4, 5), 0.61, 0.2) * 2,
+                               tgt_key_padding_mask=torch.tensor([[False, False, False, True], [False] * 4])),
+            [tgt.transpose(0, 1).contiguous(), mem.transpose(0, 1).contiguous()])
+
+enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True, norm_first=True),
+                            num_layers=2, norm=nn.LayerNorm(8)).eval()
+module_case("enc.stack", enc, lambda x: enc(x, mask=causal(5)), [src_b])
+dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, dim_feedforward=16), num_layers=2).eval()
+module_case("dec.stack", dec, lambda t, m: dec(t, m, tgt_mask=causal(4), memory_key_padding_mask=kpm5), [tgt, mem])
+
+# ---- positional encodings ----------------------------------------------------------------------
+def sinusoid_table(n, d):
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    j = torch.arange(d)
+    angle = pos / torch.pow(10000.0, (j - j % 2).to(torch.float64) / d)
+    return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle))
+
+
+emit("pe.table", sinusoid_table(7, 5))
+value_and_grads("pe.batch_first", lambda x: x + sinusoid_table(5, 6), [det((2, 5, 6), 0.37, 0.1)])
+value_and_grads("pe.seq_first", lambda x: x + sinusoid_table(5, 6)[:, None, :], [det((5, 2, 6), 0.37, 0.1)])
+
+
+def rotary(x, pos, base, interleaved):
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ang = pos.to(torch.float64)[:, None] * inv[None, :]
+    c, s = torch.cos(ang), torch.sin(ang)
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).flatten(-2)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1)
+
+
+xr = det((2, 3, 5, 6), 0.37, 0.1)
+value_and_grads("rope.interleaved", lambda x: rotary(x, torch.arange(3, 8), 10000.0, True), [xr])
+value_and_grads("rope.half", lambda x: rotary(x, torch.arange(3, 8), 10000.0, False), [xr])
+value_and_grads("rope.positions", lambda x: rotary(x, torch.tensor([0, 2, 4, 7, 1]), 500.0, True), [xr])
+
 # ---- write -------------------------------------------------------------------------------------
 out = os.path.join(ROOT, "tests", "nn", "data", "nn_attention_reference.txt")
 with open(out, "w") as f:
