@@ -1,9 +1,12 @@
 // Scaled dot-product attention and nn::MultiheadAttention (include/ember/nn/attention.h),
-// composed from ops (matmul, softmax, where); autograd comes from the ops.
+// composed from ops (matmul, softmax, where); autograd comes from the ops. Long sequences without
+// dropout or masks other than causal go to the fused op (ember::fused_attention).
 #include "ember/nn/attention.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "ember/nn/dropout.h"
 #include "ember/nn/init.h"
@@ -50,6 +53,23 @@ void check_sdpa(const Array& q, const Array& k, const Array& v, const SdpaOption
   }
 }
 
+// ember::fused_attention (one tiled library call, no L x S buffer) instead of the composition:
+// without effective dropout, with no mask or only the causal one, q/k/v of one shape before the
+// last two dims, on the backends that have the op, and from L * S = 512 * 512 on (below it the
+// composition's backward is faster; docs/performance.md "Fused attention"). EMBER_SDPA=plain or
+// =fused forces a path (where the fused op applies), for tests and measurements.
+bool use_fused_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& o) {
+  const char* env = std::getenv("EMBER_SDPA");
+  const std::string force = env ? env : "";
+  if (force == "plain") return false;
+  if ((o.dropout_p > 0 && o.training) || o.attn_mask.defined()) return false;
+  if (q.device().kind != DeviceKind::Cpu && q.device().kind != DeviceKind::Reference) return false;
+  if (k.rank() != q.rank() || v.rank() != q.rank()) return false;
+  for (int i = 0; i < q.rank() - 2; ++i)
+    if (k.shape()[i] != q.shape()[i] || v.shape()[i] != q.shape()[i]) return false;
+  return force == "fused" || q.size(-2) * k.size(-2) >= 512 * 512;
+}
+
 }  // namespace
 
 Array causal_mask(int64_t L, int64_t S, Device device) {
@@ -78,6 +98,8 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
   check_sdpa(q, k, v, o);
   // fused path dispatch: a fused attention op may take over here for the inputs it supports;
   // it must give what the composed path below gives (values and gradients).
+  if (use_fused_attention(q, k, v, o))
+    return fused_attention(q, k, v, {.scale = o.scale, .causal = o.is_causal});
   return scaled_dot_product_attention_with_weights(q, k, v, o).output;
 }
 

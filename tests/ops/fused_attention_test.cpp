@@ -4,6 +4,7 @@
 // many shapes (blocks not dividing L or S, E != Ev, causal with L != S, sizes of 1), f16/bf16
 // against f32, peak memory far below an L x S buffer, and errors on bad arguments.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -237,6 +238,40 @@ TEST_P(FusedAttentionTest, BadArgumentsThrow) {
   EXPECT_TRUE(has_all(error_of([&] { fused_attention(q, k, v, {.scale = std::numeric_limits<double>::infinity()}); }),
                       {"fused_attention", "scale must be finite"}));
   EXPECT_EQ(error_of([&] { fused_attention(q, k, v, {.causal = true, .mask = rnd({5}, 9)}).eval(); }), "<no error>");
+}
+
+// nn::scaled_dot_product_attention hands long sequences (L * S >= 512^2) without dropout or
+// masks other than causal to fused_attention: the same values and gradients as its composed path
+// (forced with EMBER_SDPA=plain), and a peak memory below one batch of scores.
+TEST_P(FusedAttentionTest, SdpaLongSequencesMatchPlainPath) {
+  const int64_t L = 600, S = 640;
+  Array q = random_on({2, 2, L, 16}, 31, dev, DType::F64).require_grad();
+  Array k = random_on({2, 2, S, 16}, 32, dev, DType::F64).require_grad();
+  Array v = random_on({2, 2, S, 8}, 33, dev, DType::F64).require_grad();
+  Array w = random_on({2, 2, L, 8}, 34, dev, DType::F64);
+  eval({q, k, v, w});
+  for (bool causal : {false, true}) {
+    auto run = [&](const char* path, int64_t* peak) {
+      setenv("EMBER_SDPA", path, 1);
+      synchronize(dev);
+      const int64_t base = memory_stats(dev).live_bytes;
+      reset_peak_memory(dev);
+      Array y = nn::scaled_dot_product_attention(q, k, v, {.is_causal = causal, .training = false});
+      y.eval();
+      *peak = memory_stats(dev).peak_bytes - base;
+      Gradients g = sum(mul(y, w)).backward();
+      unsetenv("EMBER_SDPA");
+      return std::vector<std::vector<double>>{y.to_vector<double>(), q.grad(g).to_vector<double>(),
+                                              k.grad(g).to_vector<double>(), v.grad(g).to_vector<double>()};
+    };
+    int64_t peak_auto = 0, peak_plain = 0;
+    const auto fused = run("auto", &peak_auto), plain = run("plain", &peak_plain);
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_TRUE(all_close(fused[i], plain[i], 1e-11, 1e-12)) << "causal " << causal << " result " << i;
+    const int64_t scores = 2 * 2 * L * S * 8;
+    EXPECT_LT(peak_auto, scores / 8) << "the long sequence took the fused path";
+    EXPECT_GE(peak_plain, scores);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, FusedAttentionTest, ::testing::ValuesIn(test_devices()), device_test_name);
