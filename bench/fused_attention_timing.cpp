@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   if (lengths.empty()) lengths = {32, 64, 128, 256, 512, 1024, 2048};
   std::printf("B=%lld E=%lld causal=%d f32 (%s)\n", (long long)B, (long long)E, int(causal),
               Device::cpu().str().c_str());
-  std::printf("%6s | %10s %10s | %10s %10s | %11s %11s\n", "L=S", "fused ms", "plain ms", "fused+bw", "plain+bw",
-              "fused MiB", "plain MiB");
+  std::printf("%6s | %10s %10s | %10s %10s | %9s %9s | %9s %9s\n", "L=S", "fused ms", "plain ms", "fused+bw",
+              "plain+bw", "fused MiB", "plain MiB", "+bw MiB", "+bw MiB");
   for (int64_t L : lengths) {
     Array q = normal({B, L, E}), k = normal({B, L, E}), v = normal({B, L, E});
     eval({q, k, v});
@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
     };
     const Result fb = measure([&] { return grads(fused_attention(qg, kg, vg, {.causal = causal})); }, reps);
     const Result pb = measure([&] { return grads(plain(qg, kg, vg, causal)); }, reps);
-    std::printf("%6lld | %10.3f %10.3f | %10.3f %10.3f | %11.2f %11.2f\n", (long long)L, f.ms, p.ms, fb.ms, pb.ms,
-                f.peak_mb, p.peak_mb);
+    std::printf("%6lld | %10.3f %10.3f | %10.3f %10.3f | %9.2f %9.2f | %9.2f %9.2f\n", (long long)L, f.ms, p.ms,
+                fb.ms, pb.ms, f.peak_mb, p.peak_mb, fb.peak_mb, pb.peak_mb);
   }
   return 0;
 }
