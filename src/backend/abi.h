@@ -167,6 +167,11 @@ enum {
    * o = softmax(s) v. A row with no finite score gets o = NaN and lse = -inf. Need not hold
    * an L x S buffer (the CPU backend tiles with an online softmax).                            */
   EMBER_LIB_FUSED_ATTENTION = 15,
+  /* Its gradient, same attrs. in: q, k, v, lse [B, L], d [B, L] = rowsum(do * o) - dlse,
+   * do [B, L, Ev][, mask]; out: 1-D [B*L*E + B*S*E + B*S*Ev]: dq, dk, dv (contiguous, in that
+   * order), with p = exp(s - lse), ds = p * (do v^T - d), dq = ds k * scale, dk = ds^T q * scale,
+   * dv = p^T do; p = 0 where s = -inf (so a row with no visible key gets zero gradients).     */
+  EMBER_LIB_FUSED_ATTENTION_BACKWARD = 16,
   EMBER_LIB_NUM_OPS
 };
 

@@ -2,10 +2,12 @@
 // leading dims to one batch dim B, and one FusedAttention library node whose 1-D output packs the
 // attention [B, L, Ev] and the per-query logsumexp [B, L] (abi.h EMBER_LIB_FUSED_ATTENTION); the
 // two results are contiguous slices of it. Also the backward formulas its autograd rule uses
-// (src/autograd/rules_library.cpp), written with plain ops.
+// (src/autograd/rules_library.cpp): a FusedAttentionBackward library node, or plain ops when the
+// gradient must be differentiable again (create_graph) or the mask needs a gradient.
 #include <cmath>
 #include <limits>
 
+#include "ember/autograd.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -114,6 +116,25 @@ std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const 
   auto part = [&](const Array& x, int64_t a, int64_t b, const Shape& s) { return reshape(slice(x, 0, a, b, 1, loc), s); };
   const Array o = part(packed, 0, n_out, Shape{B, L, Ev}), lse = part(packed, n_out, n, Shape{B, L, 1});
   const Array go = part(g, 0, n_out, Shape{B, L, Ev}), glse = part(g, n_out, n, Shape{B, L, 1});
+  // Without create_graph and without a mask gradient: the fused backward op (no L x S buffer).
+  if (!grad_enabled() && !(in.size() > 3 && needs[3])) {
+    const int64_t E = q.shape()[2];
+    std::vector<Array> ins{q, k, v, reshape(lse, Shape{B, L}), reshape(sub(sum(mul(go, o), {2}, true), glse), Shape{B, L}),
+                           go};
+    if (in.size() > 3) ins.push_back(in[3]);
+    OpAttrs attrs;
+    attrs.ints = {causal ? 1 : 0};
+    attrs.f0 = scale;
+    const int64_t nq = B * L * E, nk = B * S * E;
+    Array packed_grads = make_array(Op::FusedAttentionBackward, std::move(attrs), ins, Shape{nq + nk + B * S * Ev},
+                                    q.dtype(), q.device(), loc);
+    std::vector<Array> grads(in.size());
+    if (needs[0]) grads[0] = part(packed_grads, 0, nq, Shape{B, L, E});
+    if (needs[1]) grads[1] = part(packed_grads, nq, nq + nk, Shape{B, S, E});
+    if (needs[2]) grads[2] = part(packed_grads, nq + nk, nq + nk + B * S * Ev, Shape{B, S, Ev});
+    return grads;
+  }
+  // Otherwise the same formulas with plain ops (differentiable again; holds L x S).
   Array s = mul(matmul(q, transpose(k, 1, 2)), scalar_like(scale, q, loc));
   if (in.size() > 3) s = add(s, in[3]);
   if (causal) {

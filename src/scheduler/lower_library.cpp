@@ -89,6 +89,7 @@ void run_library(Node& n) {
     case Op::CummaxIndices: code = EMBER_LIB_CUMMAX_INDICES; break;
     case Op::CumminIndices: code = EMBER_LIB_CUMMIN_INDICES; break;
     case Op::FusedAttention: code = EMBER_LIB_FUSED_ATTENTION; break;
+    case Op::FusedAttentionBackward: code = EMBER_LIB_FUSED_ATTENTION_BACKWARD; break;
     default: throw Error(fmt::format("{}: no lowering for this library op", n.where()));
   }
   switch (code) {
@@ -106,6 +107,7 @@ void run_library(Node& n) {
       attrs = &sort;
       break;
     case EMBER_LIB_FUSED_ATTENTION:
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
       attention = {n.attrs.f0, int32_t(i[0])};
       attrs = &attention;
       break;

@@ -4,6 +4,7 @@
 // many shapes (blocks not dividing L or S, E != Ev, causal with L != S, sizes of 1), f16/bf16
 // against f32, peak memory far below an L x S buffer, and errors on bad arguments.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <random>
@@ -191,8 +192,8 @@ TEST_P(FusedAttentionTest, LogsumexpAndFullyMaskedRows) {
     for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(o[size_t((b * 6 + 2) * 3 + c)]));
 }
 
-// L = S = 4096 (f32, E = 64): the call's peak device memory is its inputs and output, far below
-// the 64 MiB of one L x S score matrix, which the plain path does allocate. The reference backend
+// L = S = 4096 (f32, E = 64): the call's peak device memory is its output, far below the 64 MiB
+// of one L x S score matrix, which the plain path does allocate; so is the backward pass's. The reference backend
 // runs scalar loops, so it is measured at L = S = 1024.
 TEST_P(FusedAttentionTest, PeakMemoryStaysFarBelowTheScoreMatrix) {
   const int64_t L = dev == Device::cpu() ? 4096 : 1024, E = 64, scores = L * L * 4;
@@ -215,6 +216,25 @@ TEST_P(FusedAttentionTest, PeakMemoryStaysFarBelowTheScoreMatrix) {
   Array p = plain_attention(q, k, v, {.causal = true});
   p.eval();
   EXPECT_GE(memory_stats(dev).peak_bytes - base, scores) << "the plain path holds the scores";
+  p = Array();
+  // The backward pass (the fused backward op) stays below one score matrix too; dq of the first
+  // causal rows depends only on the first keys, so it matches the plain path on that slice.
+  Array qg = q.require_grad(), kg = k.require_grad(), vg = v.require_grad();
+  synchronize(dev);
+  const int64_t base2 = memory_stats(dev).live_bytes;
+  reset_peak_memory(dev);
+  Gradients g = sum(fused_attention(qg, kg, vg, {.causal = true})).backward();
+  Array dq = qg.grad(g), dk = kg.grad(g), dv = vg.grad(g);
+  eval({dq, dk, dv});
+  const int64_t backward_peak = memory_stats(dev).peak_bytes - base2;
+  // A dozen L x E buffers (forward output, gradients, the packed gradient) and under half a score matrix.
+  EXPECT_LT(backward_peak, 12 * L * E * 4) << "backward peak " << backward_peak << " bytes";
+  EXPECT_LT(backward_peak, scores / 2) << "backward peak " << backward_peak << " bytes";
+  std::printf("[ info ] %s L = S = %lld: fused forward peak %lld bytes, backward peak %lld, one score matrix %lld\n",
+              dev.str().c_str(), (long long)L, (long long)fused_peak, (long long)backward_peak, (long long)scores);
+  Array q8 = slice(q, 1, 0, 8).require_grad();
+  Gradients g8 = sum(plain_attention(q8, slice(k, 1, 0, 8), slice(v, 1, 0, 8), {.causal = true})).backward();
+  EXPECT_TRUE(all_close(slice(dq, 1, 0, 8), q8.grad(g8).to_vector<double>(), 1e-4, 1e-5));
 }
 
 TEST_P(FusedAttentionTest, BadArgumentsThrow) {
@@ -238,6 +258,21 @@ TEST_P(FusedAttentionTest, BadArgumentsThrow) {
   EXPECT_TRUE(has_all(error_of([&] { fused_attention(q, k, v, {.scale = std::numeric_limits<double>::infinity()}); }),
                       {"fused_attention", "scale must be finite"}));
   EXPECT_EQ(error_of([&] { fused_attention(q, k, v, {.causal = true, .mask = rnd({5}, 9)}).eval(); }), "<no error>");
+}
+
+// With create_graph the gradient is built from plain ops, so it differentiates again: the
+// gradient of sum(dq^2) matches the plain path's.
+TEST_P(FusedAttentionTest, SecondOrderGradientsMatchPlainPath) {
+  Array q = random_on({2, 5, 3}, 41, dev, DType::F64).require_grad();
+  Array k = random_on({2, 7, 3}, 42, dev, DType::F64).require_grad();
+  Array v = random_on({2, 7, 4}, 43, dev, DType::F64).require_grad();
+  auto second = [&](const Array& y) {
+    Gradients g = sum(mul(y, y)).backward({.create_graph = true});
+    Gradients g2 = sum(mul(q.grad(g), q.grad(g))).backward();
+    return std::vector<std::vector<double>>{k.grad(g2).to_vector<double>(), v.grad(g2).to_vector<double>()};
+  };
+  const auto fused = second(fused_attention(q, k, v, {.causal = true})), plain = second(plain_attention(q, k, v, {.causal = true}));
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(all_close(fused[i], plain[i], 1e-10, 1e-12)) << i;
 }
 
 // nn::scaled_dot_product_attention hands long sequences (L * S >= 512^2) without dropout or

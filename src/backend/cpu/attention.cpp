@@ -1,11 +1,15 @@
-// EMBER_LIB_FUSED_ATTENTION for the CPU backend: softmax(q k^T * scale [+ mask] [causal]) v with
-// flash-style tiling. Each task owns one (batch, block of queries): it walks the blocks of keys
+// EMBER_LIB_FUSED_ATTENTION(_BACKWARD) for the CPU backend: softmax(q k^T * scale [+ mask]
+// [causal]) v with flash-style tiling. Each task owns one (batch, block of queries): it walks the blocks of keys
 // keeping a running maximum and sum per query row (online softmax), so no L x S buffer exists;
 // per thread it holds one block of scores, one of probabilities' outputs and the query block.
 // Block products are register-blocked SIMD loops (4 rows x 2 vectors) written with Highway, which
 // compiles this file once per target (foreach_target) and picks the best at run time; exp is
 // Highway's vector exp. f32 and f64 compute in their own dtype, f16/bf16 in f32. OpenMP over the
 // (batch, query block) tasks; results do not depend on the thread count.
+// EMBER_LIB_FUSED_ATTENTION_BACKWARD recomputes the probabilities block by block from the saved
+// logsumexp in two passes: one task per (batch, key block) accumulates dk and dv over the query
+// blocks, then one per (batch, query block) accumulates dq over the key blocks (each task owns
+// its rows: no atomics, no L x S buffer).
 #include <omp.h>
 
 #include <algorithm>
@@ -69,6 +73,21 @@ struct Args {
   const T* vp;                    // [B, S, Evp]
   T* o;                           // [B, L, Ev]
   T* lse;                         // [B, L]
+  T scale;
+  bool causal;
+};
+
+// The gradient's operands, packed dense with zero-padded rows (Lp, Sp: row counts and
+// transposed row lengths; Ep, Evp: padded row lengths). t = transposed.
+template <class T>
+struct BwdArgs {
+  int64_t B, L, S, E, Ev, Lp, Sp, Ep, Evp;
+  // qp [B,Lp,Ep], qt [B,E,Lp], kp [B,Sp,Ep], kt [B,E,Sp], vp [B,Sp,Evp], vt [B,Ev,Sp],
+  // dop [B,Lp,Evp], dot [B,Ev,Lp]
+  const T *qp, *qt, *kp, *kt, *vp, *vt, *dop, *dot;
+  const T *lse, *d;               // [B, L]
+  const ember_tensor_desc* mask;  // null: none
+  T *dq, *dk, *dv;                // [B,Lp,Ep] [B,Sp,Ep] [B,Sp,Evp], zero-initialized
   T scale;
   bool causal;
 };
@@ -250,8 +269,115 @@ void attention_impl(const Args<T>& a) {
   }
 }
 
+// Scores of a block, rows x cols, with the mask and causal hiding applied, turned into
+// probabilities p = exp(s - lse) (0 where hidden). rows_are_queries: s[i][j] (pass 2), else
+// s[j][i] (pass 1); r0/c0: the first query or key index of the rows and columns.
+template <class T>
+HWY_INLINE void probabilities(const attn::BwdArgs<T>& a, int64_t b, T* s, int64_t ld, int64_t nrows, int64_t ncols,
+                              int64_t ncols_padded, bool rows_are_queries, int64_t r0, int64_t c0, T* mrow) {
+  const T inf = std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < nrows; ++r) {
+    T* sr = s + r * ld;
+    if (a.mask) {
+      if (rows_are_queries) {
+        attn::read_row(*a.mask, b, r0 + r, c0, ncols, mrow);
+        for (int64_t c = 0; c < ncols; ++c) sr[c] += mrow[c];
+      } else {
+        for (int64_t c = 0; c < ncols; ++c) {
+          attn::read_row(*a.mask, b, c0 + c, r0 + r, 1, mrow);
+          sr[c] += mrow[0];
+        }
+      }
+    }
+    for (int64_t c = 0; c < ncols; ++c) {
+      const int64_t i = rows_are_queries ? r0 + r : c0 + c, j = rows_are_queries ? c0 + c : r0 + r;
+      const T l = a.lse[b * a.L + i];
+      sr[c] = (a.causal && j > i) || sr[c] == -inf ? T(0) : std::exp(sr[c] - l);
+    }
+    for (int64_t c = ncols; c < ncols_padded; ++c) sr[c] = 0;
+  }
+}
+
+// ds = p * (dp - d_i) * scale over a block (d indexed by query).
+template <class T>
+HWY_INLINE void scores_grad(const attn::BwdArgs<T>& a, int64_t b, const T* p, T* dp, int64_t ld, int64_t nrows,
+                            int64_t ncols, bool rows_are_queries, int64_t r0, int64_t c0) {
+  for (int64_t r = 0; r < nrows; ++r)
+    for (int64_t c = 0; c < ncols; ++c) {
+      const int64_t i = rows_are_queries ? r0 + r : c0 + c;
+      dp[r * ld + c] = p[r * ld + c] * (dp[r * ld + c] - a.d[b * a.L + i]) * a.scale;
+    }
+}
+
+// Pass 1, one (batch, key block) task: dv and dk of its keys over every query block that sees
+// them. Pass 2, one (batch, query block) task: dq over the key blocks. Each task owns its rows.
+template <class T>
+void attention_backward_impl(const attn::BwdArgs<T>& a) {
+  using attn::kBlockK;
+  using attn::kBlockQ;
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d)), E = a.E, Ev = a.Ev, Ep = a.Ep, Evp = a.Evp;
+  const int64_t nkb = (a.S + kBlockK - 1) / kBlockK, nqb = (a.L + kBlockQ - 1) / kBlockQ;
+  const bool parallel = a.L * std::max<int64_t>(a.S, 1) * (E + Ev) * a.B >= (int64_t(1) << 15) && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    const size_t blk = size_t(kBlockK * kBlockQ), big = size_t(std::max(kBlockK, kBlockQ));
+    std::vector<T> p(blk), dp(blk), mrow(big);
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < a.B * nkb; ++t) {  // pass 1: rows = keys, columns = queries
+      const int64_t b = t / nkb, j0 = (t % nkb) * kBlockK, nk = std::min(kBlockK, a.S - j0), nk4 = attn::round_up(nk, 4);
+      T* dk = a.dk + b * a.Sp * Ep;
+      T* dv = a.dv + b * a.Sp * Evp;
+      const int64_t i_first = a.causal ? j0 : 0;  // queries before j0 see none of these keys
+      for (int64_t i0 = i_first / kBlockQ * kBlockQ; i0 < a.L; i0 += kBlockQ) {
+        const int64_t nq = std::min(kBlockQ, a.L - i0), nc = attn::round_up(nq, N);
+        const T* kp = a.kp + (b * a.Sp + j0) * Ep;
+        for (int64_t r0 = 0; r0 < nk4; r0 += 4)
+          gemm4(kp + r0 * Ep, Ep, E, a.qt + b * E * a.Lp + i0, a.Lp, nc, p.data() + r0 * kBlockQ, kBlockQ, false);
+        for (int64_t r = 0; r < nk; ++r)
+          for (int64_t c = 0; c < nq; ++c) p[size_t(r * kBlockQ + c)] *= a.scale;
+        probabilities(a, b, p.data(), kBlockQ, nk, nq, nc, false, j0, i0, mrow.data());
+        for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dp^T[j][i] = v_j . do_i
+          gemm4(a.vp + (b * a.Sp + j0 + r0) * Evp, Evp, Ev, a.dot + b * Ev * a.Lp + i0, a.Lp, nc,
+                dp.data() + r0 * kBlockQ, kBlockQ, false);
+        for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dv += p^T do
+          gemm4(p.data() + r0 * kBlockQ, kBlockQ, nq, a.dop + (b * a.Lp + i0) * Evp, Evp, Evp, dv + (j0 + r0) * Evp,
+                Evp, true);
+        scores_grad(a, b, p.data(), dp.data(), kBlockQ, nk, nq, false, j0, i0);
+        for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dk += ds^T q
+          gemm4(dp.data() + r0 * kBlockQ, kBlockQ, nq, a.qp + (b * a.Lp + i0) * Ep, Ep, Ep, dk + (j0 + r0) * Ep, Ep,
+                true);
+      }
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < a.B * nqb; ++t) {  // pass 2: rows = queries, columns = keys
+      const int64_t b = t / nqb, i0 = (t % nqb) * kBlockQ, nq = std::min(kBlockQ, a.L - i0), nq4 = attn::round_up(nq, 4);
+      T* dq = a.dq + b * a.Lp * Ep;
+      const int64_t kend = a.causal ? std::min(a.S, i0 + nq) : a.S;
+      for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, kend - j0), nc = attn::round_up(nk, N);
+        for (int64_t r0 = 0; r0 < nq4; r0 += 4)
+          gemm4(a.qp + (b * a.Lp + i0 + r0) * Ep, Ep, E, a.kt + b * E * a.Sp + j0, a.Sp, nc, p.data() + r0 * kBlockK,
+                kBlockK, false);
+        for (int64_t r = 0; r < nq; ++r)
+          for (int64_t c = 0; c < nk; ++c) p[size_t(r * kBlockK + c)] *= a.scale;
+        probabilities(a, b, p.data(), kBlockK, nq, nk, nc, true, i0, j0, mrow.data());
+        for (int64_t r0 = 0; r0 < nq4; r0 += 4)  // dp = do v^T
+          gemm4(a.dop + (b * a.Lp + i0 + r0) * Evp, Evp, Ev, a.vt + b * Ev * a.Sp + j0, a.Sp, nc,
+                dp.data() + r0 * kBlockK, kBlockK, false);
+        scores_grad(a, b, p.data(), dp.data(), kBlockK, nq, nk, true, i0, j0);
+        for (int64_t r0 = 0; r0 < nq4; r0 += 4)  // dq += ds k
+          gemm4(dp.data() + r0 * kBlockK, kBlockK, nk, a.kp + (b * a.Sp + j0) * Ep, Ep, Ep, dq + (i0 + r0) * Ep, Ep,
+                true);
+      }
+    }
+  }
+}
+
 void AttentionF32(const Args<float>& a) { attention_impl(a); }
 void AttentionF64(const Args<double>& a) { attention_impl(a); }
+void AttentionBackwardF32(const attn::BwdArgs<float>& a) { attention_backward_impl(a); }
+void AttentionBackwardF64(const attn::BwdArgs<double>& a) { attention_backward_impl(a); }
 
 }  // namespace ember::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -261,6 +387,8 @@ namespace ember::cpu {
 
 HWY_EXPORT(AttentionF32);
 HWY_EXPORT(AttentionF64);
+HWY_EXPORT(AttentionBackwardF32);
+HWY_EXPORT(AttentionBackwardF64);
 
 namespace {
 
@@ -308,7 +436,94 @@ void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor
   if (!direct) unpack_dense(tmp, out);
 }
 
+// rows x cols of d[b] (rank 3; an element (b, r, c)) into dst [rows_padded x ld] (transposed:
+// dst[c][r], ld >= rows), zero elsewhere.
+template <class T>
+void pack(const ember_tensor_desc& d, int64_t B, int64_t rows, int64_t cols, int64_t rows_padded, int64_t ld,
+          bool transposed, std::vector<T>& dst) {
+  const int64_t outer = transposed ? cols : rows_padded;
+  dst.assign(size_t(B * outer * ld), T(0));
+#pragma omp parallel for if (B * rows * cols >= (int64_t(1) << 15) && !omp_in_parallel()) schedule(static)
+  for (int64_t br = 0; br < B * rows; ++br) {
+    const int64_t b = br / rows, r = br % rows;
+    if (!transposed) {
+      attn::read_row(d, b, r, 0, cols, dst.data() + (b * rows_padded + r) * ld);
+    } else {
+      std::vector<T> row(size_t(std::max<int64_t>(cols, 1)));
+      attn::read_row(d, b, r, 0, cols, row.data());
+      for (int64_t c = 0; c < cols; ++c) dst[size_t((b * cols + c) * ld + r)] = row[size_t(c)];
+    }
+  }
+}
+
+template <class T>
+void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                            const ember_attention_attrs& at) {
+  using attn::kPad;
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &lse = in[3], &dd = in[4], &dout = in[5];
+  attn::BwdArgs<T> a{};
+  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
+  const int64_t Lp = attn::round_up(std::max<int64_t>(L, 1), kPad), Sp = attn::round_up(std::max<int64_t>(S, 1), kPad);
+  const int64_t Ep = attn::round_up(std::max<int64_t>(E, 1), kPad), Evp = attn::round_up(std::max<int64_t>(Ev, 1), kPad);
+  a.B = B, a.L = L, a.S = S, a.E = E, a.Ev = Ev, a.Lp = Lp, a.Sp = Sp, a.Ep = Ep, a.Evp = Evp;
+  std::vector<T> qp, qt, kp, kt, vp, vt, dop, dot, lse_v, d_v;
+  pack(q, B, L, E, Lp, Ep, false, qp);
+  pack(q, B, L, E, Lp, Lp, true, qt);
+  pack(k, B, S, E, Sp, Ep, false, kp);
+  pack(k, B, S, E, Sp, Sp, true, kt);
+  pack(v, B, S, Ev, Sp, Evp, false, vp);
+  pack(v, B, S, Ev, Sp, Sp, true, vt);
+  pack(dout, B, L, Ev, Lp, Evp, false, dop);
+  pack(dout, B, L, Ev, Lp, Lp, true, dot);
+  lse_v = pack_dense<T>(lse);
+  d_v = pack_dense<T>(dd);
+  std::vector<T> dq(size_t(B * Lp * Ep), T(0)), dk(size_t(B * Sp * Ep), T(0)), dv(size_t(B * Sp * Evp), T(0));
+  a.qp = qp.data(), a.qt = qt.data(), a.kp = kp.data(), a.kt = kt.data(), a.vp = vp.data(), a.vt = vt.data();
+  a.dop = dop.data(), a.dot = dot.data(), a.lse = lse_v.data(), a.d = d_v.data();
+  a.mask = n_in > 6 ? &in[6] : nullptr;
+  a.dq = dq.data(), a.dk = dk.data(), a.dv = dv.data();
+  a.scale = T(at.scale);
+  a.causal = at.causal != 0;
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(AttentionBackwardF32)(a);
+  else
+    HWY_DYNAMIC_DISPATCH(AttentionBackwardF64)(a);
+  // Unpad into the packed output [dq | dk | dv].
+  std::vector<T> res(size_t(B * L * E + B * S * E + B * S * Ev));
+  T* o = res.data();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t e = 0; e < E; ++e) *o++ = dq[size_t((b * Lp + i) * Ep + e)];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t e = 0; e < E; ++e) *o++ = dk[size_t((b * Sp + j) * Ep + e)];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t c = 0; c < Ev; ++c) *o++ = dv[size_t((b * Sp + j) * Evp + c)];
+  unpack_dense(res, out);
+}
+
 }  // namespace
+
+int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                                   const void* attrs, ember_status* st) {
+  using ember::host::set_status;
+  if (n_in != 6 && n_in != 7)
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward takes 6 or 7 inputs, got %d", n_in);
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i].dtype != out.dtype || in[i].rank != (i == 3 || i == 4 ? 2 : 3))
+      return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward: input %d has a bad rank or dtype", i);
+  const int64_t B = in[0].shape[0], L = in[0].shape[1], E = in[0].shape[2], S = in[1].shape[1], Ev = in[2].shape[2];
+  if (out.rank != 1 || out.shape[0] != B * L * E + B * S * E + B * S * Ev || in[5].shape[1] != L || in[5].shape[2] != Ev)
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward: operand shapes do not match");
+  if (out.shape[0] == 0) return EMBER_OK;
+  const auto& a = *static_cast<const ember_attention_attrs*>(attrs);
+  if (out.dtype == EMBER_F64)
+    run_attention_backward<double>(in, n_in, out, a);
+  else
+    run_attention_backward<float>(in, n_in, out, a);
+  return EMBER_OK;
+}
 
 int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, const void* attrs,
                           ember_status* st) {

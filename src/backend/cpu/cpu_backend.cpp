@@ -81,6 +81,8 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
         return ember::cpu::sort_scan_library(op, in[0], out[0], attrs, st);
       case EMBER_LIB_FUSED_ATTENTION: return ember::cpu::attention_library(in, n_in, out[0], attrs, st);
+      case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
+        return ember::cpu::attention_backward_library(in, n_in, out[0], attrs, st);
       default: break;
     }
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);

@@ -379,6 +379,60 @@ int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_
   return EMBER_OK;
 }
 
+// Its gradient, one query row at a time in double: the row's scores and probabilities (S
+// values), then dv_j += p_j do, ds_j = p_j (do . v_j - d), dq += ds_j k_j scale, dk_j += ds_j q
+// scale (dk and dv summed over the rows in double, rounded once).
+int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
+                           const ember_attention_attrs& a, ember_status* st) {
+  if (n_in < 6 || y.rank != 1)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention backward: bad operands");
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &lse = in[3], &dd = in[4], &dout = in[5];
+  const ember_tensor_desc* mask = n_in > 6 ? &in[6] : nullptr;
+  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
+  if (y.shape[0] != B * L * E + B * S * E + B * S * Ev)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention backward: output size mismatch");
+  auto at = [](const ember_tensor_desc& d, int64_t b, int64_t i, int64_t j) {
+    return getf(d, d.offset + b * d.strides[0] + i * d.strides[1] + j * d.strides[2]);
+  };
+  const double inf = INFINITY;
+  std::vector<double> p(size_t(S > 0 ? S : 1)), dk(size_t(S * E)), dv(size_t(S * Ev)), dq(size_t(E > 0 ? E : 1));
+  for (int64_t b = 0; b < B; ++b) {
+    std::fill(dk.begin(), dk.end(), 0.0);
+    std::fill(dv.begin(), dv.end(), 0.0);
+    for (int64_t i = 0; i < L; ++i) {
+      const double l = getf(lse, lse.offset + b * lse.strides[0] + i * lse.strides[1]);
+      const double d = getf(dd, dd.offset + b * dd.strides[0] + i * dd.strides[1]);
+      std::fill(dq.begin(), dq.end(), 0.0);
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += at(q, b, i, e) * at(k, b, j, e);
+        double sj = dot * a.scale;
+        if (mask) sj += at(*mask, b, i, j);
+        if (a.causal && j > i) sj = -inf;
+        const double pj = sj == -inf ? 0.0 : std::exp(sj - l);
+        double dp = 0;
+        for (int64_t c = 0; c < Ev; ++c) {
+          const double g = at(dout, b, i, c);
+          dv[size_t(j * Ev + c)] += pj * g;
+          dp += g * at(v, b, j, c);
+        }
+        const double ds = pj * (dp - d) * a.scale;
+        for (int64_t e = 0; e < E; ++e) {
+          dq[size_t(e)] += ds * at(k, b, j, e);
+          dk[size_t(j * E + e)] += ds * at(q, b, i, e);
+        }
+      }
+      for (int64_t e = 0; e < E; ++e) setf(y, y.offset + (b * L + i) * E + e, dq[size_t(e)]);
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t e = 0; e < E; ++e) setf(y, y.offset + B * L * E + (b * S + j) * E + e, dk[size_t(j * E + e)]);
+      for (int64_t c = 0; c < Ev; ++c)
+        setf(y, y.offset + B * L * E + B * S * E + (b * S + j) * Ev + c, dv[size_t(j * Ev + c)]);
+    }
+  }
+  return EMBER_OK;
+}
+
 }  // namespace
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -408,6 +462,8 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
     case EMBER_LIB_CUMMIN_INDICES: return scan_op(op, in[0], out[0], *static_cast<const ember_scan_attrs*>(attrs));
     case EMBER_LIB_FUSED_ATTENTION:
       return attention(in, n_in, out[0], *static_cast<const ember_attention_attrs*>(attrs), st);
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
+      return attention_backward(in, n_in, out[0], *static_cast<const ember_attention_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }
