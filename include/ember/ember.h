@@ -31,6 +31,7 @@
 #include "ember/nn/loss_extra.h"
 #include "ember/nn/module.h"
 #include "ember/nn/norm.h"
+#include "ember/nn/recurrent.h"
 #include "ember/nn/positional.h"
 #include "ember/nn/transformer.h"
 #include "ember/nn/upsample.h"
