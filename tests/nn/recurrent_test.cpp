@@ -32,7 +32,9 @@ constexpr double kTol = 1e-9;
 void set_weights(Module& m) {
   std::vector<NamedParam> params = m.named_parameters();
   for (size_t k = 0; k < params.size(); ++k)
-    params[k].param.set(mul(det(params[k].param.array().shape(), 0.3 + 0.05 * double(k), 0.1 + 0.2 * double(k)), 0.6));
+    params[k].param.set(mul(det(params[k].param.array().shape(), 0.3 + 0.05 * double(k), 0.1 + 0.2 * double(k),
+                                params[k].param.array().dtype()),
+                            0.6));
 }
 
 // The script's loss terms for the final states.
@@ -40,18 +42,18 @@ Array state_loss(const Array& h, double a, double b) { return sum(mul(h, det(h.s
 
 // Compares the gradients of the leaves that are defined (x, h0, c0) and of every parameter by name.
 void check_grads(const std::string& prefix, Module& m, const Gradients& g, const Array& x, const Array& h0,
-                 const Array& c0) {
-  EXPECT_TRUE(all_close(x.grad(g), rec_ref(prefix + ".dx"), kTol, kTol)) << "dx";
+                 const Array& c0, double tol = kTol) {
+  EXPECT_TRUE(all_close(x.grad(g), rec_ref(prefix + ".dx"), tol, tol)) << "dx";
   if (h0.defined()) {
-    EXPECT_TRUE(all_close(h0.grad(g), rec_ref(prefix + ".dh0"), kTol, kTol)) << "dh0";
+    EXPECT_TRUE(all_close(h0.grad(g), rec_ref(prefix + ".dh0"), tol, tol)) << "dh0";
   }
   if (c0.defined()) {
-    EXPECT_TRUE(all_close(c0.grad(g), rec_ref(prefix + ".dc0"), kTol, kTol)) << "dc0";
+    EXPECT_TRUE(all_close(c0.grad(g), rec_ref(prefix + ".dc0"), tol, tol)) << "dc0";
   }
   std::vector<NamedParam> params = m.named_parameters();
   EXPECT_EQ(double(params.size()), rec_ref(prefix + ".nparams").at(0));
   for (NamedParam& p : params)
-    EXPECT_TRUE(all_close(p.param.array().grad(g), rec_ref(prefix + ".grad." + p.name), kTol, kTol)) << p.name;
+    EXPECT_TRUE(all_close(p.param.array().grad(g), rec_ref(prefix + ".grad." + p.name), tol, tol)) << p.name;
 }
 
 RecurrentCellOptions cell_opts(RecurrentCellOptions o) {
@@ -113,8 +115,10 @@ TEST(RecurrentTest, CellsMatchTorch) {
 
 // One sequence case of the script: loss = weighted_sum(out) + state losses; every value and gradient.
 void check_sequence(const std::string& prefix, RecurrentBase& m, const Shape& xshape, bool with_h0, bool lstm,
-                    const std::function<RecurrentOutput(const Array&, const Array&, const Array&)>& fwd) {
+                    const std::function<RecurrentOutput(const Array&, const Array&, const Array&)>& fwd,
+                    double tol = kTol) {
   SCOPED_TRACE(prefix);
+  DType dt = m.options.dtype;
   set_weights(m);
   const RecurrentOptions& o = m.options;
   bool unbatched = xshape.rank() == 2;
@@ -122,26 +126,26 @@ void check_sequence(const std::string& prefix, RecurrentBase& m, const Shape& xs
   int64_t states = o.num_layers * m.directions();
   int64_t hsize = o.proj_size > 0 ? o.proj_size : o.hidden_size;
   auto sshape = [&](int64_t size) { return unbatched ? Shape{states, size} : Shape{states, n, size}; };
-  Array x = det(xshape, 0.37, 0.1).require_grad();
+  Array x = det(xshape, 0.37, 0.1, dt).require_grad();
   Array h0, c0;
   if (with_h0) {
-    h0 = mul(det(sshape(hsize), 0.43, 0.7), 0.5).require_grad();
-    if (lstm) c0 = det(sshape(o.hidden_size), 0.51, 0.3).require_grad();
+    h0 = mul(det(sshape(hsize), 0.43, 0.7, dt), 0.5).require_grad();
+    if (lstm) c0 = det(sshape(o.hidden_size), 0.51, 0.3, dt).require_grad();
   }
   RecurrentOutput r = fwd(x, h0, c0);
   Array loss = add(weighted_sum(r.output), state_loss(r.h_n, 0.31, 0.2));
   if (lstm) loss = add(loss, state_loss(r.c_n, 0.23, 0.5));
   Gradients g = loss.backward();
-  EXPECT_TRUE(all_close(r.output, rec_ref(prefix + ".y"), kTol, kTol)) << "output";
+  EXPECT_TRUE(all_close(r.output, rec_ref(prefix + ".y"), tol, tol)) << "output";
   EXPECT_EQ(r.h_n.shape(), sshape(hsize));
-  EXPECT_TRUE(all_close(r.h_n, rec_ref(prefix + ".h"), kTol, kTol)) << "h_n";
+  EXPECT_TRUE(all_close(r.h_n, rec_ref(prefix + ".h"), tol, tol)) << "h_n";
   if (lstm) {
     EXPECT_EQ(r.c_n.shape(), sshape(o.hidden_size));
-    EXPECT_TRUE(all_close(r.c_n, rec_ref(prefix + ".c"), kTol, kTol)) << "c_n";
+    EXPECT_TRUE(all_close(r.c_n, rec_ref(prefix + ".c"), tol, tol)) << "c_n";
   } else {
     EXPECT_FALSE(r.c_n.defined());
   }
-  check_grads(prefix, m, g, x, h0, c0);
+  check_grads(prefix, m, g, x, h0, c0, tol);
 }
 
 auto lstm_fwd(LSTM& m) {
@@ -309,6 +313,16 @@ TEST(RecurrentTest, BadInputThrows) {
   EXPECT_THROW(cell.forward(zeros({2, 3}), {zeros({2, 4}), zeros({3, 4})}), Error);
   EXPECT_THROW(GRUCell({.input_size = 3, .hidden_size = 4, .nonlinearity = RecurrentNonlinearity::ReLU}), Error);
   EXPECT_THROW(RNNCell({.input_size = 3, .hidden_size = 4}).forward(zeros({3}), zeros({2, 4})), Error);
+}
+
+// The float32 path (the backend's f32 matmul and elementwise kernels) against the same references.
+TEST(RecurrentTest, Float32MatchesTorch) {
+  RecurrentOptions o{.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true, .bidirectional = true,
+                     .dtype = DType::F32, .device = ember::testing::nn_device()};
+  LSTM lstm(o);
+  check_sequence("lstm_bi", lstm, {2, 5, 3}, true, true, lstm_fwd(lstm), 2e-5);
+  GRU gru(o);
+  check_sequence("gru_bi", gru, {2, 5, 3}, true, false, fwd_no_c(gru), 2e-5);
 }
 
 // A long sequence (past the lazy graph's auto-eval depth) in one call equals two halves with the
