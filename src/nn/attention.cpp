@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "ember/autograd.h"
 #include "ember/nn/dropout.h"
 #include "ember/nn/init.h"
 #include "nn/json_util.h"
@@ -53,11 +54,14 @@ void check_sdpa(const Array& q, const Array& k, const Array& v, const SdpaOption
   }
 }
 
-// ember::fused_attention (one tiled library call, no L x S buffer) instead of the composition:
+// ember::fused_attention (tiled library calls, no L x S buffer) instead of the composition:
 // without effective dropout, with no mask or only the causal one, q/k/v of one shape before the
-// last two dims, on the backends that have the op, and from L * S = 512 * 512 on (below it the
-// composition's backward is faster; docs/performance.md "Fused attention"). EMBER_SDPA=plain or
-// =fused forces a path (where the fused op applies), for tests and measurements.
+// last two dims, on the backends that have the op, and from the lengths where it pays (measured,
+// docs/performance.md "Fused attention"): L * S >= 128^2 without gradients (the fused forward is
+// faster at every size), >= 256^2 causal with gradients (it skips the hidden key blocks), and
+// >= 1024^2 otherwise (there its forward + backward is somewhat slower but holds no L x S
+// buffers: 20 MiB against 650 MiB at B = 8, L = S = 2048). EMBER_SDPA=plain or =fused forces a
+// path (where the fused op applies), for tests and measurements.
 bool use_fused_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& o) {
   const char* env = std::getenv("EMBER_SDPA");
   const std::string force = env ? env : "";
@@ -67,7 +71,9 @@ bool use_fused_attention(const Array& q, const Array& k, const Array& v, const S
   if (k.rank() != q.rank() || v.rank() != q.rank()) return false;
   for (int i = 0; i < q.rank() - 2; ++i)
     if (k.shape()[i] != q.shape()[i] || v.shape()[i] != q.shape()[i]) return false;
-  return force == "fused" || q.size(-2) * k.size(-2) >= 512 * 512;
+  const bool grads = grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const int64_t from = !grads ? 128 * 128 : o.is_causal ? 256 * 256 : 1024 * 1024;
+  return force == "fused" || q.size(-2) * k.size(-2) >= from;
 }
 
 }  // namespace

@@ -275,9 +275,11 @@ TEST_P(FusedAttentionTest, SecondOrderGradientsMatchPlainPath) {
   for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(all_close(fused[i], plain[i], 1e-10, 1e-12)) << i;
 }
 
-// nn::scaled_dot_product_attention hands long sequences (L * S >= 512^2) without dropout or
-// masks other than causal to fused_attention: the same values and gradients as its composed path
-// (forced with EMBER_SDPA=plain), and a peak memory below one batch of scores.
+// nn::scaled_dot_product_attention hands long sequences without dropout or masks other than
+// causal to fused_attention: the same values and gradients as its composed path (EMBER_SDPA=fused
+// against =plain); left to choose, it takes the fused path for a causal 600 x 640 with gradients
+// and a non-causal one without (peak memory below one batch of scores), the plain path for a
+// non-causal one with gradients (below 1024^2).
 TEST_P(FusedAttentionTest, SdpaLongSequencesMatchPlainPath) {
   const int64_t L = 600, S = 640;
   Array q = random_on({2, 2, L, 16}, 31, dev, DType::F64).require_grad();
@@ -299,14 +301,25 @@ TEST_P(FusedAttentionTest, SdpaLongSequencesMatchPlainPath) {
       return std::vector<std::vector<double>>{y.to_vector<double>(), q.grad(g).to_vector<double>(),
                                               k.grad(g).to_vector<double>(), v.grad(g).to_vector<double>()};
     };
-    int64_t peak_auto = 0, peak_plain = 0;
-    const auto fused = run("auto", &peak_auto), plain = run("plain", &peak_plain);
+    int64_t peak_fused = 0, peak_plain = 0, peak_auto = 0;
+    const auto fused = run("fused", &peak_fused), plain = run("plain", &peak_plain);
+    run("auto", &peak_auto);
     for (size_t i = 0; i < fused.size(); ++i)
       EXPECT_TRUE(all_close(fused[i], plain[i], 1e-11, 1e-12)) << "causal " << causal << " result " << i;
     const int64_t scores = 2 * 2 * L * S * 8;
-    EXPECT_LT(peak_auto, scores / 8) << "the long sequence took the fused path";
+    EXPECT_LT(peak_fused, scores / 8);
     EXPECT_GE(peak_plain, scores);
+    if (causal)
+      EXPECT_LT(peak_auto, scores / 8) << "a long causal sequence takes the fused path";
+    else
+      EXPECT_GE(peak_auto, scores) << "non-causal with gradients below 1024^2 stays on the plain path";
   }
+  NoGradGuard no_grad;
+  synchronize(dev);
+  const int64_t base = memory_stats(dev).live_bytes;
+  reset_peak_memory(dev);
+  nn::scaled_dot_product_attention(q, k, v).eval();
+  EXPECT_LT(memory_stats(dev).peak_bytes - base, 2 * 2 * L * S * 8 / 8) << "without gradients: the fused path";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, FusedAttentionTest, ::testing::ValuesIn(test_devices()), device_test_name);

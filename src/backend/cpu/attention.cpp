@@ -63,6 +63,14 @@ void read_row(const ember_tensor_desc& d, int64_t b, int64_t r, int64_t c0, int6
   }
 }
 
+// Element (b, i) of a rank-2 floating descriptor.
+inline double load2(const ember_tensor_desc& d, int64_t b, int64_t i) {
+  double v = 0;
+  const ember_tensor_desc row{d.buffer, d.offset + b * d.strides[0] + i * d.strides[1], d.dtype, 3, {1, 1, 1}, {0, 0, 0}};
+  read_row(row, 0, 0, 0, 1, &v);
+  return v;
+}
+
 // The operands of one call, k and v already packed (dense, zero-padded rows).
 template <class T>
 struct Args {
@@ -85,7 +93,7 @@ struct BwdArgs {
   // qp [B,Lp,Ep], qt [B,E,Lp], kp [B,Sp,Ep], kt [B,E,Sp], vp [B,Sp,Evp], vt [B,Ev,Sp],
   // dop [B,Lp,Evp], dot [B,Ev,Lp]
   const T *qp, *qt, *kp, *kt, *vp, *vt, *dop, *dot;
-  const T *lse, *d;               // [B, L]
+  const T *lse, *d;               // [B, Lp]
   const ember_tensor_desc* mask;  // null: none
   T *dq, *dk, *dv;                // [B,Lp,Ep] [B,Sp,Ep] [B,Sp,Evp], zero-initialized
   T scale;
@@ -269,44 +277,59 @@ void attention_impl(const Args<T>& a) {
   }
 }
 
-// Scores of a block, rows x cols, with the mask and causal hiding applied, turned into
-// probabilities p = exp(s - lse) (0 where hidden). rows_are_queries: s[i][j] (pass 2), else
-// s[j][i] (pass 1); r0/c0: the first query or key index of the rows and columns.
+// Scores of a block (rows x cols, raw q.k) into probabilities p = exp(s * scale [+ mask] - lse),
+// 0 where causal hides a key and in the padding columns (a -inf score gives 0 too).
+// rows_are_queries: s[i][j] (pass 2), else s[j][i] (pass 1); r0 / c0: the first query or key
+// index of the rows and columns. lse and d are padded to Lp per batch entry.
 template <class T>
 HWY_INLINE void probabilities(const attn::BwdArgs<T>& a, int64_t b, T* s, int64_t ld, int64_t nrows, int64_t ncols,
                               int64_t ncols_padded, bool rows_are_queries, int64_t r0, int64_t c0, T* mrow) {
-  const T inf = std::numeric_limits<T>::infinity();
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vscale = hn::Set(d, a.mask ? T(1) : a.scale);
   for (int64_t r = 0; r < nrows; ++r) {
     T* sr = s + r * ld;
     if (a.mask) {
       if (rows_are_queries) {
         attn::read_row(*a.mask, b, r0 + r, c0, ncols, mrow);
-        for (int64_t c = 0; c < ncols; ++c) sr[c] += mrow[c];
       } else {
-        for (int64_t c = 0; c < ncols; ++c) {
-          attn::read_row(*a.mask, b, c0 + c, r0 + r, 1, mrow);
-          sr[c] += mrow[0];
-        }
+        for (int64_t c = 0; c < ncols; ++c) attn::read_row(*a.mask, b, c0 + c, r0 + r, 1, mrow + c);
       }
+      for (int64_t c = 0; c < ncols; ++c) sr[c] = sr[c] * a.scale + mrow[c];
     }
-    for (int64_t c = 0; c < ncols; ++c) {
-      const int64_t i = rows_are_queries ? r0 + r : c0 + c, j = rows_are_queries ? c0 + c : r0 + r;
-      const T l = a.lse[b * a.L + i];
-      sr[c] = (a.causal && j > i) || sr[c] == -inf ? T(0) : std::exp(sr[c] - l);
+    const T* lrow = a.lse + b * a.Lp + c0;
+    const auto lq = hn::Set(d, rows_are_queries ? a.lse[b * a.Lp + r0 + r] : T(0));
+    for (int64_t c = 0; c < ncols_padded; c += N) {
+      const auto l = rows_are_queries ? lq : hn::LoadU(d, lrow + c);
+      hn::StoreU(hn::Exp(d, hn::Sub(hn::Mul(hn::LoadU(d, sr + c), vscale), l)), d, sr + c);
+    }
+    if (a.causal) {  // key j is hidden from query i when j > i
+      const int64_t k = r0 + r - c0;
+      if (rows_are_queries)
+        for (int64_t c = std::max<int64_t>(0, k + 1); c < ncols; ++c) sr[c] = 0;
+      else
+        for (int64_t c = 0; c < std::min(ncols, k); ++c) sr[c] = 0;
     }
     for (int64_t c = ncols; c < ncols_padded; ++c) sr[c] = 0;
   }
 }
 
-// ds = p * (dp - d_i) * scale over a block (d indexed by query).
+// dp <- p * (dp - d_i) * scale over a block (d indexed by query, padded like lse).
 template <class T>
 HWY_INLINE void scores_grad(const attn::BwdArgs<T>& a, int64_t b, const T* p, T* dp, int64_t ld, int64_t nrows,
-                            int64_t ncols, bool rows_are_queries, int64_t r0, int64_t c0) {
-  for (int64_t r = 0; r < nrows; ++r)
-    for (int64_t c = 0; c < ncols; ++c) {
-      const int64_t i = rows_are_queries ? r0 + r : c0 + c;
-      dp[r * ld + c] = p[r * ld + c] * (dp[r * ld + c] - a.d[b * a.L + i]) * a.scale;
+                            int64_t ncols_padded, bool rows_are_queries, int64_t r0, int64_t c0) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto vscale = hn::Set(d, a.scale);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const auto dq = hn::Set(d, rows_are_queries ? a.d[b * a.Lp + r0 + r] : T(0));
+    const T* drow = a.d + b * a.Lp + c0;
+    for (int64_t c = 0; c < ncols_padded; c += N) {
+      const auto di = rows_are_queries ? dq : hn::LoadU(d, drow + c);
+      const auto x = hn::Mul(hn::LoadU(d, p + r * ld + c), hn::Sub(hn::LoadU(d, dp + r * ld + c), di));
+      hn::StoreU(hn::Mul(x, vscale), d, dp + r * ld + c);
     }
+  }
 }
 
 // Pass 1, one (batch, key block) task: dv and dk of its keys over every query block that sees
@@ -334,8 +357,6 @@ void attention_backward_impl(const attn::BwdArgs<T>& a) {
         const T* kp = a.kp + (b * a.Sp + j0) * Ep;
         for (int64_t r0 = 0; r0 < nk4; r0 += 4)
           gemm4(kp + r0 * Ep, Ep, E, a.qt + b * E * a.Lp + i0, a.Lp, nc, p.data() + r0 * kBlockQ, kBlockQ, false);
-        for (int64_t r = 0; r < nk; ++r)
-          for (int64_t c = 0; c < nq; ++c) p[size_t(r * kBlockQ + c)] *= a.scale;
         probabilities(a, b, p.data(), kBlockQ, nk, nq, nc, false, j0, i0, mrow.data());
         for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dp^T[j][i] = v_j . do_i
           gemm4(a.vp + (b * a.Sp + j0 + r0) * Evp, Evp, Ev, a.dot + b * Ev * a.Lp + i0, a.Lp, nc,
@@ -343,7 +364,7 @@ void attention_backward_impl(const attn::BwdArgs<T>& a) {
         for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dv += p^T do
           gemm4(p.data() + r0 * kBlockQ, kBlockQ, nq, a.dop + (b * a.Lp + i0) * Evp, Evp, Evp, dv + (j0 + r0) * Evp,
                 Evp, true);
-        scores_grad(a, b, p.data(), dp.data(), kBlockQ, nk, nq, false, j0, i0);
+        scores_grad(a, b, p.data(), dp.data(), kBlockQ, nk, nc, false, j0, i0);
         for (int64_t r0 = 0; r0 < nk4; r0 += 4)  // dk += ds^T q
           gemm4(dp.data() + r0 * kBlockQ, kBlockQ, nq, a.qp + (b * a.Lp + i0) * Ep, Ep, Ep, dk + (j0 + r0) * Ep, Ep,
                 true);
@@ -359,13 +380,11 @@ void attention_backward_impl(const attn::BwdArgs<T>& a) {
         for (int64_t r0 = 0; r0 < nq4; r0 += 4)
           gemm4(a.qp + (b * a.Lp + i0 + r0) * Ep, Ep, E, a.kt + b * E * a.Sp + j0, a.Sp, nc, p.data() + r0 * kBlockK,
                 kBlockK, false);
-        for (int64_t r = 0; r < nq; ++r)
-          for (int64_t c = 0; c < nk; ++c) p[size_t(r * kBlockK + c)] *= a.scale;
         probabilities(a, b, p.data(), kBlockK, nq, nk, nc, true, i0, j0, mrow.data());
         for (int64_t r0 = 0; r0 < nq4; r0 += 4)  // dp = do v^T
           gemm4(a.dop + (b * a.Lp + i0 + r0) * Evp, Evp, Ev, a.vt + b * Ev * a.Sp + j0, a.Sp, nc,
                 dp.data() + r0 * kBlockK, kBlockK, false);
-        scores_grad(a, b, p.data(), dp.data(), kBlockK, nq, nk, true, i0, j0);
+        scores_grad(a, b, p.data(), dp.data(), kBlockK, nq, nc, true, i0, j0);
         for (int64_t r0 = 0; r0 < nq4; r0 += 4)  // dq += ds k
           gemm4(dp.data() + r0 * kBlockK, kBlockK, nk, a.kp + (b * a.Sp + j0) * Ep, Ep, Ep, dq + (i0 + r0) * Ep, Ep,
                 true);
@@ -475,8 +494,13 @@ void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const emb
   pack(v, B, S, Ev, Sp, Sp, true, vt);
   pack(dout, B, L, Ev, Lp, Evp, false, dop);
   pack(dout, B, L, Ev, Lp, Lp, true, dot);
-  lse_v = pack_dense<T>(lse);
-  d_v = pack_dense<T>(dd);
+  lse_v.assign(size_t(B * Lp), T(0));
+  d_v.assign(size_t(B * Lp), T(0));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      lse_v[size_t(b * Lp + i)] = T(ember::cpu::attn::load2(lse, b, i));
+      d_v[size_t(b * Lp + i)] = T(ember::cpu::attn::load2(dd, b, i));
+    }
   std::vector<T> dq(size_t(B * Lp * Ep), T(0)), dk(size_t(B * Sp * Ep), T(0)), dv(size_t(B * Sp * Evp), T(0));
   a.qp = qp.data(), a.qt = qt.data(), a.kp = kp.data(), a.kt = kt.data(), a.vp = vp.data(), a.vt = vt.data();
   a.dop = dop.data(), a.dot = dot.data(), a.lse = lse_v.data(), a.d = d_v.data();
