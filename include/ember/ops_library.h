@@ -154,8 +154,9 @@ struct AttentionResult {
 // softmax(q k^T * scale [+ mask]) v for q [..., L, E], k [..., S, E], v [..., S, Ev] (the same
 // leading dims), floating dtypes (f16/bf16 computed in f32). One library call that never holds
 // an L x S buffer: the backend tiles queries and keys with an online softmax (running maximum and
-// sum per query). A query that sees no key gets NaN. The gradient recomputes the probabilities
-// from the saved logsumexp with plain ops (so the backward pass does hold L x S per batch entry).
+// sum per query). A query that sees no key gets NaN. The gradient is a second tiled library call
+// that recomputes the probabilities from the saved logsumexp (no L x S buffer either); with
+// create_graph, or when the mask needs a gradient, it is built from plain ops instead (L x S).
 Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts = {},
                       Loc loc = Loc::current());
 AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts = {},
