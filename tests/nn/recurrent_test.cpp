@@ -111,6 +111,9 @@ TEST(RecurrentTest, CellsMatchTorch) {
   EXPECT_EQ(one.shape(), Shape({4}));
   EXPECT_TRUE(all_close(one, select(batched, 0, 1).to_vector<double>(), 1e-12, 1e-12));
   EXPECT_EQ(gru_nobias.named_parameters().size(), 2u);
+  // Typed call.
+  Tensor<2> typed = gru(Tensor<2>(x.detach()), Tensor<2>(h.detach()));
+  EXPECT_TRUE(all_close(typed.array(), gru.forward(x, h).to_vector<double>(), 0, 0));
 }
 
 // One sequence case of the script: loss = weighted_sum(out) + state losses; every value and gradient.

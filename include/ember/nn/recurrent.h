@@ -81,6 +81,7 @@ class RNNCell : public Module {
 
   // h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
   Array forward(const Array& x, const Array& h = {});
+  Tensor<2> operator()(const Tensor<2>& x, const Tensor<2>& h) { return Tensor<2>(forward(x.array(), h.array())); }
   std::string type_name() const override { return "RNNCell"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -115,6 +116,7 @@ class GRUCell : public Module {
 
   // h' = (1 - z) n + z h.
   Array forward(const Array& x, const Array& h = {});
+  Tensor<2> operator()(const Tensor<2>& x, const Tensor<2>& h) { return Tensor<2>(forward(x.array(), h.array())); }
   std::string type_name() const override { return "GRUCell"; }
   std::string config() const override { return options.to_json(); }
 };
