@@ -263,8 +263,9 @@ void attention_impl(const Args<T>& a) {
   using attn::kBlockK;
   using attn::kBlockQ;
   const int64_t nqb = (a.L + kBlockQ - 1) / kBlockQ, tasks = a.B * nqb;
-  const bool parallel = tasks > 1 && a.L * std::max<int64_t>(a.S, 1) * (a.E + a.Ev) * a.B >= (int64_t(1) << 15) &&
-                        !omp_in_parallel();
+  [[maybe_unused]] const bool parallel =
+      tasks > 1 && a.L * std::max<int64_t>(a.S, 1) * (a.E + a.Ev) * a.B >= (int64_t(1) << 15) &&
+      !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
     const size_t nqe = static_cast<size_t>(kBlockQ * std::max<int64_t>(a.E, 1)), ns = kBlockQ * kBlockK,
@@ -341,7 +342,8 @@ void attention_backward_impl(const attn::BwdArgs<T>& a) {
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d)), E = a.E, Ev = a.Ev, Ep = a.Ep, Evp = a.Evp;
   const int64_t nkb = (a.S + kBlockK - 1) / kBlockK, nqb = (a.L + kBlockQ - 1) / kBlockQ;
-  const bool parallel = a.L * std::max<int64_t>(a.S, 1) * (E + Ev) * a.B >= (int64_t(1) << 15) && !omp_in_parallel();
+  [[maybe_unused]] const bool parallel =
+      a.L * std::max<int64_t>(a.S, 1) * (E + Ev) * a.B >= (int64_t(1) << 15) && !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
     const size_t blk = size_t(kBlockK * kBlockQ), big = size_t(std::max(kBlockK, kBlockQ));
