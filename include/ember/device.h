@@ -48,5 +48,9 @@ struct MemoryStats {
 // Synchronizes the device first, so the numbers include all work submitted so far.
 MemoryStats memory_stats(Device device = Device::cpu());
 void reset_peak_memory(Device device = Device::cpu());
+// Freed buffers stay cached per device for reuse (EMBER_CACHE_BYTES bounds the cache, default a
+// quarter of physical memory; 0 turns it off). This gives the cached memory back to the system
+// (after the device's queued work is done).
+void empty_cache(Device device = Device::cpu());
 
 }  // namespace ember

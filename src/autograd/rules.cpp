@@ -61,6 +61,17 @@ Array slice_backward(const Array& g, const Shape& in_shape, const std::vector<in
   return r;
 }
 
+// A permutation node that swaps the last two dims and keeps the others (a transpose).
+bool swaps_last_two(const GradNode& n) {
+  if (n.op != Op::Permute) return false;
+  const auto& p = n.attrs.ints;
+  size_t r = p.size();
+  if (r < 2 || p[r - 1] != int64_t(r - 2) || p[r - 2] != int64_t(r - 1)) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (p[i] != int64_t(i)) return false;
+  return true;
+}
+
 std::vector<int> inverse_permutation(const std::vector<int64_t>& perm) {
   std::vector<int> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int(i);
@@ -142,9 +153,18 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
     }
 
     // ---- contraction ---------------------------------------------------------------------
-    case Op::Matmul:  // both operands have the output's rank; the engine sums broadcast batches
-      return {in[0].fn ? matmul(g, transpose(y, -1, -2)) : Array(),
-              in[1].fn ? matmul(transpose(x, -1, -2), g) : Array()};
+    case Op::Matmul: {  // both operands have the output's rank; the engine sums broadcast batches
+      // An operand that is a transpose (Linear computes x·Wᵀ) gets its gradient as the transpose
+      // of the product in the other order: the transpose's own rule then hands the parameter a
+      // contiguous gradient, which optimizers and reshapes read without a copy.
+      auto is_transposed = [](const GradNode::Edge& e) { return e.fn && swaps_last_two(*e.fn); };
+      Array da, db;
+      if (in[0].fn)
+        da = is_transposed(in[0]) ? transpose(matmul(y, transpose(g, -1, -2)), -1, -2) : matmul(g, transpose(y, -1, -2));
+      if (in[1].fn)
+        db = is_transposed(in[1]) ? transpose(matmul(transpose(g, -1, -2), x), -1, -2) : matmul(transpose(x, -1, -2), g);
+      return {da, db};
+    }
 
     default:
       if (op_info(node.op).kind == OpKind::Library) return library_rule(node, g);

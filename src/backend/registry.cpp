@@ -149,14 +149,31 @@ void Backend::check(int32_t code, const ember_status& st, const char* what) {
   throw Error(fmt::format("{} backend, {}: {}", name_, what, st.message));
 }
 
+BufferCache& Backend::cache(int device) {
+  std::lock_guard lock(cache_mutex_);
+  auto& c = caches_[device];
+  if (!c) c = std::make_unique<BufferCache>();
+  return *c;
+}
+
 std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
-  ember_status st{};
-  ember_buffer handle = nullptr;
-  check(table_->buffer_alloc(device.index, bytes, &handle, &st), st, "allocating memory");
+  const size_t capacity = bytes;
+  ember_buffer handle = buffer_cache_limit() > 0 ? cache(device.index).take(capacity) : nullptr;
+  if (!handle) {
+    ember_status st{};
+    int32_t code = table_->buffer_alloc(device.index, capacity, &handle, &st);
+    if (code == EMBER_ERR_OUT_OF_MEMORY) {  // cached memory may be what is missing
+      empty_cache(device.index);
+      st = ember_status{};
+      code = table_->buffer_alloc(device.index, capacity, &handle, &st);
+    }
+    check(code, st, "allocating memory");
+  }
   auto buf = std::make_shared<Buffer>();
   buf->backend = this;
   buf->handle = handle;
   buf->bytes = bytes;
+  buf->capacity = capacity;
   buf->device = device;
   account(device.index, int64_t(bytes), +1);
   return buf;
@@ -164,8 +181,17 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
 
 Buffer::~Buffer() {
   if (!handle) return;
-  backend->table().buffer_free(handle);
   backend->account(device.index, -int64_t(bytes), -1);
+  backend->release(device.index, handle, capacity);
+}
+
+void Backend::release(int device, ember_buffer handle, size_t capacity) {
+  if (capacity == 0 || buffer_cache_limit() == 0 || !cache(device).give(handle, capacity))
+    table_->buffer_free(handle);
+}
+
+void Backend::empty_cache(int device) {
+  for (ember_buffer b : cache(device).drain()) table_->buffer_free(b);
 }
 
 void Backend::write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes) {
@@ -226,9 +252,14 @@ void Backend::account(int device, int64_t delta, int delta_buffers) {
 }
 
 MemoryStats Backend::stats(int device) {
-  std::lock_guard lock(mutex_);
-  Counters& c = counters_[device];
-  return MemoryStats{c.live, c.peak, 0, c.buffers};
+  MemoryStats m;
+  {
+    std::lock_guard lock(mutex_);
+    Counters& c = counters_[device];
+    m = MemoryStats{c.live, c.peak, 0, c.buffers};
+  }
+  m.cached_bytes = cache(device).cached_bytes();
+  return m;
 }
 
 void Backend::reset_peak(int device) {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/abi.h"
+#include "backend/buffer_cache.h"
 #include "ember/device.h"
 
 namespace ember {
@@ -20,7 +21,8 @@ class Backend;
 struct Buffer {
   Backend* backend = nullptr;
   ember_buffer handle = nullptr;
-  size_t bytes = 0;
+  size_t bytes = 0;     // what was asked for
+  size_t capacity = 0;  // what the plugin allocated (the cache's key; equal to bytes for now)
   Device device;
   ~Buffer();
 };
@@ -38,7 +40,12 @@ class Backend {
   const ember_backend_v1& table() const { return *table_; }
   int device_count() const { return table_->device_count(); }
 
+  // Memory from the device's cache when a freed buffer of the same size is there (buffer_cache.h).
   std::shared_ptr<Buffer> alloc(Device device, size_t bytes);
+  // Called by ~Buffer: keeps the memory in the cache or gives it back to the plugin.
+  void release(int device, ember_buffer handle, size_t capacity);
+  // Gives every cached buffer of `device` back to the plugin.
+  void empty_cache(int device);
   void write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes);
   void read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes);
 
@@ -67,6 +74,9 @@ class Backend {
   std::unordered_map<uint64_t, ember_program> programs_;
   struct Counters { int64_t live = 0, peak = 0, buffers = 0; };
   std::unordered_map<int, Counters> counters_;
+  std::mutex cache_mutex_;
+  std::unordered_map<int, std::unique_ptr<BufferCache>> caches_;
+  BufferCache& cache(int device);
 };
 
 // Plugin file name for a device kind ("libember_backend_cpu.so").

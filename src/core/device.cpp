@@ -61,6 +61,12 @@ MemoryStats memory_stats(Device device) {
   return b.stats(device.index);
 }
 
+void empty_cache(Device device) {
+  Backend& b = Backend::get(device.kind);
+  synchronize(device);
+  b.empty_cache(device.index);
+}
+
 void reset_peak_memory(Device device) {
   Backend& b = Backend::get(device.kind);
   synchronize(device);

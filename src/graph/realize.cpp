@@ -17,6 +17,7 @@
 
 #include "graph/node.h"
 #include "graph/stats.h"
+#include "graph/trace.h"
 #include "scheduler/fusion.h"
 #include "scheduler/scheduler.h"
 
@@ -120,6 +121,12 @@ void execute(WorkItem& item) {
         continue;
       }
       try {
+        trace::Span span([n](KernelRecord& r) {
+          r.name = op_name(n->op);
+          r.ops = op_name(n->op);
+          r.where = n->where();
+          r.device = n->device.str();
+        });
         execute_node(*n);
       } catch (const Error& e) {
         fail(n, std::make_shared<const std::string>(fmt::format("{}: {}", n->where(), e.what())));
@@ -135,6 +142,15 @@ void execute(WorkItem& item) {
       continue;
     }
     try {
+      trace::Span span([&k](KernelRecord& r) {
+        r.name = k.members.size() == 1 ? op_name(k.root->op) : "fused kernel";
+        for (auto it = k.members.rbegin(); it != k.members.rend(); ++it) {
+          if (!r.ops.empty()) r.ops.push_back(' ');
+          r.ops.append(op_name((*it)->op));
+        }
+        r.where = k.root->where();
+        r.device = k.root->device.str();
+      });
       run_fused(k);
     } catch (const Error& e) {
       auto err = std::make_shared<const std::string>(pinpoint(k, fmt::format("{}: {}", k.root->where(), e.what())));
@@ -285,7 +301,15 @@ void realize(const std::vector<NodePtr>& roots) {
     if (r) root_nodes.push_back(r.get());
   // Planning reads reference counts: it runs before this function takes references of its own.
   keep.clear();
+  int64_t plan_start = trace::enabled() ? trace::now_ns() : 0;
   Plan plan = plan_fusion(order, root_nodes);
+  if (trace::enabled())
+    trace::record(plan_start, trace::now_ns(), [&](KernelRecord& r) {
+      r.name = "plan";
+      r.ops = fmt::format("{} nodes, {} steps", order.size(), plan.steps.size());
+      r.where = root_nodes.front()->where();
+      r.device = "host";
+    });
   log_plan(plan);
   stats().realizations.fetch_add(1, std::memory_order_relaxed);
   WorkItem item;
