@@ -260,6 +260,26 @@ TEST_P(FusedAttentionTest, BadArgumentsThrow) {
   EXPECT_EQ(error_of([&] { fused_attention(q, k, v, {.causal = true, .mask = rnd({5}, 9)}).eval(); }), "<no error>");
 }
 
+// Empty dims: E = 0 gives uniform weights (the mean of v's rows), S = 0 leaves every query with
+// nothing to see (NaN, lse -inf), L = 0 an empty result; gradients of the first case too.
+TEST_P(FusedAttentionTest, EmptyDims) {
+  Array q = random_on({2, 3, 0}, 51, dev, DType::F64).require_grad(), k = random_on({2, 4, 0}, 52, dev, DType::F64);
+  Array v = random_on({2, 4, 2}, 53, dev, DType::F64).require_grad();
+  Array y = fused_attention(q, k, v);
+  EXPECT_TRUE(all_close(y, expand(mean(v, {1}, true), Shape{2, 3, 2}).to_vector<double>(), 1e-14, 1e-14));
+  Gradients g = sum(y).backward();
+  EXPECT_TRUE(all_close(v.grad(g), std::vector<double>(16, 0.75), 1e-14, 1e-14));
+  AttentionResult none = fused_attention_lse(random_on({1, 2, 3}, 54, dev, DType::F64),
+                                             random_on({1, 0, 3}, 55, dev, DType::F64),
+                                             random_on({1, 0, 2}, 56, dev, DType::F64));
+  for (double x : none.out.to_vector<double>()) EXPECT_TRUE(std::isnan(x));
+  for (double x : none.lse.to_vector<double>()) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(fused_attention(random_on({2, 0, 3}, 57, dev, DType::F32), random_on({2, 5, 3}, 58, dev, DType::F32),
+                            random_on({2, 5, 4}, 59, dev, DType::F32))
+                .shape(),
+            (Shape{2, 0, 4}));
+}
+
 // With create_graph the gradient is built from plain ops, so it differentiates again: the
 // gradient of sum(dq^2) matches the plain path's.
 TEST_P(FusedAttentionTest, SecondOrderGradientsMatchPlainPath) {
