@@ -34,8 +34,10 @@ test: build
 # docs/performance.md; `make bench-smoke` runs tiny sizes in seconds (PyTorch optional).
 bench-build:
 	@bash scripts/setup.sh
-	@cmake --preset release $(EMBER_CMAKE_ARGS) -DEMBER_BUILD_BENCH=ON >/dev/null
+	@cmake --preset release $(EMBER_CMAKE_ARGS) -DEMBER_BUILD_BENCH=ON -DEMBER_BENCH_LIBTORCH=ON >/dev/null
 	@cmake --build --preset release -j$(JOBS) --target ember_bench
+	@cmake --build --preset release -j$(JOBS) --target libtorch_bench 2>/dev/null || \
+	  echo "bench: libtorch_bench not built (libtorch-dev missing?); no libtorch C++ column"
 bench: bench-build
 	@bash bench/get-openblas.sh
 	@python3 bench/run $(BENCH_ARGS)

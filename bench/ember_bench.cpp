@@ -14,12 +14,14 @@
 // The thread count is the process's OMP_NUM_THREADS (set by the runner).
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -241,6 +243,85 @@ struct MlpStep : Case {
   double check() override { return loss.item<double>(); }
 };
 
+// Batch-1 (or small-batch) inference latency of the MLP above: forward only, result read back.
+struct MlpInfer : Case {
+  Mlp model;
+  Array x;
+  std::vector<float> out;
+  MlpInfer(int64_t batch, int64_t in, int64_t hidden, int64_t n_out)
+      : model(in, hidden, n_out), x(input({batch, in}, 1)) {}
+  void run() override {
+    NoGradGuard no_grad;
+    out = model.forward(x).to_vector<float>();
+  }
+  double check() override {
+    double s = 0;
+    for (float v : out) s += v;
+    return s;
+  }
+};
+
+// Parameters set from the shared formula in the order of their (PyTorch) names, so both sides
+// start from the same values: norm weights 1 + 0.1·u, everything else u / sqrt(last dim).
+void set_params_by_name(nn::Module& m, int64_t seed) {
+  std::vector<nn::NamedParam> ps = m.named_parameters();
+  std::sort(ps.begin(), ps.end(), [](const nn::NamedParam& a, const nn::NamedParam& b) { return a.name < b.name; });
+  for (nn::NamedParam& p : ps) {
+    const Shape& s = p.param.array().shape();
+    bool norm_weight = p.name.find("norm") != std::string::npos && p.name.ends_with("weight");
+    Array v = norm_weight ? add(input(s, seed, 0.1), 1.0)
+                          : input(s, seed, 1.0 / std::sqrt(double(s[s.rank() - 1])));
+    p.param.set(v.eval());
+    ++seed;
+  }
+}
+
+// One training step of a post-norm transformer encoder layer (nn::TransformerEncoderLayer,
+// GELU feed-forward, no dropout): forward, loss = mean(out²), backward, Adam.
+struct EncoderTrain : Case {
+  nn::TransformerEncoderLayer layer;
+  std::optional<optim::Adam> opt;
+  Array x, loss;
+  EncoderTrain(int64_t B, int64_t S, int64_t D, int64_t H, int64_t F)
+      : layer({.d_model = D, .nhead = H, .dim_feedforward = F, .dropout = 0,
+               .activation = nn::FfnActivation::Gelu, .batch_first = true, .seed = 1}),
+        x(input({B, S, D}, 1)) {
+    set_params_by_name(layer, 40);
+    opt.emplace(layer, optim::AdamOptions{.lr = 1e-4});
+  }
+  void run() override {
+    Array y = layer.forward(x);
+    loss = mean(mul(y, y));
+    opt->step(loss.backward());
+    wait_cpu();
+  }
+  double check() override { return loss.item<double>(); }
+};
+
+// Autodiff overhead on a tiny LSTM (input 16, hidden 32, 16 steps, batch 4): forward, backward,
+// one gradient read to the host. Mostly graph building and small kernels.
+struct LstmAutograd : Case {
+  nn::LSTM lstm;
+  Array x;
+  std::vector<float> g;
+  LstmAutograd(int64_t batch, int64_t seq, int64_t in, int64_t hidden)
+      : lstm({.input_size = in, .hidden_size = hidden, .seed = 1}), x(input({seq, batch, in}, 1)) {
+    set_params_by_name(lstm, 60);
+  }
+  void run() override {
+    nn::RecurrentOutput r = lstm.forward(x);
+    Array loss = sum(r.output);
+    Gradients grads = loss.backward();
+    for (nn::NamedParam& p : lstm.named_parameters())
+      if (p.name == "weight_ih_l0") g = p.param.array().grad(grads).to_vector<float>();
+  }
+  double check() override {
+    double s = 0;
+    for (float v : g) s += v;
+    return s;
+  }
+};
+
 // A post-norm transformer encoder layer (inference): multi-head self-attention, residual, layer
 // norm, GELU feed-forward, residual, layer norm; written with matmul/softmax/layer_norm.
 struct Encoder : Case {
@@ -343,6 +424,16 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   if (kind == "mlp_step")
     return std::make_unique<MlpStep>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
+  if (kind == "mlp_infer")
+    return std::make_unique<MlpInfer>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
+                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
+  if (kind == "encoder_train")
+    return std::make_unique<EncoderTrain>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
+                                          p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
+                                          p.at("ffn").get<int64_t>());
+  if (kind == "lstm_autograd")
+    return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
+                                          p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>());
   if (kind == "encoder")
     return std::make_unique<Encoder>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                      p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),

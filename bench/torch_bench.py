@@ -156,21 +156,27 @@ class TinyAutograd:
         return float(sum(self.h))
 
 
-class MlpStep:
-    def __init__(self, batch, n_in, hidden, n_out):
-        dims = [(n_in, hidden), (hidden, hidden), (hidden, n_out)]
-        layers = []
-        seed = 10
-        for k, (i, o) in enumerate(dims):
-            lin = torch.nn.Linear(i, o)
-            s = 1.0 / math.sqrt(i)
+def mlp_model(n_in, hidden, n_out):
+    """MLP n_in-hidden-hidden-n_out with the deterministic weights ember_bench's Mlp uses."""
+    dims = [(n_in, hidden), (hidden, hidden), (hidden, n_out)]
+    layers = []
+    seed = 10
+    for k, (i, o) in enumerate(dims):
+        lin = torch.nn.Linear(i, o)
+        s = 1.0 / math.sqrt(i)
+        with torch.no_grad():
             lin.weight.copy_(inp([o, i], seed, s))
             lin.bias.copy_(inp([o], seed + 1, s))
-            seed += 2
-            layers.append(lin)
-            if k < 2:
-                layers.append(torch.nn.ReLU())
-        self.model = torch.nn.Sequential(*layers)
+        seed += 2
+        layers.append(lin)
+        if k < 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+class MlpStep:
+    def __init__(self, batch, n_in, hidden, n_out):
+        self.model = mlp_model(n_in, hidden, n_out)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         self.x = inp([batch, n_in], 1)
         self.labels = torch.arange(batch, dtype=torch.int64) % n_out
@@ -186,6 +192,78 @@ class MlpStep:
 
     def check(self):
         return float(self.loss.item())
+
+
+class MlpInfer:
+    """Batch-1 (or small-batch) MLP inference: forward only, result read to Python."""
+
+    def __init__(self, batch, n_in, hidden, n_out):
+        self.model = mlp_model(n_in, hidden, n_out)
+        self.x = inp([batch, n_in], 1)
+        self.out = None
+
+    def run(self):
+        with torch.no_grad():
+            self.out = self.model(self.x).tolist()
+
+    def check(self):
+        return float(sum(sum(r) for r in self.out))
+
+
+def set_params_by_name(module, seed):
+    """The same values as ember_bench's set_params_by_name: parameters in name order, norm weights
+    1 + 0.1·u, everything else u / sqrt(last dim)."""
+    with torch.no_grad():
+        for name, p in sorted(module.named_parameters(), key=lambda kv: kv[0]):
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(inp(list(p.shape), seed, 0.1) + 1.0)
+            else:
+                p.copy_(inp(list(p.shape), seed, 1.0 / math.sqrt(p.shape[-1])))
+            seed += 1
+
+
+class EncoderTrain:
+    """One training step of nn.TransformerEncoderLayer (post-norm, GELU, no dropout): forward,
+    loss = mean(out²), backward, Adam."""
+
+    def __init__(self, B, S, D, H, Fd):
+        self.layer = torch.nn.TransformerEncoderLayer(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True)
+        set_params_by_name(self.layer, 40)
+        self.opt = torch.optim.Adam(self.layer.parameters(), lr=1e-4)
+        self.x = inp([B, S, D], 1)
+        self.loss = None
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            y = self.layer(self.x)
+            loss = (y * y).mean()
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
+
+
+class LstmAutograd:
+    """Autodiff overhead on a tiny LSTM: forward, backward, one gradient read to Python."""
+
+    def __init__(self, batch, seq, n_in, hidden):
+        self.lstm = torch.nn.LSTM(n_in, hidden)
+        set_params_by_name(self.lstm, 60)
+        self.x = inp([seq, batch, n_in], 1)
+        self.g = None
+
+    def run(self):
+        with torch.enable_grad():
+            self.lstm.zero_grad(set_to_none=True)
+            out, _ = self.lstm(self.x)
+            out.sum().backward()
+            self.g = self.lstm.weight_ih_l0.grad.tolist()
+
+    def check(self):
+        return float(sum(sum(r) for r in self.g))
 
 
 class Encoder:
@@ -280,6 +358,12 @@ def make_case(kind, p):
         return TinyAutograd(n)
     if kind == "mlp_step":
         return MlpStep(p["batch"], p["in"], p["hidden"], p["out"])
+    if kind == "mlp_infer":
+        return MlpInfer(p["batch"], p["in"], p["hidden"], p["out"])
+    if kind == "encoder_train":
+        return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"])
+    if kind == "lstm_autograd":
+        return LstmAutograd(p["batch"], p["seq"], p["in"], p["hidden"])
     if kind == "encoder":
         return Encoder(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"])
     raise ValueError("no PyTorch version of workload kind '%s'" % kind)
