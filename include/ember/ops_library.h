@@ -99,6 +99,9 @@ Array max_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 Array avg_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 // Index h * W + w (i64) of the first maximum of each window, as PyTorch's return_indices gives.
 Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
+// The gradient of max_pool2d: grad_out [N, C, OH, OW] added at the first maximum of each window
+// of x [N, C, H, W] (the positions max_pool2d_indices gives); the result has x's shape.
+Array max_pool2d_backward(const Array& grad_out, const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 // The adjoint of avg_pool2d (its gradient): grad_out spread back over each window.
 Array avg_pool2d_backward(const Array& grad_out, const Shape& input_shape, Pool2dOptions opts,
                           Loc loc = Loc::current());

@@ -59,15 +59,21 @@ std::vector<Array> library_rule(GradNode& node, const Array& g) {
       return {in[0].fn ? conv2d_backward_data(y, g, in[0].shape, o) : Array(), in[1].fn ? conv2d(x, g, o) : Array()};
     }
 
-    // Max pooling: the gradient goes to the first maximum of each window (scatter by its index).
-    case Op::MaxPool2d: {
-      const Shape& xs = in[0].shape;
-      const Shape& gs = g.shape();
-      Array idx = max_pool2d_indices(x, pool_options(a));
-      Shape flat_out{gs[0], gs[1], gs[2] * gs[3]};
-      Array dx = scatter_add(zeros(Shape{xs[0], xs[1], xs[2] * xs[3]}, {g.dtype(), g.device()}), 2,
-                             reshape(idx, flat_out), reshape(g, flat_out));
-      return {reshape(dx, xs)};
+    // Max pooling: the gradient goes to the first maximum of each window (one library call that
+    // finds it again, instead of materializing indices and scattering).
+    case Op::MaxPool2d: return {max_pool2d_backward(g, x, pool_options(a))};
+    // dx = S_x dy is linear in dy, with S_x the scatter to each window's maximum: its adjoint
+    // gathers G at those positions. Piecewise constant in x: a zero gradient there.
+    case Op::MaxPool2dBackward: {
+      const Shape& xs = in[1].shape;
+      const Shape& ys = in[0].shape;
+      Array dy;
+      if (in[0].fn) {
+        const Shape flat_x{xs[0], xs[1], xs[2] * xs[3]}, flat_y{ys[0], ys[1], ys[2] * ys[3]};
+        Array idx = reshape(max_pool2d_indices(y, pool_options(a)), flat_y);
+        dy = reshape(gather(reshape(g, flat_x), 2, idx), ys);
+      }
+      return {dy, in[1].fn ? zeros(xs, {g.dtype(), g.device()}) : Array()};
     }
     // Average pooling is linear: its gradient is its adjoint, and the adjoint's gradient is it.
     case Op::AvgPool2d: return {avg_pool2d_backward(g, in[0].shape, pool_options(a))};

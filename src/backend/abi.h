@@ -172,6 +172,10 @@ enum {
    * order), with p = exp(s - lse), ds = p * (do v^T - d), dq = ds k * scale, dk = ds^T q * scale,
    * dv = p^T do; p = 0 where s = -inf (so a row with no visible key gets zero gradients).     */
   EMBER_LIB_FUSED_ATTENTION_BACKWARD = 16,
+  /* The gradient of MAX_POOL2D, attrs = ember_pool_attrs. in: dy [N, C, OH, OW], x [N, C, H, W];
+   * out: dx (shape of x): each window's dy added at its first maximum of x (a NaN is a maximum),
+   * i.e. a scatter-add at MAX_POOL2D_INDICES, without materializing the indices.                */
+  EMBER_LIB_MAX_POOL2D_BACKWARD = 17,
   EMBER_LIB_NUM_OPS
 };
 

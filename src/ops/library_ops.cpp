@@ -224,6 +224,25 @@ Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc) {
   return pool(Op::MaxPool2dIndices, x, opts, "max_pool2d_indices", loc);
 }
 
+Array max_pool2d_backward(const Array& grad_out, const Array& x, Pool2dOptions opts, Loc loc) {
+  const char* op = "max_pool2d_backward";
+  const NodePtr& g = node_of(grad_out, op, loc);
+  const NodePtr& n = node_of(x, op, loc);
+  if (!is_floating(n->dtype) || g->dtype != n->dtype)
+    fail(op, fmt::format("needs floating grad_out and x of one dtype, got {} and {}", dtype_name(g->dtype),
+                         dtype_name(n->dtype)),
+         loc);
+  if (g->device != n->device) fail(op, "grad_out and x are on different devices", loc);
+  const PoolParams p = pool_params(opts, op, loc);
+  const Shape out = pool_shape(n->shape, p, op, loc);
+  if (g->shape != out)
+    fail(op, fmt::format("grad_out has shape {}, the pooling of x {} gives {}", g->shape.str(), n->shape.str(), out.str()),
+         loc);
+  OpAttrs attrs;
+  attrs.ints = p.ints();
+  return make_array(Op::MaxPool2dBackward, std::move(attrs), {grad_out, x}, n->shape, n->dtype, n->device, loc);
+}
+
 Array avg_pool2d_backward(const Array& grad_out, const Shape& input_shape, Pool2dOptions opts, Loc loc) {
   const char* op = "avg_pool2d_backward";
   const NodePtr& n = node_of(grad_out, op, loc);

@@ -80,6 +80,7 @@ void run_library(Node& n) {
     case Op::Conv2dBackwardWeights: code = EMBER_LIB_CONV2D_BACKWARD_WEIGHTS; break;
     case Op::MaxPool2d: code = EMBER_LIB_MAX_POOL2D; break;
     case Op::MaxPool2dIndices: code = EMBER_LIB_MAX_POOL2D_INDICES; break;
+    case Op::MaxPool2dBackward: code = EMBER_LIB_MAX_POOL2D_BACKWARD; break;
     case Op::AvgPool2d: code = EMBER_LIB_AVG_POOL2D; break;
     case Op::AvgPool2dBackward: code = EMBER_LIB_AVG_POOL2D_BACKWARD; break;
     case Op::Argsort: code = EMBER_LIB_ARGSORT; break;
@@ -98,7 +99,7 @@ void run_library(Node& n) {
       attrs = &conv;
       break;
     case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
-    case EMBER_LIB_AVG_POOL2D_BACKWARD:
+    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD:
       pool = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, int32_t(i[8])};
       attrs = &pool;
       break;

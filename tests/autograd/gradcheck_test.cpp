@@ -94,6 +94,9 @@ std::vector<Case> library_cases() {
            [o](const V& a) { return conv2d_backward_weights(a[0], a[1], {4, 2, 3, 3}, o); }},
       Case{Op::MaxPool2d, "max_pool2d_padded", [] { return V{input({2, 2, 5, 5}, 82)}; },
            [mp](const V& a) { return max_pool2d(a[0], mp); }},
+      // Linear in dy; piecewise constant in x (a zero gradient away from ties).
+      Case{Op::MaxPool2dBackward, "max_pool2d_backward", [] { return V{input({2, 2, 3, 3}, 120), input({2, 2, 5, 5}, 121)}; },
+           [mp](const V& a) { return max_pool2d_backward(a[0], a[1], mp); }},
       Case{Op::AvgPool2d, "avg_pool2d_exclude_pad", [] { return V{input({2, 2, 5, 6}, 83)}; },
            [ap](const V& a) { return avg_pool2d(a[0], ap); }},
       Case{Op::AvgPool2dBackward, "avg_pool2d_backward", [] { return V{input({2, 2, 6, 3}, 84)}; },

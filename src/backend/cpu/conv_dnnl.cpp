@@ -242,7 +242,8 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
   if (in.rank != 4 || out.rank != 4) return set_status(st, EMBER_ERR_INVALID, "pool2d: operands must be 4-D");
   if (desc_numel(out) == 0) return EMBER_OK;
   // oneDNN serves average pooling; its max pooling does not propagate NaN (a NaN in a window must
-  // be the maximum, as in PyTorch), so max pooling runs the loop.
+  // be the maximum, as in PyTorch), so max pooling runs pool_max.cpp's loops.
+  if (op == EMBER_LIB_MAX_POOL2D || op == EMBER_LIB_MAX_POOL2D_INDICES) return max_pool_library(op, &in, 1, out, a, st);
   const bool dnnl_ok = op == EMBER_LIB_AVG_POOL2D &&
                        (in.dtype == EMBER_F32 || in.dtype == EMBER_F16 || in.dtype == EMBER_BF16);
   if (!dnnl_ok) return pool_loops(op, in, out, a, st);

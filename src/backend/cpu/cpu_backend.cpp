@@ -16,6 +16,7 @@
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
+#include "backend/cpu/tier1.h"
 
 using ember::host::set_status;
 
@@ -43,6 +44,7 @@ int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_
       delete p;
       return rc;
     }
+    ember::cpu::tier1_attach(*p, *prog);
     *out = reinterpret_cast<ember_program>(p);
     return EMBER_OK;
   } catch (const std::bad_alloc&) {
@@ -57,7 +59,10 @@ void program_destroy(ember_program p) { delete reinterpret_cast<ember::cpu::Prog
 int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st) {
   if (!p || !l) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_run without a program or launch");
   try {
-    return ember::cpu::run_program(*reinterpret_cast<const ember::cpu::Program*>(p), *l, st);
+    const auto& prog = *reinterpret_cast<const ember::cpu::Program*>(p);
+    int32_t rc = EMBER_OK;
+    if (ember::cpu::tier1_try_run(prog, *l, st, &rc)) return rc;
+    return ember::cpu::run_program(prog, *l, st);
   } catch (const std::bad_alloc&) {
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "cpu backend: out of memory running a kernel");
   } catch (const std::exception& e) {

@@ -340,6 +340,8 @@ void run_tiles(const Program& p, const ember_kir_launch& l, int64_t count, int64
   }
 }
 
+}  // namespace
+
 // ---- launch checks ----------------------------------------------------------------------------
 int32_t check_launch(const Program& p, const ember_kir_launch& l, ember_status* st) {
   const char* name = p.name.c_str();
@@ -381,6 +383,8 @@ int32_t check_launch(const Program& p, const ember_kir_launch& l, ember_status* 
   }
   return EMBER_OK;
 }
+
+namespace {
 
 // ---- elementwise programs -----------------------------------------------------------------------
 void run_elementwise(const Program& p, const ember_kir_launch& l, Failure& f) {

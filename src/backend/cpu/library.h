@@ -16,6 +16,9 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
                      const void* attrs, ember_status* st);
 int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
                      ember_status* st);
+// Max pooling forward, indices and backward in the operand's precision (pool_max.cpp).
+int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                         const ember_pool_attrs& a, ember_status* st);
 int32_t sort_scan_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
                           ember_status* st);
 // EMBER_LIB_FUSED_ATTENTION (attention.cpp): tiled online-softmax attention.

@@ -10,12 +10,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/abi.h"
 
 namespace ember::cpu {
+
+struct Tier1;  // tier1.h
 
 constexpr size_t kTile = 512;                  // points per tile
 constexpr size_t kSlotBytes = kTile * 8;       // one register: kTile values of up to 8 bytes
@@ -53,6 +56,7 @@ struct Program {
   std::vector<uint8_t> arg_in_phase[2];  // argument whose memory a row ([0]: even phases) or a
                                          // per-outer-point ([1]: odd phases) instruction touches
   bool has_reduction = false;
+  std::shared_ptr<Tier1> tier1;      // the compiled kernel, if the program can have one (tier1.h)
 };
 
 // Where the points of a tile live in one argument: element offset of point i is
@@ -94,5 +98,7 @@ const char* simd_target_name();
 // ---- analysis and execution -----------------------------------------------------------------
 int32_t compile_program(const ember_kir_program& src, Program& out, ember_status* st);
 int32_t run_program(const Program& p, const ember_kir_launch& l, ember_status* st);
+// The launch checks run_program starts with (argument count, ranks, views inside buffers).
+int32_t check_launch(const Program& p, const ember_kir_launch& l, ember_status* st);
 
 }  // namespace ember::cpu

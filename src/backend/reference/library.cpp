@@ -209,6 +209,36 @@ int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
   return EMBER_OK;
 }
 
+// dy added at the first maximum of each window of x (the index pool2d gives), summed in double.
+int32_t max_pool2d_backward(const ember_tensor_desc& dy, const ember_tensor_desc& x, const ember_tensor_desc& dx,
+                            const ember_pool_attrs& a) {
+  const int64_t N = dx.shape[0], C = dx.shape[1], H = dx.shape[2], W = dx.shape[3];
+  const int64_t OH = dy.shape[2], OW = dy.shape[3];
+  std::vector<double> acc(size_t(N * C * H * W), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          bool have = false;
+          double best = 0;
+          int64_t arg = 0;
+          window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) {
+            const double v = getf(x, at4(x, n, c, ih, iw));
+            if (!have || (std::isnan(v) && !std::isnan(best)) || v > best) {
+              have = true;
+              best = v;
+              arg = ih * W + iw;
+            }
+          });
+          if (have) acc[size_t((n * C + c) * H * W + arg)] += getf(dy, at4(dy, n, c, oh, ow));
+        }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t e = 0; e < W; ++e) setf(dx, at4(dx, n, c, h, e), acc[size_t(((n * C + c) * H + h) * W + e)]);
+  return EMBER_OK;
+}
+
 int32_t avg_pool2d_backward(const ember_tensor_desc& dy, const ember_tensor_desc& dx, const ember_pool_attrs& a) {
   const int64_t N = dx.shape[0], C = dx.shape[1], H = dx.shape[2], W = dx.shape[3];
   const int64_t OH = dy.shape[2], OW = dy.shape[3];
@@ -454,6 +484,9 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
     case EMBER_LIB_AVG_POOL2D: return pool2d(op, in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs));
     case EMBER_LIB_AVG_POOL2D_BACKWARD:
       return avg_pool2d_backward(in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs));
+    case EMBER_LIB_MAX_POOL2D_BACKWARD:
+      if (n_in != 2) return set_status(st, EMBER_ERR_INVALID, "reference backend: max_pool2d_backward: %d inputs", n_in);
+      return max_pool2d_backward(in[0], in[1], out[0], *static_cast<const ember_pool_attrs*>(attrs));
     case EMBER_LIB_ARGSORT:
     case EMBER_LIB_TOPK: return sort_op(op, in[0], out[0], *static_cast<const ember_sort_attrs*>(attrs));
     case EMBER_LIB_CUMSUM:

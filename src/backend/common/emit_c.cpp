@@ -1,0 +1,390 @@
+// The C-like KIR emitter (see emit_c.h): the C++ expression table, the per-point body and the
+// CPU loop structure. The formulas mirror src/backend/cpu/tile_kernels.cpp (tier 0).
+// GCC 12 reports a false -Wrestrict inside std::string concatenation (GCC bug 105329).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+#include "backend/common/emit_c.h"
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace ember::emit {
+
+namespace {
+
+bool is_float(uint8_t dt) { return dt == EMBER_F32 || dt == EMBER_F64; }
+bool is_half(uint8_t dt) { return dt == EMBER_F16 || dt == EMBER_BF16; }
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string double_literal(double v) {
+  if (std::isnan(v)) return "__builtin_nan(\"\")";
+  if (std::isinf(v)) return v > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
+  return fmt("%a", v);
+}
+
+const char* math_name(uint16_t op) {
+  switch (op) {
+    case EMBER_KIR_EXP: return "exp";
+    case EMBER_KIR_LOG: return "log";
+    case EMBER_KIR_TANH: return "tanh";
+    case EMBER_KIR_ERF: return "erf";
+    case EMBER_KIR_SIN: return "sin";
+    case EMBER_KIR_COS: return "cos";
+    default: return nullptr;
+  }
+}
+
+// Helpers of the C++ table. The math functions are declared with the `simd` attribute (as glibc
+// does under -ffast-math) so GCC calls libmvec's vector variants; the kernels are built without
+// -ffast-math, so all other arithmetic keeps IEEE semantics.
+const char* kCppPrelude = R"(#include <stdint.h>
+extern "C" {
+#define EMBER_SIMD __attribute__((simd("notinbranch")))
+EMBER_SIMD float expf(float) noexcept; EMBER_SIMD double exp(double) noexcept;
+EMBER_SIMD float logf(float) noexcept; EMBER_SIMD double log(double) noexcept;
+EMBER_SIMD float tanhf(float) noexcept; EMBER_SIMD double tanh(double) noexcept;
+EMBER_SIMD float erff(float) noexcept; EMBER_SIMD double erf(double) noexcept;
+EMBER_SIMD float sinf(float) noexcept; EMBER_SIMD double sin(double) noexcept;
+EMBER_SIMD float cosf(float) noexcept; EMBER_SIMD double cos(double) noexcept;
+EMBER_SIMD double pow(double, double) noexcept;
+double fmod(double, double) noexcept;
+}
+namespace {
+template <class F> inline int32_t e_to_i32(F x) {
+  return (x >= F(-2147483648.0) && x < F(2147483648.0)) ? int32_t(x) : INT32_MIN;
+}
+template <class F> inline int64_t e_to_i64(F x) {
+  return (x >= F(-9223372036854775808.0) && x < F(9223372036854775808.0)) ? int64_t(x) : INT64_MIN;
+}
+template <class T> inline T e_max(T x, T y) { return (x != x || y != y) ? T(__builtin_nan("")) : (x > y ? x : y); }
+template <class T> inline T e_min(T x, T y) { return (x != x || y != y) ? T(__builtin_nan("")) : (x < y ? x : y); }
+template <class T> inline T e_rem(T x, T y) {
+  double m = fmod(double(x), double(y));
+  if (m != 0 && ((m < 0) != (y < 0))) m += double(y);
+  return T(m);
+}
+inline void e_philox(uint64_t counter, uint32_t stream, uint64_t key, uint32_t* r0, uint32_t* r1) {
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = stream, c3 = 0;
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+    c1 = uint32_t(p1); c3 = uint32_t(p0); c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  *r0 = c0; *r1 = c1;
+}
+inline float e_uniform_f32(int64_t c, uint32_t s, uint64_t k) {
+  uint32_t a, b; e_philox(uint64_t(c), s, k, &a, &b);
+  return float(a >> 8) * (1.0f / 16777216.0f);
+}
+inline double e_uniform_f64(int64_t c, uint32_t s, uint64_t k) {
+  uint32_t a, b; e_philox(uint64_t(c), s, k, &a, &b);
+  return double((((uint64_t)a << 32) | b) >> 11) * (1.0 / 9007199254740992.0);
+}
+}  // namespace
+)";
+
+}  // namespace
+
+std::string ExprTable::prelude() const { return kCppPrelude; }
+
+const char* ExprTable::reg_type(uint8_t dt) const {
+  switch (dt) {
+    case EMBER_F32: return "float";
+    case EMBER_F64: return "double";
+    case EMBER_I64: return "int64_t";
+    case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int32_t";
+    default: return nullptr;  // f16 / bf16: not rendered
+  }
+}
+
+const char* ExprTable::storage_type(uint8_t dt) const {
+  switch (dt) {
+    case EMBER_F32: return "float";
+    case EMBER_F64: return "double";
+    case EMBER_I64: return "int64_t";
+    case EMBER_I32: return "int32_t";
+    case EMBER_U8: case EMBER_BOOL: return "uint8_t";
+    default: return nullptr;
+  }
+}
+
+std::string ExprTable::constant(const ember_kir_inst& in) const {
+  switch (in.dtype) {
+    case EMBER_F32: return "float(" + double_literal(in.fimm) + ")";
+    case EMBER_F64: return double_literal(in.fimm);
+    case EMBER_I64: return fmt("int64_t(UINT64_C(0x%" PRIx64 "))", uint64_t(in.iimm));
+    case EMBER_I32: case EMBER_U8: case EMBER_BOOL:
+      return fmt("int32_t(uint32_t(UINT64_C(0x%" PRIx64 ")))", uint64_t(in.iimm));
+    default: return "";
+  }
+}
+
+std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) const {
+  const char* T = reg_type(dt);
+  if (!T) return "";
+  if (is_float(dt)) {
+    const char* f = dt == EMBER_F32 ? "f" : "";
+    switch (op) {
+      case EMBER_KIR_NEG: return "-" + a;
+      case EMBER_KIR_ABS: return fmt("__builtin_fabs%s(%s)", f, a.c_str());
+      case EMBER_KIR_FLOOR: return fmt("__builtin_floor%s(%s)", f, a.c_str());
+      case EMBER_KIR_CEIL: return fmt("__builtin_ceil%s(%s)", f, a.c_str());
+      case EMBER_KIR_SQRT: return fmt("__builtin_sqrt%s(%s)", f, a.c_str());
+      default:
+        if (const char* m = math_name(op)) return fmt("%s%s(%s)", m, f, a.c_str());
+        return "";
+    }
+  }
+  const char* U = dt == EMBER_I64 ? "uint64_t" : "uint32_t";
+  switch (op) {
+    case EMBER_KIR_NEG: return fmt("%s(%s(0) - %s(%s))", T, U, U, a.c_str());
+    case EMBER_KIR_ABS: return fmt("(%s < 0 ? %s(%s(0) - %s(%s)) : %s)", a.c_str(), T, U, U, a.c_str(), a.c_str());
+    case EMBER_KIR_NOT: return fmt("%s(%s == 0)", T, a.c_str());
+    case EMBER_KIR_FLOOR: case EMBER_KIR_CEIL: return a;
+    default: return "";
+  }
+}
+
+std::string ExprTable::binary(uint16_t op, uint8_t dt, const std::string& a, const std::string& b) const {
+  const char* T = reg_type(dt);
+  if (!T) return "";
+  const char *x = a.c_str(), *y = b.c_str();
+  if (is_float(dt)) {
+    switch (op) {
+      case EMBER_KIR_ADD: return fmt("%s + %s", x, y);
+      case EMBER_KIR_SUB: return fmt("%s - %s", x, y);
+      case EMBER_KIR_MUL: return fmt("%s * %s", x, y);
+      case EMBER_KIR_DIV: return fmt("%s / %s", x, y);
+      case EMBER_KIR_FLOORDIV: return fmt("%s(__builtin_floor(double(%s) / double(%s)))", T, x, y);
+      case EMBER_KIR_REM: return fmt("e_rem(%s, %s)", x, y);
+      case EMBER_KIR_POW: return fmt("%s(pow(double(%s), double(%s)))", T, x, y);
+      case EMBER_KIR_MAX: return fmt("e_max(%s, %s)", x, y);
+      case EMBER_KIR_MIN: return fmt("e_min(%s, %s)", x, y);
+      default: return "";
+    }
+  }
+  const char* U = dt == EMBER_I64 ? "uint64_t" : "uint32_t";
+  switch (op) {
+    case EMBER_KIR_ADD: return fmt("%s(%s(%s) + %s(%s))", T, U, x, U, y);
+    case EMBER_KIR_SUB: return fmt("%s(%s(%s) - %s(%s))", T, U, x, U, y);
+    case EMBER_KIR_MUL: return fmt("%s(%s(%s) * %s(%s))", T, U, x, U, y);
+    case EMBER_KIR_MAX: return fmt("(%s > %s ? %s : %s)", x, y, x, y);
+    case EMBER_KIR_MIN: return fmt("(%s < %s ? %s : %s)", x, y, x, y);
+    case EMBER_KIR_AND: return fmt("%s((%s != 0) & (%s != 0))", T, x, y);
+    case EMBER_KIR_OR: return fmt("%s((%s != 0) | (%s != 0))", T, x, y);
+    default: return "";  // integer division, remainder and power can fail: interpreter only
+  }
+}
+
+std::string ExprTable::compare(uint16_t op, uint8_t operand_dt, const std::string& a, const std::string& b) const {
+  if (!reg_type(operand_dt)) return "";
+  const char* c = nullptr;
+  switch (op) {
+    case EMBER_KIR_LT: c = "<"; break;
+    case EMBER_KIR_LE: c = "<="; break;
+    case EMBER_KIR_GT: c = ">"; break;
+    case EMBER_KIR_GE: c = ">="; break;
+    case EMBER_KIR_EQ: c = "=="; break;
+    case EMBER_KIR_NE: c = "!="; break;
+    default: return "";
+  }
+  return fmt("int32_t(%s %s %s)", a.c_str(), c, b.c_str());
+}
+
+std::string ExprTable::cast(uint8_t from, uint8_t to, const std::string& a) const {
+  const char* S = reg_type(from);
+  if (!S || !reg_type(to)) return "";
+  const char* x = a.c_str();
+  const bool sf = is_float(from);
+  switch (to) {
+    case EMBER_BOOL: return fmt("int32_t(!(%s == %s(0)))", x, S);
+    case EMBER_F64: return fmt("double(%s)", x);
+    case EMBER_F32: return fmt("float(double(%s))", x);
+    case EMBER_I64: return sf ? fmt("e_to_i64(%s)", x) : fmt("int64_t(%s)", x);
+    case EMBER_U8:
+      return sf ? fmt("int32_t(uint8_t(uint32_t(e_to_i32(%s))))", x) : fmt("int32_t(uint8_t(uint64_t(%s)))", x);
+    default:  // i32
+      return sf ? fmt("e_to_i32(%s)", x) : fmt("int32_t(uint32_t(uint64_t(%s)))", x);
+  }
+}
+
+std::string ExprTable::select(const std::string& c, const std::string& a, const std::string& b) const {
+  return fmt("(%s ? %s : %s)", c.c_str(), a.c_str(), b.c_str());
+}
+
+std::string ExprTable::rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, uint64_t key) const {
+  if (dt == EMBER_F32) return fmt("e_uniform_f32(%s, %uu, UINT64_C(0x%" PRIx64 "))", counter.c_str(), stream, key);
+  if (dt == EMBER_F64) return fmt("e_uniform_f64(%s, %uu, UINT64_C(0x%" PRIx64 "))", counter.c_str(), stream, key);
+  return "";
+}
+
+std::string ExprTable::load(uint8_t dt, const std::string& ref) const {
+  switch (dt) {
+    case EMBER_U8: return "int32_t(" + ref + ")";
+    case EMBER_BOOL: return "int32_t(" + ref + " != 0)";
+    default: return storage_type(dt) ? ref : "";
+  }
+}
+
+std::string ExprTable::store_value(uint8_t dt, uint8_t value_dt, const std::string& v) const {
+  std::string x = v;
+  if (value_dt != dt) {  // a store converts as CAST does
+    x = cast(value_dt, dt, v);
+    if (x.empty()) return "";
+  }
+  switch (dt) {
+    case EMBER_U8: return "uint8_t(uint32_t(" + x + "))";
+    case EMBER_BOOL: return "uint8_t(" + x + " != 0)";
+    default: return storage_type(dt) ? x : "";
+  }
+}
+
+const ExprTable& cpp_table() {
+  static const ExprTable table;
+  return table;
+}
+
+namespace {
+
+// Renders instruction k as `const T vk = expr;` (or the store statement); "" if unsupported.
+std::string render(const ember_kir_program& p, const ExprTable& t, const ArgRefs& refs, int32_t k) {
+  const ember_kir_inst& in = p.insts[k];
+  auto v = [](int32_t i) { return "v" + std::to_string(i); };
+  auto dt = [&](int32_t i) { return p.insts[i].dtype; };
+  std::string e;
+  switch (in.op) {
+    case EMBER_KIR_CONST: e = t.constant(in); break;
+    case EMBER_KIR_LOAD:
+      if (p.arg_dtypes[in.arg] != in.dtype) return "";
+      e = t.load(p.arg_dtypes[in.arg], refs.ref(in.arg));
+      break;
+    case EMBER_KIR_IOTA: e = "int64_t(" + refs.index(in.arg) + ")"; break;
+    case EMBER_KIR_STORE: {
+      std::string x = t.store_value(p.arg_dtypes[in.arg], dt(in.a), v(in.a));
+      if (x.empty()) return "";
+      return refs.ref(in.arg) + " = " + x + ";";
+    }
+    case EMBER_KIR_CAST: e = t.cast(dt(in.a), in.dtype, v(in.a)); break;
+    case EMBER_KIR_SELECT: e = t.select(v(in.a), v(in.b), v(in.c)); break;
+    case EMBER_KIR_RAND_UNIFORM: e = t.rand_uniform(in.dtype, v(in.a), uint32_t(in.aux), uint64_t(in.iimm)); break;
+    case EMBER_KIR_LT: case EMBER_KIR_LE: case EMBER_KIR_GT: case EMBER_KIR_GE: case EMBER_KIR_EQ:
+    case EMBER_KIR_NE:
+      e = t.compare(in.op, dt(in.a), v(in.a), v(in.b));
+      break;
+    default:
+      if (in.op >= EMBER_KIR_ADD && in.op <= EMBER_KIR_OR) e = t.binary(in.op, in.dtype, v(in.a), v(in.b));
+      else if (in.op >= EMBER_KIR_NEG && in.op <= EMBER_KIR_NOT) e = t.unary(in.op, in.dtype, v(in.a));
+      break;
+  }
+  const char* T = t.reg_type(in.dtype);
+  if (e.empty() || !T) return "";
+  return std::string("const ") + T + " " + v(k) + " = " + e + ";";
+}
+
+}  // namespace
+
+std::string unsupported_reason(const ember_kir_program& p, const ExprTable& t) {
+  if (p.has_reduction) return "has a reduction";
+  for (int32_t a = 0; a < p.n_args; ++a)
+    if (!t.storage_type(p.arg_dtypes[a])) return "argument " + std::to_string(a) + " has a 16-bit float dtype";
+  ArgRefs dummy{[](int a) { return "p" + std::to_string(a) + "[0]"; }, [](int) { return std::string("0"); }};
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (in.phase != 0) return "multi-phase program";
+    if (in.op >= EMBER_KIR_ACC_SUM) return "has a reduction";
+    if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
+    if (is_half(in.dtype)) return "instruction " + std::to_string(k) + " is f16/bf16";
+    if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";
+    if (render(p, t, dummy, k).empty()) return "instruction " + std::to_string(k) + " (op " + std::to_string(in.op) +
+                                                ") has no expression";
+  }
+  return "";
+}
+
+bool emit_body(const ember_kir_program& p, const ExprTable& t, const ArgRefs& refs, const std::string& indent,
+               std::string& out, std::string* why) {
+  std::string reason = unsupported_reason(p, t);
+  if (!reason.empty()) {
+    if (why) *why = reason;
+    return false;
+  }
+  for (int32_t k = 0; k < p.n_insts; ++k) out += indent + render(p, t, refs, k) + "\n";
+  return true;
+}
+
+bool emit_cpu_kernel(const ember_kir_program& p, std::string& src, std::string* why) {
+  const ExprTable& t = cpp_table();
+  std::vector<uint8_t> used(size_t(p.n_args), 0), iota(size_t(p.n_args), 0);
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_STORE) used[size_t(in.arg)] = 1;
+    if (in.op == EMBER_KIR_IOTA) iota[size_t(in.arg)] = 1;
+  }
+  std::string contig, strided;
+  ArgRefs c{[](int a) { return "p" + std::to_string(a) + "[j]"; },
+            [](int a) { return "b" + std::to_string(a) + " + j * s" + std::to_string(a); }};
+  ArgRefs s{[](int a) { return "p" + std::to_string(a) + "[j * s" + std::to_string(a) + "]"; },
+            [](int a) { return "b" + std::to_string(a) + " + j * s" + std::to_string(a); }};
+  if (!emit_body(p, t, c, "          ", contig, why)) return false;
+  if (!emit_body(p, t, s, "        ", strided, why)) return false;
+  src = "// Tier-1 CPU kernel for KIR program '" + std::string(p.name ? p.name : "kernel") +
+        "', generated by ember (src/backend/common/emit_c.cpp).\n";
+  src += t.prelude();
+  src += R"(typedef struct ember_c_launch {
+  int32_t rank, contiguous;
+  int64_t block, nblk;
+  const int64_t* shape;
+  void* const* data;
+  const int64_t* offset;
+  const int64_t* strides;
+} ember_c_launch;
+extern "C" __attribute__((visibility("default"))) void ember_kernel(const ember_c_launch* L, int64_t t0, int64_t t1) {
+  const int r = L->rank;
+  const int64_t inner = L->shape[r - 1];
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t row = t / L->nblk, j0 = (t % L->nblk) * L->block;
+    const int64_t j1 = j0 + L->block < inner ? j0 + L->block : inner;
+)";
+  for (int32_t a = 0; a < p.n_args; ++a) {
+    if (!used[size_t(a)] && !iota[size_t(a)]) continue;
+    const std::string A = std::to_string(a);
+    src += "    int64_t b" + A + " = L->offset[" + A + "];\n";
+    src += "    const int64_t s" + A + " = L->strides[" + A + " * r + r - 1];\n";
+  }
+  src += "    for (int64_t rem = row, d = r - 2; d >= 0; --d) {\n"
+         "      const int64_t i = rem % L->shape[d];\n      rem /= L->shape[d];\n";
+  for (int32_t a = 0; a < p.n_args; ++a)
+    if (used[size_t(a)] || iota[size_t(a)])
+      src += "      b" + std::to_string(a) + " += i * L->strides[" + std::to_string(a) + " * r + d];\n";
+  src += "    }\n";
+  for (int32_t a = 0; a < p.n_args; ++a) {
+    if (!used[size_t(a)]) continue;
+    const std::string A = std::to_string(a);
+    src += std::string("    ") + t.storage_type(p.arg_dtypes[a]) + "* const p" + A + " = (" +
+           t.storage_type(p.arg_dtypes[a]) + "*)L->data[" + A + "] + b" + A + ";\n";
+  }
+  // Contiguous rows: every point is independent (stores of one point never feed another's
+  // loads except at the same element), so the loop is vectorized unconditionally. Strided
+  // views may write one element from several points (stride 0): run those in order.
+  src += "    if (L->contiguous) {\n#pragma omp simd\n        for (int64_t j = j0; j < j1; ++j) {\n" + contig +
+         "        }\n    } else {\n      for (int64_t j = j0; j < j1; ++j) {\n" + strided + "      }\n    }\n";
+  src += "  }\n}\n";
+  return true;
+}
+
+}  // namespace ember::emit

@@ -1,0 +1,85 @@
+// The C-like KIR emitter: renders a single-pass elementwise KIR program (abi.h) as source code.
+// Self-contained (no libember): compiled into the backend plugins that use it.
+//
+// Two parts, kept apart so that other backends can reuse the first with their own spelling and
+// loop structure:
+//  - ExprTable: how a language spells register types and every scalar KIR op (C++ for the CPU;
+//    a GPU backend overrides what differs, e.g. its math intrinsics);
+//  - emit_body: the per-point statements of a program (one SSA variable per instruction) over
+//    argument references supplied by the loop structure;
+//  - emit_cpu_kernel: the CPU loop structure around it, a translation unit defining
+//    `extern "C" void ember_kernel(const ember_c_launch*, int64_t t0, int64_t t1)`.
+// Values are held widened as the tier-0 interpreter holds them (f32, f64, i32 for i32/u8/bool,
+// i64) and every op follows the interpreter's formulas, so results agree within the rounding
+// of the math library (libmvec here, Highway/SLEEF there).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "backend/abi.h"
+
+extern "C" {
+// The launch a compiled CPU kernel receives (the emitted source declares the same struct).
+// Dims are coalesced by the caller; the innermost dim is cut into blocks of `block` points and
+// task t covers block t % nblk of row t / nblk (rows: the outer dims in row-major order).
+typedef struct ember_c_launch {
+  int32_t rank;           // >= 1
+  int32_t contiguous;     // every loaded/stored argument has innermost stride 1
+  int64_t block, nblk;
+  const int64_t* shape;   // [rank]
+  void* const* data;      // per argument (null if unused)
+  const int64_t* offset;  // per argument, elements
+  const int64_t* strides; // [n_args * rank], elements
+} ember_c_launch;
+
+typedef void (*ember_c_kernel_fn)(const ember_c_launch* launch, int64_t t0, int64_t t1);
+}
+
+namespace ember::emit {
+
+class ExprTable {
+ public:
+  virtual ~ExprTable() = default;
+  // Helper definitions every kernel needs (declarations of math functions, conversions...).
+  virtual std::string prelude() const;
+  // Register type of a value of logical dtype dt; storage type of an argument of dtype dt.
+  virtual const char* reg_type(uint8_t dt) const;
+  virtual const char* storage_type(uint8_t dt) const;
+  // Each returns the expression, or "" if the op/dtype combination is not supported (the
+  // program then stays on the interpreter). Operands are variable names.
+  virtual std::string constant(const ember_kir_inst& in) const;
+  virtual std::string unary(uint16_t op, uint8_t dt, const std::string& a) const;
+  virtual std::string binary(uint16_t op, uint8_t dt, const std::string& a, const std::string& b) const;
+  virtual std::string compare(uint16_t op, uint8_t operand_dt, const std::string& a, const std::string& b) const;
+  virtual std::string cast(uint8_t from, uint8_t to, const std::string& a) const;
+  virtual std::string select(const std::string& c, const std::string& a, const std::string& b) const;
+  virtual std::string rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, uint64_t key) const;
+  // A stored element (expression `ref` of the storage type) as a register value, and back.
+  virtual std::string load(uint8_t storage_dt, const std::string& ref) const;
+  virtual std::string store_value(uint8_t storage_dt, uint8_t value_dt, const std::string& v) const;
+};
+
+// The C++ table of the CPU backend (GCC; vector math through glibc's libmvec).
+const ExprTable& cpp_table();
+
+// How the loop structure addresses argument `arg` at the current point: an lvalue of its
+// storage type, and its element offset (for IOTA).
+struct ArgRefs {
+  std::function<std::string(int arg)> ref;
+  std::function<std::string(int arg)> index;
+};
+
+// "" if the program is a single-pass elementwise program every instruction of which the table
+// supports, else why not.
+std::string unsupported_reason(const ember_kir_program& prog, const ExprTable& table);
+
+// Per-point statements of the program, indented by `indent`; false and *why if unsupported.
+bool emit_body(const ember_kir_program& prog, const ExprTable& table, const ArgRefs& refs, const std::string& indent,
+               std::string& out, std::string* why);
+
+// The whole CPU translation unit; false and *why if unsupported.
+bool emit_cpu_kernel(const ember_kir_program& prog, std::string& src, std::string* why);
+
+}  // namespace ember::emit

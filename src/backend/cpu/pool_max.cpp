@@ -1,0 +1,195 @@
+// Max pooling for the CPU backend in the operand's own precision: forward values, the index of
+// each window's first maximum, and the gradient (abi.h EMBER_LIB_MAX_POOL2D, _INDICES, _BACKWARD).
+// f32 and f64 run directly on the buffers (strided inputs are packed once); f16 / bf16 go through
+// f32. The gradient finds each window's maximum again and adds dy there, so training needs no
+// index tensor and no scatter. OpenMP over (n, c) planes: each thread owns its output planes, so
+// overlapping windows need no atomics and results do not depend on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/common/host_memory.h"
+#include "backend/cpu/library.h"
+
+namespace ember::cpu {
+
+using ember::host::set_status;
+
+namespace {
+
+struct Geom {
+  int64_t P, H, W, OH, OW;  // P = N * C planes
+};
+
+bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
+
+// A dense row-major view of a floating operand as T (in place when it already is one).
+template <class T>
+struct Dense {
+  const T* p = nullptr;
+  std::vector<T> own;
+  explicit Dense(const ember_tensor_desc& d) {
+    constexpr int32_t want = sizeof(T) == 4 ? EMBER_F32 : EMBER_F64;
+    if (d.dtype == want && desc_contiguous(d)) {
+      p = static_cast<const T*>(d.buffer->data) + d.offset;
+    } else {
+      own = pack_dense<T>(d);
+      p = own.data();
+    }
+  }
+};
+
+// The first maximum of window (oh, ow) of plane xp, as h * W + w (a NaN is a maximum); -1 if the
+// window covers no input element (impossible with padding <= kernel / 2, kept for safety).
+template <class T>
+inline int64_t window_arg(const T* xp, const Geom& g, const ember_pool_attrs& a, int64_t oh, int64_t ow, T& best) {
+  const int64_t h0 = oh * a.stride[0] - a.pad_begin[0], w0 = ow * a.stride[1] - a.pad_begin[1];
+  const int64_t h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + a.kernel[0], g.H);
+  const int64_t w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + a.kernel[1], g.W);
+  int64_t arg = -1;
+  best = T(-INFINITY);
+  for (int64_t ih = h_lo; ih < h_hi; ++ih) {
+    const T* row = xp + ih * g.W;
+    for (int64_t iw = w_lo; iw < w_hi; ++iw) {
+      const T v = row[iw];
+      if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+        best = v;
+        arg = ih * g.W + iw;
+      }
+    }
+  }
+  return arg;
+}
+
+// 2x2 windows at stride 2 without padding (the common case): two rows at a time.
+template <class T>
+void max_2x2(const T* x, const Geom& g, T* y) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const T* xp = x + p * g.H * g.W;
+    T* yp = y + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const T* r0 = xp + 2 * oh * g.W;
+      const T* r1 = r0 + g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        T m = a;
+        // Same order and NaN rule as window_arg; NaN-free windows reduce to plain max.
+        if (b > m || (std::isnan(b) && !std::isnan(m))) m = b;
+        if (c > m || (std::isnan(c) && !std::isnan(m))) m = c;
+        if (d > m || (std::isnan(d) && !std::isnan(m))) m = d;
+        yp[oh * g.OW + ow] = m;
+      }
+    }
+  }
+}
+
+template <class T>
+void max_forward(const T* x, const Geom& g, const ember_pool_attrs& a, T* y) {
+  if (a.kernel[0] == 2 && a.kernel[1] == 2 && a.stride[0] == 2 && a.stride[1] == 2 && a.pad_begin[0] == 0 &&
+      a.pad_begin[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W) {
+    max_2x2(x, g, y);
+    return;
+  }
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const T* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        T best;
+        window_arg(xp, g, a, oh, ow, best);
+        y[(p * g.OH + oh) * g.OW + ow] = best;
+      }
+  }
+}
+
+template <class T>
+void max_indices(const T* x, const Geom& g, const ember_pool_attrs& a, int64_t* idx) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const T* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        T best;
+        const int64_t arg = window_arg(xp, g, a, oh, ow, best);
+        idx[(p * g.OH + oh) * g.OW + ow] = arg < 0 ? 0 : arg;
+      }
+  }
+}
+
+template <class T>
+void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const T* xp = x + p * g.H * g.W;
+    const T* gp = dy + p * g.OH * g.OW;
+    T* out = dx + p * g.H * g.W;
+    std::fill(out, out + g.H * g.W, T(0));
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        T best;
+        const int64_t arg = window_arg(xp, g, a, oh, ow, best);
+        if (arg >= 0) out[arg] += gp[oh * g.OW + ow];
+      }
+  }
+}
+
+template <class T>
+int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& out, const ember_pool_attrs& a) {
+  const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
+  const ember_tensor_desc& big = backward ? in[1] : in[0];
+  const ember_tensor_desc& small = backward ? in[0] : out;
+  const Geom g{big.shape[0] * big.shape[1], big.shape[2], big.shape[3], small.shape[2], small.shape[3]};
+  const Dense<T> x(big);
+  if (op == EMBER_LIB_MAX_POOL2D_INDICES) {
+    // Outputs are fresh contiguous buffers (abi.h).
+    max_indices(x.p, g, a, static_cast<int64_t*>(out.buffer->data) + out.offset);
+    return EMBER_OK;
+  }
+  constexpr int32_t want = sizeof(T) == 4 ? EMBER_F32 : EMBER_F64;
+  std::vector<T> tmp;
+  T* y = static_cast<T*>(out.buffer->data) + out.offset;
+  if (out.dtype != want) {
+    tmp.resize(size_t(desc_numel(out)));
+    y = tmp.data();
+  }
+  if (backward) {
+    const Dense<T> dy(in[0]);
+    max_backward(dy.p, x.p, g, a, y);
+  } else {
+    max_forward(x.p, g, a, y);
+  }
+  if (!tmp.empty()) unpack_dense(tmp, out);
+  return EMBER_OK;
+}
+
+}  // namespace
+
+int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                         const ember_pool_attrs& a, ember_status* st) {
+  const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
+  if (n_in != (backward ? 2 : 1)) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: %d inputs", n_in);
+  for (int i = 0; i < n_in; ++i)
+    if (in[i].rank != 4) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: input %d has rank %d", i, in[i].rank);
+  if (out.rank != 4) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: output has rank %d", out.rank);
+  const ember_tensor_desc& x = backward ? in[1] : in[0];
+  if (op == EMBER_LIB_MAX_POOL2D_INDICES && out.dtype != EMBER_I64)
+    return set_status(st, EMBER_ERR_INVALID, "max_pool2d indices: output must be i64");
+  if (op != EMBER_LIB_MAX_POOL2D_INDICES && out.dtype != x.dtype)
+    return set_status(st, EMBER_ERR_INVALID, "max_pool2d: output dtype %d differs from the input's %d", out.dtype,
+                      x.dtype);
+  if (backward && (in[0].dtype != x.dtype || in[0].shape[0] != x.shape[0] || in[0].shape[1] != x.shape[1] ||
+                   out.shape[2] != x.shape[2] || out.shape[3] != x.shape[3]))
+    return set_status(st, EMBER_ERR_INVALID, "max_pool2d backward: dy, x and dx do not match");
+  if (desc_numel(out) == 0) return EMBER_OK;
+  switch (x.dtype) {
+    case EMBER_F64: return run<double>(op, in, out, a);
+    case EMBER_F32: case EMBER_F16: case EMBER_BF16: return run<float>(op, in, out, a);
+    default: return set_status(st, EMBER_ERR_UNSUPPORTED, "max_pool2d: dtype %d is not floating", x.dtype);
+  }
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,468 @@
+// Tier-1 CPU kernels (see tier1.h): compiler discovery, the disk cache, the background compile
+// thread, the switch from the interpreter and the parallel launch of a compiled kernel.
+//
+// Compiler: $EMBER_CXX, else `c++` or `g++` on PATH, run with -O3 -march=native -fopenmp-simd
+// -fno-math-errno -ffp-contract=off (no contraction into FMAs, as the interpreter computes each op
+// on its own) and linked against libmvec. Cache: $EMBER_CACHE_DIR, else
+// $XDG_CACHE_HOME/ember/kernels or ~/.cache/ember/kernels; file name = hash of the source, the
+// compiler (path and version), its flags and the CPU's feature flags. Any failure (no compiler,
+// compile error, unwritable cache, dlopen error) leaves the program on tier 0; EMBER_LOG=tier
+// prints why.
+#include "backend/cpu/tier1.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/common/host_memory.h"
+#include "backend/cpu/program.h"
+
+extern char** environ;
+
+namespace ember::cpu {
+
+namespace {
+
+// ---- statistics (exported for tests and benchmarks) -------------------------------------------
+std::atomic<int64_t> g_compiles{0}, g_cache_hits{0}, g_failures{0}, g_launches{0};
+
+bool log_on() {
+  static const bool on = [] {
+    const char* s = std::getenv("EMBER_LOG");
+    return s && (std::strstr(s, "tier") || std::strstr(s, "all"));
+  }();
+  return on;
+}
+
+#define TIER_LOG(...)                              \
+  do {                                             \
+    if (log_on()) {                                \
+      std::fprintf(stderr, "[ember tier] " __VA_ARGS__); \
+      std::fputc('\n', stderr);                    \
+    }                                              \
+  } while (0)
+
+std::atomic<int> g_mode{-1};
+
+int env_mode() {
+  const char* s = std::getenv("EMBER_CPU_TIER");
+  if (!s || !*s || std::strcmp(s, "auto") == 0) return 2;
+  if (std::strcmp(s, "0") == 0) return 0;
+  if (std::strcmp(s, "1") == 0) return 1;
+  return 2;
+}
+
+// ---- helpers -----------------------------------------------------------------------------------
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool executable(const std::string& path) {
+  struct stat sb;
+  return ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string find_compiler() {
+  if (const char* e = std::getenv("EMBER_CXX")) {
+    std::string c = e;
+    if (c.find('/') != std::string::npos) return executable(c) ? c : std::string();
+    // A bare name: look it up on PATH below.
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    size_t pos = 0;
+    while (pos <= dirs.size()) {
+      size_t end = dirs.find(':', pos);
+      if (end == std::string::npos) end = dirs.size();
+      std::string cand = dirs.substr(pos, end - pos) + "/" + c;
+      if (executable(cand)) return cand;
+      pos = end + 1;
+    }
+    return "";
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (const char* name : {"c++", "g++"}) {
+    size_t pos = 0;
+    while (pos <= dirs.size()) {
+      size_t end = dirs.find(':', pos);
+      if (end == std::string::npos) end = dirs.size();
+      std::string cand = dirs.substr(pos, end - pos) + "/" + name;
+      if (end > pos && executable(cand)) return cand;
+      pos = end + 1;
+    }
+  }
+  return "";
+}
+
+// Runs argv (no shell) with stdout+stderr into `log` (a file path); returns the exit status.
+int run_process(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_file(const std::string& path, size_t max = 4096) {
+  std::ifstream f(path, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (s.size() > max) s.resize(max);
+  return s;
+}
+
+bool make_dirs(const std::string& dir) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos < dir.size() && dir[pos] != '/') continue;
+    std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return ::access(dir.c_str(), W_OK) == 0;
+}
+
+std::string cpu_flags() {
+  static const std::string flags = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("flags", 0) == 0) return line;
+    return std::string("unknown");
+  }();
+  return flags;
+}
+
+const char* const kFlags[] = {"-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-ffp-contract=off",
+                              "-fno-semantic-interposition", "-shared", "-fPIC", "-w"};
+
+// Compiler path -> "version" (its --version output), computed once per path.
+std::string compiler_id(const std::string& cxx, const std::string& tmpdir) {
+  static std::mutex m;
+  static std::string last_path, last_id;
+  std::lock_guard<std::mutex> lock(m);
+  if (cxx == last_path) return last_id;
+  std::string log = tmpdir + "/ember_cxx_version." + std::to_string(::getpid()) + ".txt";
+  int rc = run_process({cxx, "--version"}, log);
+  std::string v = rc == 0 ? read_file(log, 1024) : std::string();
+  ::unlink(log.c_str());
+  last_path = cxx;
+  last_id = v.empty() ? std::string() : cxx + "\n" + v;
+  return last_id;
+}
+
+std::string cache_dir() {
+  std::string dir;
+  if (const char* e = std::getenv("EMBER_CACHE_DIR"); e && *e) dir = e;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/ember/kernels";
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/ember/kernels";
+  if (!dir.empty() && make_dirs(dir)) return dir;
+  if (!dir.empty()) TIER_LOG("kernel cache %s is not writable: compiling without a cache", dir.c_str());
+  return "";
+}
+
+// A private scratch directory for compiles when there is no cache.
+std::string scratch_dir() {
+  static std::mutex m;
+  static std::string dir;
+  std::lock_guard<std::mutex> lock(m);
+  if (dir.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    std::string templ = std::string(t && *t ? t : "/tmp") + "/ember_kernels.XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data())) dir = buf.data();
+  }
+  return dir;
+}
+
+ember_c_kernel_fn load_kernel(const std::string& so) {
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    TIER_LOG("dlopen %s failed: %s", so.c_str(), ::dlerror());
+    return nullptr;
+  }
+  // Kernels stay loaded for the life of the process (a program may be running one).
+  auto fn = reinterpret_cast<ember_c_kernel_fn>(::dlsym(h, "ember_kernel"));
+  if (!fn) TIER_LOG("%s has no ember_kernel", so.c_str());
+  return fn;
+}
+
+std::atomic<uint64_t> g_seq{0};
+
+// Compiles (or loads from the cache) the program's kernel and publishes it. Never throws.
+void compile(Tier1& t) {
+  ember_c_kernel_fn fn = nullptr;
+  try {
+    const std::string cxx = find_compiler();
+    if (cxx.empty()) {
+      TIER_LOG("%s: no C++ compiler found (EMBER_CXX, c++, g++): staying on tier 0", t.name.c_str());
+    } else {
+      std::string dir = cache_dir();
+      const bool cached = !dir.empty();
+      if (!cached) dir = scratch_dir();
+      const std::string id = compiler_id(cxx, dir.empty() ? "/tmp" : dir);
+      if (dir.empty() || id.empty()) {
+        TIER_LOG("%s: compiler %s unusable or no scratch directory: staying on tier 0", t.name.c_str(), cxx.c_str());
+      } else {
+        std::string key = t.source + "\n" + id + "\n" + cpu_flags();
+        for (const char* f : kFlags) key += std::string(" ") + f;
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
+        const std::string so = dir + "/ember_" + hex + ".so";
+        if (cached && ::access(so.c_str(), R_OK) == 0 && (fn = load_kernel(so))) {
+          ++g_cache_hits;
+          TIER_LOG("%s: tier 1 from cache %s", t.name.c_str(), so.c_str());
+        } else {
+          const std::string stem = dir + "/ember_" + hex + "." + std::to_string(::getpid()) + "." +
+                                   std::to_string(g_seq.fetch_add(1));
+          const std::string cpp = stem + ".cpp", tmp_so = stem + ".so", log = stem + ".log";
+          {
+            std::ofstream f(cpp, std::ios::binary);
+            f << t.source;
+          }
+          std::vector<std::string> argv = {cxx};
+          for (const char* f : kFlags) argv.push_back(f);
+          argv.insert(argv.end(), {cpp, "-o", tmp_so, "-Wl,-z,defs", "-lmvec", "-lm"});
+          const int rc = run_process(argv, log);
+          if (rc != 0) {
+            TIER_LOG("%s: compiler failed (exit %d): %s", t.name.c_str(), rc, read_file(log, 2000).c_str());
+          } else if (::rename(tmp_so.c_str(), so.c_str()) != 0) {
+            TIER_LOG("%s: cannot move %s into place", t.name.c_str(), tmp_so.c_str());
+          } else {
+            fn = load_kernel(so);
+            if (fn) {
+              ++g_compiles;
+              TIER_LOG("%s: compiled %s", t.name.c_str(), so.c_str());
+            }
+          }
+          ::unlink(cpp.c_str());
+          ::unlink(log.c_str());
+          ::unlink(tmp_so.c_str());
+          if (!cached) ::unlink(so.c_str());  // the loaded copy stays mapped
+        }
+      }
+    }
+  } catch (...) {
+    TIER_LOG("%s: internal error while compiling", t.name.c_str());
+    fn = nullptr;
+  }
+  if (fn) {
+    t.fn.store(fn, std::memory_order_release);
+    t.state.store(Tier1::kReady, std::memory_order_release);
+  } else {
+    ++g_failures;
+    t.state.store(Tier1::kFailed, std::memory_order_release);
+  }
+}
+
+// ---- background compile thread ----------------------------------------------------------------
+class Compiler {
+ public:
+  void enqueue(std::shared_ptr<Tier1> t) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (stop_) return;
+    queue_.push_back(std::move(t));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    cv_.notify_one();
+  }
+  ~Compiler() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+      queue_.clear();
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Tier1> t;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      // A program destroyed meanwhile holds the only other reference: skip it.
+      if (t.use_count() > 1) compile(*t);
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Tier1>> queue_;
+  std::thread thread_;
+  bool stop_ = false;
+};
+
+Compiler& compiler() {
+  static Compiler c;
+  return c;
+}
+
+// A program is hot after 3 runs over at least 64K points in all, or one run of 1M points or more.
+bool hot(int64_t runs, int64_t points, int64_t now) { return (runs >= 3 && points >= 65536) || now >= (1 << 20); }
+
+}  // namespace
+
+int tier_mode() {
+  int m = g_mode.load(std::memory_order_relaxed);
+  if (m < 0) {
+    m = env_mode();
+    int expected = -1;
+    g_mode.compare_exchange_strong(expected, m);
+  }
+  return m;
+}
+
+void set_tier_mode(int mode) { g_mode.store(mode < 0 ? env_mode() : std::min(mode, 2)); }
+
+void tier1_attach(Program& p, const ember_kir_program& src) {
+  const int mode = tier_mode();
+  if (mode == 0) return;
+  auto t = std::make_shared<Tier1>();
+  std::string why;
+  if (!emit::emit_cpu_kernel(src, t->source, &why)) {
+    TIER_LOG("%s: tier 0 only (%s)", p.name.c_str(), why.c_str());
+    return;
+  }
+  t->name = p.name;
+  p.tier1 = t;
+  if (mode == 1) {
+    t->state.store(Tier1::kPending);
+    compile(*t);
+  }
+}
+
+bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st, int32_t* rc) {
+  Tier1* t = p.tier1.get();
+  if (!t) return false;
+  ember_c_kernel_fn fn = t->fn.load(std::memory_order_acquire);
+  if (!fn) {
+    const int state = t->state.load(std::memory_order_acquire);
+    if (state != Tier1::kIdle) return false;
+    const int mode = tier_mode();
+    if (mode == 0) return false;
+    int64_t now = 1;
+    for (int d = 0; d < l.outer_rank + l.reduce_rank && d < EMBER_MAX_ITER_RANK; ++d) now *= std::max<int64_t>(l.shape[d], 0);
+    const int64_t runs = t->runs.fetch_add(1) + 1, points = t->points.fetch_add(now) + now;
+    if (mode == 2 && !hot(runs, points, now)) return false;
+    int expected = Tier1::kIdle;
+    if (!t->state.compare_exchange_strong(expected, Tier1::kPending)) return false;
+    if (mode == 1) {
+      compile(*t);
+      fn = t->fn.load(std::memory_order_acquire);
+      if (!fn) return false;
+    } else {
+      compiler().enqueue(p.tier1);
+      return false;
+    }
+  }
+  if ((*rc = check_launch(p, l, st)) != EMBER_OK) return true;
+  // Coalesce dims (drop size-1 dims; merge d into d+1 where every argument is contiguous
+  // across them), so that contiguous tensors become one long row.
+  const int total = l.outer_rank + l.reduce_rank;
+  const int na = l.n_args;
+  int64_t points = 1;
+  for (int d = 0; d < total; ++d) points *= l.shape[d];
+  *rc = EMBER_OK;
+  if (points == 0) return true;
+  std::vector<int> dims;
+  for (int d = 0; d < total; ++d)
+    if (l.shape[d] != 1) dims.push_back(d);
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> str(static_cast<size_t>(na));
+  for (int d : dims) {
+    bool merge = !shape.empty();
+    for (int a = 0; a < na && merge; ++a)
+      merge = str[size_t(a)].back() == l.args[a].strides[d] * l.shape[d];
+    if (merge) {
+      shape.back() *= l.shape[d];
+      for (int a = 0; a < na; ++a) str[size_t(a)].back() = l.args[a].strides[d];
+    } else {
+      shape.push_back(l.shape[d]);
+      for (int a = 0; a < na; ++a) str[size_t(a)].push_back(l.args[a].strides[d]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (int a = 0; a < na; ++a) str[size_t(a)].push_back(0);
+  }
+  const int r = int(shape.size());
+  std::vector<int64_t> strides(static_cast<size_t>(na * r)), offset(static_cast<size_t>(na));
+  std::vector<void*> data(static_cast<size_t>(na), nullptr);
+  bool contiguous = true;
+  for (int a = 0; a < na; ++a) {
+    for (int d = 0; d < r; ++d) strides[size_t(a * r + d)] = str[size_t(a)][size_t(d)];
+    offset[size_t(a)] = l.args[a].offset;
+    data[size_t(a)] = l.args[a].buffer ? l.args[a].buffer->data : nullptr;
+    if (p.arg_in_phase[0][size_t(a)] && str[size_t(a)][size_t(r - 1)] != 1) contiguous = false;
+  }
+  const int64_t inner = shape[size_t(r - 1)];
+  ember_c_launch cl{};
+  cl.rank = r;
+  cl.contiguous = contiguous;
+  cl.block = std::min<int64_t>(inner, 16384);
+  cl.nblk = (inner + cl.block - 1) / cl.block;
+  cl.shape = shape.data();
+  cl.data = data.data();
+  cl.offset = offset.data();
+  cl.strides = strides.data();
+  const int64_t tasks = points / inner * cl.nblk;
+  const int threads = omp_get_max_threads();
+  if (points >= kParallelMinPoints && tasks > 1 && threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(int(std::min<int64_t>(threads, tasks)))
+    {
+      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+      fn(&cl, tasks * id / nt, tasks * (id + 1) / nt);
+    }
+  } else {
+    fn(&cl, 0, tasks);
+  }
+  ++g_launches;
+  return true;
+}
+
+}  // namespace ember::cpu
+
+// Test and benchmark hooks: the tier mode (-1: from EMBER_CPU_TIER again) and counters
+// {kernels compiled, kernels loaded from the disk cache, failed compiles, tier-1 launches}.
+extern "C" __attribute__((visibility("default"))) void ember_cpu_set_tier(int mode) {
+  ember::cpu::set_tier_mode(mode);
+}
+extern "C" __attribute__((visibility("default"))) void ember_cpu_tier_stats(int64_t* out4) {
+  out4[0] = ember::cpu::g_compiles.load();
+  out4[1] = ember::cpu::g_cache_hits.load();
+  out4[2] = ember::cpu::g_failures.load();
+  out4[3] = ember::cpu::g_launches.load();
+}

@@ -1,0 +1,41 @@
+// Tier-1 CPU execution: elementwise KIR programs rendered to C++ (backend/common/emit_c.h),
+// compiled by the system compiler into a shared object (in the background, or synchronously with
+// EMBER_CPU_TIER=1), cached on disk and loaded with dlopen. A program runs on the tile
+// interpreter (tier 0) until its compiled kernel is ready, then switches atomically.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/abi.h"
+#include "backend/common/emit_c.h"
+
+namespace ember::cpu {
+
+struct Program;
+
+struct Tier1 {
+  enum State : int { kIdle = 0, kPending = 1, kReady = 2, kFailed = 3 };
+  std::string source;  // the emitted translation unit
+  std::string name;
+  std::atomic<ember_c_kernel_fn> fn{nullptr};
+  std::atomic<int> state{kIdle};
+  std::atomic<int64_t> runs{0}, points{0};
+};
+
+// Mode: 0 interpreter only, 1 compile synchronously before the first run, 2 auto (background,
+// once a program is hot). From EMBER_CPU_TIER (0|1|auto, default auto) unless set.
+int tier_mode();
+void set_tier_mode(int mode);  // -1: back to the environment's
+
+// Called when a program is created: renders it if it can run on tier 1 (else leaves p.tier1
+// empty) and, in mode 1, compiles it now.
+void tier1_attach(Program& p, const ember_kir_program& src);
+
+// Runs the launch on tier 1 if the program's kernel is ready (after the usual launch checks);
+// returns false if the caller should run tier 0. Counts runs to decide when a program is hot.
+bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st, int32_t* rc);
+
+}  // namespace ember::cpu

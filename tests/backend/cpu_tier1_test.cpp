@@ -1,0 +1,406 @@
+// Tier-1 CPU kernels (src/backend/cpu/tier1.cpp, src/backend/common/emit_c.cpp): elementwise KIR
+// programs compiled by the system compiler give the same results as the tile interpreter (tier 0)
+// and the scalar reference backend, on random programs over every dtype tier 1 renders and on
+// contiguous, transposed, stepped and broadcast views; the disk cache is reused; without a
+// compiler everything stays on tier 0. Each test compiles only a few kernels (a compile costs
+// about half a second); they use a private cache directory and restore the tier mode.
+#include <dlfcn.h>
+#include <link.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/kir_harness.h"
+
+namespace ember::testing {
+namespace {
+
+using kir::Val;
+
+// ---- hooks exported by the CPU plugin -----------------------------------------------------------
+void* cpu_plugin_symbol(const char* name) {
+  cpu_backend();  // make sure the plugin is loaded
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* n = info->dlpi_name;
+        if (n && std::strstr(n, "libember_backend_cpu.so")) *static_cast<std::string*>(data) = n;
+        return 0;
+      },
+      &path);
+  if (path.empty()) return nullptr;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return nullptr;
+  void* sym = dlsym(h, name);
+  dlclose(h);
+  return sym;
+}
+
+void set_tier(int mode) {
+  auto fn = reinterpret_cast<void (*)(int)>(cpu_plugin_symbol("ember_cpu_set_tier"));
+  ASSERT_NE(fn, nullptr);
+  fn(mode);
+}
+
+struct Stats {
+  int64_t compiles = 0, cache_hits = 0, failures = 0, launches = 0;
+};
+Stats stats() {
+  auto fn = reinterpret_cast<void (*)(int64_t*)>(cpu_plugin_symbol("ember_cpu_tier_stats"));
+  int64_t v[4] = {0, 0, 0, 0};
+  if (fn) fn(v);
+  return {v[0], v[1], v[2], v[3]};
+}
+
+// Tier mode and a private kernel cache for one test; restored afterwards.
+class Tier1Scope {
+ public:
+  explicit Tier1Scope(int mode, const char* cxx = nullptr) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ember_tier1_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    std::filesystem::create_directories(dir_);
+    ::setenv("EMBER_CACHE_DIR", dir_.c_str(), 1);
+    if (cxx) ::setenv("EMBER_CXX", cxx, 1);
+    set_tier(mode);
+  }
+  ~Tier1Scope() {
+    set_tier(-1);
+    ::unsetenv("EMBER_CACHE_DIR");
+    ::unsetenv("EMBER_CXX");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  static inline int counter_ = 0;
+};
+
+bool compiler_present() {
+  for (const char* name : {"c++", "g++"})
+    if (std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0) return true;
+  return false;
+}
+
+// Creates a program directly through the plugin's table (not the core's program cache, so each
+// call gets a new program under the current tier mode), runs it and returns every argument's
+// final bytes.
+std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b, const HLaunch& h, std::string* error) {
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  std::vector<ember_kir_arg> args(h.args.size());
+  for (size_t a = 0; a < h.args.size(); ++a) {
+    const HArg& ha = h.args[a];
+    auto buf = be.alloc(Device{}, ha.bytes.size());
+    be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
+    bufs.push_back(buf);
+    ember_kir_arg& c = args[a];
+    c = ember_kir_arg{};
+    c.buffer = buf->handle;
+    c.offset = ha.offset;
+    for (size_t d = 0; d < ha.strides.size(); ++d) c.strides[d] = ha.strides[d];
+  }
+  ember_kir_launch l{};
+  l.outer_rank = h.outer_rank;
+  for (size_t d = 0; d < h.shape.size(); ++d) l.shape[d] = h.shape[d];
+  l.n_args = int32_t(args.size());
+  l.args = args.data();
+  ember_kir_program prog = b.program("tier1_test");
+  ember_program p = nullptr;
+  ember_status st{};
+  if (be.table().program_create(&prog, &p, &st) != EMBER_OK) {
+    if (error) *error = st.message;
+    return {};
+  }
+  int32_t rc = be.table().program_run(p, &l, &st);
+  be.table().program_destroy(p);
+  if (rc != EMBER_OK) {
+    if (error) *error = st.message;
+    return {};
+  }
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t a = 0; a < h.args.size(); ++a) {
+    std::vector<uint8_t> bytes(h.args[a].bytes.size());
+    be.read(*bufs[a], 0, bytes.data(), bytes.size());
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
+  uint8_t* p = bytes.data();
+  switch (dt) {
+    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
+    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
+    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
+    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
+    default: p[i] = uint8_t(int64_t(v));
+  }
+}
+
+// A random elementwise program over every dtype tier 1 renders, with random views.
+struct Gen {
+  std::mt19937_64 rng;
+  kir::Builder b;
+  HLaunch L;
+  struct Out { int arg; DType dt; bool exact; };
+  std::vector<Out> outs;
+
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  int rnd(int n) { return int(rng() % uint64_t(n)); }
+
+  void shape() {
+    int rank = 1 + rnd(3);
+    const int64_t sizes[] = {1, 3, 17, 64, 100, 257, 1000};
+    int64_t prod = 1;
+    for (int d = 0; d < rank; ++d) {
+      int64_t s = sizes[rnd(7)];
+      if (prod * s > 60000) s = 2;
+      L.shape.push_back(s);
+      prod *= s;
+    }
+    L.outer_rank = rank;
+  }
+  // kind: 0 contiguous, 1 transposed, 2 stepped, 3 broadcast along some dims (inputs only)
+  HArg view(DType dt, bool output) {
+    HArg a;
+    a.dtype = dt;
+    const int r = int(L.shape.size());
+    a.strides.assign(size_t(r), 0);
+    std::vector<int> dims;
+    for (int d = 0; d < r; ++d) dims.push_back(d);
+    int kind = rnd(output ? 3 : 4);
+    if (kind == 1) std::reverse(dims.begin(), dims.end());
+    int64_t running = 1, extent = 0;
+    for (int i = r - 1; i >= 0; --i) {
+      int d = dims[size_t(i)];
+      if (kind == 3 && rnd(2) == 0) continue;  // broadcast dim
+      int64_t stride = running * (kind == 2 ? 2 : 1);
+      a.strides[size_t(d)] = stride;
+      extent += (L.shape[size_t(d)] - 1) * stride;
+      running = stride * L.shape[size_t(d)];
+    }
+    a.offset = rnd(3);
+    a.bytes.assign(size_t(a.offset + extent + 1) * dtype_size(dt), 0);
+    size_t n = a.bytes.size() / dtype_size(dt);
+    for (size_t i = 0; i < n; ++i) {
+      double v = dt == DType::F32 || dt == DType::F64 ? std::uniform_real_distribution<double>(-2, 2)(rng)
+                 : dt == DType::Bool                   ? double(rnd(2))
+                 : dt == DType::U8                     ? double(rnd(256))
+                                                       : double(rnd(2001) - 1000);
+      put(a.bytes, dt, i, v);
+    }
+    return a;
+  }
+  Val load(DType dt) {
+    int arg = b.add_arg(dt);
+    L.args.push_back(view(dt, false));
+    return b.load(arg);
+  }
+  void store(Val v, DType storage, bool exact) {
+    int arg = b.add_arg(storage);
+    L.args.push_back(view(storage, true));
+    b.store(arg, v);
+    outs.push_back({arg, storage, exact});
+  }
+
+  // Bounded float chain: every step keeps values within a few units, so rounding differences
+  // of the math libraries stay at the level of a few ulps.
+  Val chain(Val t, Val y, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      switch (rnd(14)) {
+        case 0: t = kir::tanh(t); break;
+        case 1: t = kir::erf(t); break;
+        case 2: t = kir::sin(t) * 2.0; break;
+        case 3: t = kir::cos(t) + t * 0.5; break;
+        case 4: t = kir::exp(kir::tanh(t)); break;
+        case 5: t = kir::log(1.0 + kir::abs(t)); break;
+        case 6: t = kir::sqrt(kir::abs(t)) - 0.5; break;
+        case 7: t = 1.0 / (1.0 + kir::exp(-t)); break;  // sigmoid
+        case 8: t = kir::max(t, y) - kir::min(t * 0.5, y); break;
+        case 9: t = t * y / (1.5 + kir::abs(y)); break;
+        case 10: t = -kir::abs(t) + 1.0; break;
+        case 11: t = kir::tanh(t - y) * 3.0; break;
+        case 12: t = kir::floor(y * 4.0) + kir::ceil(y * 2.0) * 0.25 + t * 0.125; break;
+        default: t = kir::pow(kir::abs(t) + 0.5, y * 0.5) - 1.0; break;
+      }
+    }
+    return t;
+  }
+
+  void generate() {
+    shape();
+    const DType F = rnd(2) ? DType::F32 : DType::F64;
+    const DType I = rnd(2) ? DType::I32 : DType::I64;
+    Val x = load(F), y = load(F), k = load(I), m = load(rnd(2) ? DType::U8 : DType::Bool);
+    Val c = kir::lt(x, y);  // on loaded values: exact
+    Val s = kir::select(c, x, y);
+    Val t = chain(s, y, 3 + rnd(6));
+    Val ki = kir::max(k * b.constant_int(3, I) + b.cast(m, I), -k);
+    store(t + b.cast(k, F) * 0.001, F, false);
+    store(ki, I, true);
+    store(kir::logical_and(c, kir::ne(m, b.constant_int(0, m.dtype))), DType::Bool, true);
+    store(b.cast(b.cast(x * 100.0, I), DType::U8), DType::U8, true);                // f -> int -> u8 wraps
+    store(b.cast(s, F == DType::F32 ? DType::F64 : DType::F32), F == DType::F32 ? DType::F64 : DType::F32, true);
+    store(b.cast(k, F) / 7.0, F == DType::F32 ? DType::F64 : DType::F32, true);     // store converts
+    Val it = b.iota(0);
+    store(b.rand_uniform(it, rng(), rnd(3), F) + b.cast(it, F), F, true);
+    store(b.cast(b.cast(y, DType::Bool), I) + b.cast(kir::logical_not(c), I), DType::I32, true);
+  }
+};
+
+::testing::AssertionResult agree(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType dt,
+                                  bool exact) {
+  size_t n = got.size() / dtype_size(dt);
+  double tol = exact ? 0 : dt == DType::F32 ? 2e-5 : 1e-12;
+  for (size_t i = 0; i < n; ++i) {
+    double g = element(got, dt, i), w = element(want, dt, i);
+    if (std::isnan(g) && std::isnan(w)) continue;
+    if (!(std::fabs(g - w) <= tol * (1 + std::fabs(w))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << g << " vs " << w;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class CpuTier1Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!compiler_present()) GTEST_SKIP() << "no C++ compiler on PATH";
+  }
+};
+
+TEST_F(CpuTier1Test, RandomProgramsMatchTier0AndReference) {
+  Tier1Scope scope(1);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Gen g(seed * 104729);
+    g.generate();
+    std::string ctx = "seed " + std::to_string(seed) + "\n" + kir::to_string(g.b.program("t"));
+    std::string e0, e1, er;
+    set_tier(0);
+    auto t0 = run_fresh(cpu_backend(), g.b, g.L, &e0);
+    set_tier(1);
+    Stats before = stats();
+    auto t1 = run_fresh(cpu_backend(), g.b, g.L, &e1);
+    Stats after = stats();
+    auto ref = run_fresh(reference_backend(), g.b, g.L, &er);
+    ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er << ctx;
+    ASSERT_EQ(after.launches, before.launches + 1) << "did not run on tier 1\n" << ctx;
+    for (const auto& o : g.outs) {
+      EXPECT_TRUE(agree(t1[size_t(o.arg)], t0[size_t(o.arg)], o.dt, o.exact)) << "tier 1 vs 0, arg " << o.arg << "\n" << ctx;
+      EXPECT_TRUE(agree(t1[size_t(o.arg)], ref[size_t(o.arg)], o.dt, o.exact)) << "tier 1 vs reference, arg " << o.arg << "\n" << ctx;
+    }
+  }
+}
+
+// Large launches split over threads and blocks; a reduction stays on tier 0.
+TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
+  Tier1Scope scope(1);
+  kir::Builder b;
+  int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
+  Val x = b.load(in);
+  b.store(out, x * 0.5 * (1.0 + kir::erf(x * 0.7071067811865476)));
+  const int64_t n = 300000;
+  HLaunch h;
+  h.outer_rank = 1;
+  h.shape = {n};
+  HArg o, a;
+  o.dtype = a.dtype = DType::F32;
+  o.strides = a.strides = {1};
+  o.bytes.assign(size_t(n) * 4, 0);
+  a.bytes.assign(size_t(n) * 4, 0);
+  for (int64_t i = 0; i < n; ++i) put(a.bytes, DType::F32, size_t(i), -6.0 + 12.0 * double(i) / double(n));
+  h.args = {o, a};
+  Stats s0 = stats();
+  std::string err;
+  auto t1 = run_fresh(cpu_backend(), b, h, &err);
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(stats().launches, s0.launches + 1);
+  auto ref = run_fresh(reference_backend(), b, h, &err);
+  EXPECT_TRUE(agree(t1[0], ref[0], DType::F32, false));
+
+  // A reduction is not rendered: it runs on tier 0 and compiles nothing.
+  kir::Builder r;
+  int ro = r.add_arg(DType::F32), ri = r.add_arg(DType::F32);
+  Val sum = r.acc_sum(r.load(ri));
+  r.phase = 1;
+  r.store(ro, sum);
+  Stats s1 = stats();
+  ember_kir_program prog = r.program("sum");
+  ember_program p = nullptr;
+  ember_status st{};
+  ASSERT_EQ(cpu_backend().table().program_create(&prog, &p, &st), EMBER_OK) << st.message;
+  cpu_backend().table().program_destroy(p);
+  Stats s2 = stats();
+  EXPECT_EQ(s2.compiles + s2.cache_hits + s2.failures, s1.compiles + s1.cache_hits + s1.failures);
+}
+
+// The same program compiled twice: the second time the kernel comes from the disk cache.
+TEST_F(CpuTier1Test, DiskCacheIsReused) {
+  Tier1Scope scope(1);
+  kir::Builder b;
+  int out = b.add_arg(DType::F64), in = b.add_arg(DType::F64);
+  b.store(out, kir::tanh(b.load(in)) * 3.0 + 0.25);
+  HLaunch h;
+  h.outer_rank = 1;
+  h.shape = {100};
+  HArg o, a;
+  o.dtype = a.dtype = DType::F64;
+  o.strides = a.strides = {1};
+  o.bytes.assign(800, 0);
+  a.bytes.assign(800, 0);
+  for (int i = 0; i < 100; ++i) put(a.bytes, DType::F64, size_t(i), i * 0.03 - 1.5);
+  h.args = {o, a};
+  Stats s0 = stats();
+  std::string err;
+  auto first = run_fresh(cpu_backend(), b, h, &err);
+  Stats s1 = stats();
+  auto second = run_fresh(cpu_backend(), b, h, &err);
+  Stats s2 = stats();
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(s1.compiles, s0.compiles + 1);
+  EXPECT_EQ(s2.compiles, s1.compiles);
+  EXPECT_EQ(s2.cache_hits, s1.cache_hits + 1);
+  EXPECT_EQ(s2.launches, s0.launches + 2);
+  EXPECT_EQ(first, second);
+  size_t so_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(scope.dir()))
+    if (e.path().extension() == ".so") ++so_files;
+  EXPECT_EQ(so_files, 1u);
+}
+
+// Without a compiler (EMBER_CXX names none) programs run on tier 0 with the right results.
+TEST_F(CpuTier1Test, MissingCompilerStaysOnTier0) {
+  Tier1Scope scope(1, "/nonexistent/c++");
+  kir::Builder b;
+  int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
+  b.store(out, kir::exp(b.load(in)) - 1.0);
+  HLaunch h;
+  h.outer_rank = 1;
+  h.shape = {50};
+  HArg o, a;
+  o.dtype = a.dtype = DType::F32;
+  o.strides = a.strides = {1};
+  o.bytes.assign(200, 0);
+  a.bytes.assign(200, 0);
+  for (int i = 0; i < 50; ++i) put(a.bytes, DType::F32, size_t(i), i * 0.1 - 2.5);
+  h.args = {o, a};
+  Stats s0 = stats();
+  std::string err;
+  auto got = run_fresh(cpu_backend(), b, h, &err);
+  Stats s1 = stats();
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(s1.failures, s0.failures + 1);
+  EXPECT_EQ(s1.launches, s0.launches);  // ran on tier 0
+  auto ref = run_fresh(reference_backend(), b, h, &err);
+  EXPECT_TRUE(agree(got[0], ref[0], DType::F32, false));
+}
+
+}  // namespace
+}  // namespace ember::testing
