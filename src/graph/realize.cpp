@@ -192,6 +192,25 @@ class DeviceQueue {
     work_.notify_one();
   }
 
+  // A host about to block on this queue's result runs the work itself when the queue is idle:
+  // no hand-off to the worker and back (two thread wake-ups) for a synchronous read. The queue
+  // counts as busy meanwhile, so work pushed by other threads still runs after it, in order.
+  bool run_inline_if_idle(WorkItem& item) {
+    {
+      std::lock_guard lock(m_);
+      if (stop_ || !items_.empty() || busy_) return false;
+      busy_ = true;
+    }
+    execute(item);
+    {
+      std::lock_guard lock(m_);
+      busy_ = false;
+      if (items_.empty()) idle_.notify_all();
+    }
+    work_.notify_one();
+    return true;
+  }
+
   // Blocks until everything pushed so far has run.
   void drain() {
     std::unique_lock lock(m_);
@@ -206,7 +225,7 @@ class DeviceQueue {
       std::unique_ptr<WorkItem> item;
       {
         std::unique_lock lock(m_);
-        work_.wait(lock, [&] { return !items_.empty() || stop_; });
+        work_.wait(lock, [&] { return !busy_ && (!items_.empty() || stop_); });
         if (items_.empty()) return;  // stopping, and nothing left to run
         item = std::move(items_.front());
         items_.pop_front();
@@ -268,8 +287,12 @@ DeviceQueue& queue_for(Device d) {
 
 }  // namespace
 
-void realize(const std::vector<NodePtr>& roots) {
-  std::lock_guard lock(plan_mutex());
+namespace {
+
+// Plans the pending nodes `roots` depend on and queues (or, with `will_wait` and an idle queue,
+// runs) the work.
+void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
+  std::unique_lock lock(plan_mutex());
   std::vector<Node*> order;
   std::vector<NodePtr> keep;
   std::unordered_set<Node*> seen;
@@ -327,11 +350,20 @@ void realize(const std::vector<NodePtr>& roots) {
     return;
   }
   register_exit_drain();
-  queue_for(device).push(std::move(item));
+  DeviceQueue& queue = queue_for(device);
+  if (will_wait) {
+    lock.unlock();  // other threads may plan while this one executes
+    if (queue.run_inline_if_idle(item)) return;
+  }
+  queue.push(std::move(item));
 }
 
+}  // namespace
+
+void realize(const std::vector<NodePtr>& roots) { realize_impl(roots, false); }
+
 void realize_and_wait(const std::vector<NodePtr>& roots) {
-  realize(roots);
+  realize_impl(roots, true);
   for (const NodePtr& r : roots) {
     if (!r) continue;
     Completion& c = completion();

@@ -126,6 +126,24 @@ TEST(CpuMatmul, PlainAndTransposedF32) {
   }
 }
 
+// M <= 4 takes the dot-product / row-update loops of gemv.cpp (batch-1 inference): both layouts
+// of b, strided a, K not a multiple of the 16 lanes, and sizes large enough to use threads.
+TEST(CpuMatmul, SmallMRowsMatchReference) {
+  std::mt19937_64 rng(5);
+  const int64_t shapes[][3] = {{1, 784, 512}, {2, 37, 9}, {3, 16, 1}, {4, 1, 70}, {1, 513, 300}, {4, 1000, 130}};
+  for (auto& s : shapes) {
+    int64_t M = s[0], K = s[1], N = s[2];
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        HTensor a = make(DType::F32, {M, K}, ta ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
+        HTensor b = make(DType::F32, {K, N}, tb ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
+        HTensor c = make(DType::F32, {M, N}, {0, 1}, {}, 1, rng, 0);
+        check(a, b, c, "small M " + std::to_string(M) + " K " + std::to_string(K) + " N " + std::to_string(N) +
+                           " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+      }
+  }
+}
+
 TEST(CpuMatmul, StridedOperandsArePacked) {
   std::mt19937_64 rng(2);
   HTensor a = make(DType::F32, {20, 30}, {0, 1}, {}, 2, rng);  // inner stride 2

@@ -1,5 +1,6 @@
 // Matrix multiplication for the CPU backend (EMBER_LIB_MATMUL, see abi.h): a [..., M, K] times
 // b [..., K, N] into a contiguous out [..., M, N], batch dims already broadcast (stride 0 allowed).
+//  - f32 with M <= 4: dot-product / row-update loops (gemv.cpp);
 //  - f32: oneDNN matmul on strided 2-D descriptors (transposed operands are read in place; other
 //    layouts are packed first). A batch that shares b and walks a contiguously is folded into M;
 //    other batches loop over their entries with one cached primitive.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
+#include "backend/cpu/gemv.h"
 #include "backend/cpu/matmul.h"
 #include "ember/dtype.h"
 
@@ -87,6 +89,8 @@ void pack(Mat<const T> m, int64_t rows, int64_t cols, D* out, F convert) {
 
 // C (plain, f32) = A B with oneDNN; operands in other layouts are packed.
 void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const float> B, Mat<float> C) {
+  // A few rows (batch-1 inference, matrix-vector): plain loops beat oneDNN's per-call setup.
+  if (M <= 4 && small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs)) return;
   std::vector<float> pa, pb;
   if (!plain_strides(M, K, A.rs, A.cs)) {
     pa.resize(size_t(M * K));

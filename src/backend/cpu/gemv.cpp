@@ -1,0 +1,74 @@
+// Small-M f32 products (gemv.h).
+#include "backend/cpu/gemv.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace ember::cpu {
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#else
+#define EMBER_CLONES
+#endif
+
+// Dot product of two contiguous vectors, 16 independent partial sums (vectorizes without
+// reassociation flags).
+EMBER_CLONES float dot(const float* x, const float* y, int64_t n) {
+  float acc[16] = {};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += x[k + l] * y[k + l];
+  float s = 0;
+  for (; k < n; ++k) s += x[k] * y[k];
+  for (int l = 0; l < 16; ++l) s += acc[l];
+  return s;
+}
+
+// y[0..n) += alpha * x[0..n)
+EMBER_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += alpha * x[j];
+}
+
+}  // namespace
+
+bool small_m_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                      int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs) {
+  const bool b_transposed = b_rs == 1 && (b_cs == K || N == 1), b_rows = b_cs == 1 && (b_rs == N || K == 1);
+  if (!b_transposed && !b_rows) return false;
+  // Contiguous rows of a (packed when strided: K floats per row).
+  std::vector<float> packed;
+  if (a_cs != 1) {
+    packed.resize(size_t(M * K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) packed[size_t(i * K + k)] = a[i * a_rs + k * a_cs];
+    a = packed.data();
+    a_rs = K;
+  }
+  [[maybe_unused]] const bool par = N * K >= (int64_t(1) << 16) && !omp_in_parallel();
+  if (b_transposed) {
+    // Column j of B is row j of Bᵀ: contiguous, so c[i, j] is a dot product.
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t i = 0; i < M; ++i) c[i * c_rs + j] = dot(a + i * a_rs, b + j * b_cs, K);
+    return true;
+  }
+  // Row-major B: c[i, :] = sum_k a[i, k] * B[k, :], threads split the columns.
+#pragma omp parallel if (par)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t chunk = (N + nt - 1) / nt, j0 = std::min(N, t * chunk), j1 = std::min(N, j0 + chunk);
+    for (int64_t i = 0; i < M && j0 < j1; ++i) {
+      float* ci = c + i * c_rs;
+      std::fill(ci + j0, ci + j1, 0.0f);
+      for (int64_t k = 0; k < K; ++k) axpy(a[i * a_rs + k], b + k * b_rs + j0, ci + j0, j1 - j0);
+    }
+  }
+  return true;
+}
+
+}  // namespace ember::cpu
