@@ -185,3 +185,38 @@ TEST(SchedulerBreadthTest, MatchTorch) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// Gradient accumulation over micro-batches: three micro-batches of 2 rows, each loss scaled by
+// 2/6 and accumulated with backward_into, then one SGD step (momentum; SGD, unlike Adam, is not
+// invariant to the gradient's scale), equal one step on the full batch of 6 rows (mean squared
+// error), to rounding.
+TEST(OptimizerBreadthTest, MicroBatchAccumulationEqualsTheFullBatch) {
+  Array x = det({6, 4}, 0.37, 0.1), y = det({6, 3}, 0.61, 0.5);
+  Sequential full = reference_mlp(), micro = reference_mlp();
+  optim::Sgd opt_full(full, {.lr = 0.1, .momentum = 0.9}), opt_micro(micro, {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    opt_full.step(mse_loss(full.forward(x), y).backward());
+    Gradients acc;
+    for (int64_t b = 0; b < 6; b += 2) {
+      Array part = mse_loss(micro.forward(slice(x, 0, b, b + 2)), slice(y, 0, b, b + 2));
+      mul(part, 2.0 / 6.0).backward_into(acc);
+    }
+    opt_micro.step(acc);
+  }
+  auto pf = full.named_parameters(), pm = micro.named_parameters();
+  ASSERT_EQ(pf.size(), pm.size());
+  for (size_t i = 0; i < pf.size(); ++i) {
+    std::vector<double> want = pf[i].param.array().to_vector<double>();
+    EXPECT_TRUE(all_close(pm[i].param.array(), want, 1e-12, 1e-13)) << pf[i].name;
+    // The step moved the parameters (the comparison is not between untouched copies).
+    EXPECT_FALSE(all_close(pm[i].param.array(), reference_mlp().named_parameters()[i].param.array().to_vector<double>(),
+                           1e-6, 1e-6))
+        << pf[i].name;
+  }
+}
+
+}  // namespace
+}  // namespace ember
