@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -86,7 +87,7 @@ struct Entry {
   dnnl::memory::desc bias;
 };
 
-Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg) {
   const int64_t G = a.groups;
   dnnl::memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
   dnnl::memory::dims wei = G > 1 ? dnnl::memory::dims{G, g.O / G, g.C / G, g.KH, g.KW}
@@ -101,7 +102,7 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   auto any = [](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, dt::f32, tag::any); };
   const dnnl::memory::desc src_u(src, dt::f32, tag::nchw), dst_u(dst, dt::f32, tag::nchw), wei_u(wei, dt::f32, wtag);
   const dnnl::memory::desc bias_md({g.O}, dt::f32, tag::x);
-  const auto alg = dnnl::algorithm::convolution_direct;
+
   auto fd = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
                                                        bias_md, any(dst), strides, dil, pad_l, pad_r)
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
@@ -136,6 +137,30 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
     }
   }
   return e;
+}
+
+// The algorithm: Winograd (oneDNN's F(4x4, 3x3) on AVX-512) for 3x3, stride-1, undilated,
+// ungrouped convolutions with at least 16 input and output channels, where it takes ~0.6x the
+// direct kernels' time (bench/cnn_layers_bench.cpp: 32 -> 64 channels, 28x28, batch 64); direct
+// elsewhere (a 1-channel first layer is 3-5x slower in Winograd). Winograd's transforms round
+// differently: f32 results are within ~5e-6 of the output's largest magnitude, against ~1e-6 for
+// the direct kernels (ConvDnnlTest.* checks both against the reference backend).
+// EMBER_CONV_ALG=direct turns it off, =winograd asks for it wherever oneDNN has it.
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+  static const int choice = [] {
+    const char* e = std::getenv("EMBER_CONV_ALG");
+    return !e ? 0 : std::string(e) == "direct" ? 1 : std::string(e) == "winograd" ? 2 : 0;
+  }();
+  const bool fits = a.groups == 1 && g.KH == 3 && g.KW == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                    a.dilation[0] == 1 && a.dilation[1] == 1;
+  const bool wino = choice == 2 || (choice == 0 && fits && g.C >= 16 && g.O >= 16);
+  if (wino) {
+    try {
+      return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {  // not implemented for this shape or CPU: the direct kernels
+    }
+  }
+  return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct);
 }
 
 // A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
