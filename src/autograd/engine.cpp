@@ -5,6 +5,7 @@
 // forward pass's intermediates.
 #include <fmt/format.h>
 
+#include <mutex>
 #include <unordered_map>
 
 #include "autograd/grad_math.h"
@@ -97,11 +98,16 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
       if (!targets) into.accumulate(n->shared_from_this(), g);
       continue;
     }
-    if (n->released)
-      throw Error(fmt::format("backward: the graph through {} (created at {}) was already used by a backward "
-                              "pass; pass retain_graph = true to the first one to run backward twice",
-                              op_name(n->op), format_location(n->loc)));
-    std::vector<Array> grads = autograd::apply_rule(*n, g);
+    std::vector<Array> grads;
+    {
+      // Another thread's backward through this shared history may release it meanwhile.
+      std::lock_guard lock(n->mutex);
+      if (n->released)
+        throw Error(fmt::format("backward: the graph through {} (created at {}) was already used by a backward "
+                                "pass; pass retain_graph = true to the first one to run backward twice",
+                                op_name(n->op), format_location(n->loc)));
+      grads = autograd::apply_rule(*n, g);
+    }
     for (size_t i = 0; i < n->inputs.size() && i < grads.size(); ++i) {
       const GradNode::Edge& e = n->inputs[i];
       if (!e.fn || !grads[i].defined()) continue;

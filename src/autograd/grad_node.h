@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "ember/autograd.h"
@@ -33,6 +34,9 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   Shape out_shape;
   DType out_dtype = DType::F32;
   bool released = false;  // saved values dropped after a backward pass without retain_graph
+  // Guards the saved values and `released`: backward passes in several threads may run through
+  // one shared history, and one of them may release it while another applies its rule.
+  std::mutex mutex;
 
   // User-written rules (custom functions, checkpoints) instead of an op-table rule.
   std::function<std::vector<Array>(GradNode& self, const Array& grad_output)> custom;
@@ -41,6 +45,7 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   // The output with this node as its history (for rules that use the output).
   Array output() { return Array(saved_output, shared_from_this()); }
   void release() {
+    std::lock_guard lock(mutex);
     saved_inputs.clear();
     saved_output.reset();
     custom_saved.clear();

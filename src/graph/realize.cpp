@@ -195,20 +195,28 @@ class DeviceQueue {
   // A host about to block on this queue's result runs the work itself when the queue is idle:
   // no hand-off to the worker and back (two thread wake-ups) for a synchronous read. The queue
   // counts as busy meanwhile, so work pushed by other threads still runs after it, in order.
-  bool run_inline_if_idle(WorkItem& item) {
-    {
-      std::lock_guard lock(m_);
-      if (stop_ || !items_.empty() || busy_) return false;
-      busy_ = true;
-    }
-    execute(item);
-    {
-      std::lock_guard lock(m_);
-      busy_ = false;
-      if (items_.empty()) idle_.notify_all();
-    }
-    work_.notify_one();
+  // claim_if_idle() must be called under the plan lock (like push): a plan made later, maybe by
+  // another thread, may read this plan's outputs, so it must not start first (a claim taken
+  // after releasing the plan lock let it, found by ThreadSanitizer/ThreadStressTest).
+  bool claim_if_idle() {
+    std::lock_guard lock(m_);
+    if (stop_ || !items_.empty() || busy_) return false;
+    busy_ = true;
     return true;
+  }
+  void run_claimed(WorkItem& item) {
+    struct Release {
+      DeviceQueue* q;
+      ~Release() {
+        {
+          std::lock_guard lock(q->m_);
+          q->busy_ = false;
+          if (q->items_.empty()) q->idle_.notify_all();
+        }
+        q->work_.notify_one();
+      }
+    } release{this};
+    execute(item);
   }
 
   // Blocks until everything pushed so far has run.
@@ -351,9 +359,11 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   }
   register_exit_drain();
   DeviceQueue& queue = queue_for(device);
-  if (will_wait) {
-    lock.unlock();  // other threads may plan while this one executes
-    if (queue.run_inline_if_idle(item)) return;
+  // Claiming or pushing happens under the plan lock, so the queue's order is the planning order.
+  if (will_wait && queue.claim_if_idle()) {
+    lock.unlock();  // other threads may plan (and queue behind this work) while this one executes
+    queue.run_claimed(item);
+    return;
   }
   queue.push(std::move(item));
 }

@@ -21,9 +21,14 @@ namespace trace {
 namespace {
 
 struct State {
+  // The clock's origin never changes (threads read it without the lock); a recording starts at
+  // `start` (ns since origin), set under the lock. Resetting the origin at profiler_start() raced
+  // with spans being timed on other threads and gave them negative durations (found by
+  // ThreadStressTest.ProfilerStartsAndStopsWhileWorkRuns).
+  const std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   std::mutex m;
+  int64_t start = 0;
   std::vector<KernelRecord> records;
-  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   std::map<std::thread::id, int> thread_numbers;
 };
 State& state() {
@@ -83,11 +88,12 @@ int64_t now_ns() {
 void record(int64_t start_ns, int64_t end_ns, const std::function<void(KernelRecord&)>& describe) {
   KernelRecord r;
   describe(r);
-  r.start_ns = start_ns;
-  r.duration_ns = end_ns - start_ns;
   State& s = state();
   std::lock_guard lock(s.m);
   if (!recording.load(std::memory_order_relaxed)) return;
+  if (start_ns < s.start) return;  // began before this recording (started on another thread)
+  r.start_ns = start_ns - s.start;
+  r.duration_ns = end_ns - start_ns;
   auto [it, inserted] = s.thread_numbers.try_emplace(std::this_thread::get_id(), int(s.thread_numbers.size()));
   r.thread = it->second;
   s.records.push_back(std::move(r));
@@ -101,7 +107,7 @@ void profiler_start() {
     std::lock_guard lock(s.m);
     s.records.clear();
     s.thread_numbers.clear();
-    s.origin = std::chrono::steady_clock::now();
+    s.start = trace::now_ns();
   }
   trace::recording.store(true);
 }
