@@ -1,6 +1,6 @@
 # The two entry points of the README, plus developer conveniences. Everything goes through the
 # CMake presets in CMakePresets.json (Ninja + ccache).
-.PHONY: train train-smoke demo test build asan asan-test clang clean bench bench-smoke bench-build
+.PHONY: train train-smoke demo test build asan asan-test tsan tsan-test clang clean bench bench-smoke bench-build
 
 JOBS ?= $(shell nproc)
 # Extra CMake arguments, e.g. EMBER_CMAKE_ARGS=-DEMBER_WERROR=ON (what CI uses).
@@ -54,6 +54,19 @@ asan-test: asan
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASAN_FILTER)'
 ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:-*Million*
+
+# ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
+# loader workers, the profiler). The CPU plugin's own loops are built without OpenMP
+# (EMBER_OPENMP=OFF: libgomp is not instrumented); tools/tsan.supp lists what is left from
+# uninstrumented libraries, each with its reason. OMP_NUM_THREADS=1 keeps oneDNN on one thread.
+tsan:
+	@bash scripts/setup.sh
+	@cmake --preset tsan $(EMBER_CMAKE_ARGS) >/dev/null
+	@cmake --build --preset tsan -j$(JOBS) --target ember_tests
+tsan-test: tsan
+	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+	  ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
+TSAN_FILTER ?= ThreadStressTest*:GraphTest*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).
