@@ -120,8 +120,53 @@ void max_indices(const T* x, const Geom& g, const ember_pool_attrs& a, int64_t* 
   }
 }
 
+// The same rule as window_arg for the 4 entries of a 2x2 window, as 0..3 (row-major).
+template <class T>
+inline int arg4(T a, T b, T c, T d) {
+  int k = 0;
+  T m = a;
+  if (b > m || (std::isnan(b) && !std::isnan(m))) m = b, k = 1;
+  if (c > m || (std::isnan(c) && !std::isnan(m))) m = c, k = 2;
+  if (d > m || (std::isnan(d) && !std::isnan(m))) k = 3;
+  return k;
+}
+
+// 2x2 windows at stride 2 without padding: each window writes its 4 entries of dx (dy at the
+// maximum, zeros elsewhere), so dx needs no separate clearing pass except for a last odd row or
+// column that no window covers.
+template <class T>
+void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const T* xp = x + p * g.H * g.W;
+    const T* gp = dy + p * g.OH * g.OW;
+    T* out = dx + p * g.H * g.W;
+    if (2 * g.OH != g.H || 2 * g.OW != g.W) std::fill(out, out + g.H * g.W, T(0));
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const T* r0 = xp + 2 * oh * g.W;
+      const T* r1 = r0 + g.W;
+      T* o0 = out + 2 * oh * g.W;
+      T* o1 = o0 + g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t c = 2 * ow;
+        const int k = arg4(r0[c], r0[c + 1], r1[c], r1[c + 1]);
+        const T v = gp[oh * g.OW + ow];
+        o0[c] = k == 0 ? v : T(0);
+        o0[c + 1] = k == 1 ? v : T(0);
+        o1[c] = k == 2 ? v : T(0);
+        o1[c + 1] = k == 3 ? v : T(0);
+      }
+    }
+  }
+}
+
 template <class T>
 void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
+  if (a.kernel[0] == 2 && a.kernel[1] == 2 && a.stride[0] == 2 && a.stride[1] == 2 && a.pad_begin[0] == 0 &&
+      a.pad_begin[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W) {
+    max_backward_2x2(dy, x, g, dx);
+    return;
+  }
 #pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
   for (int64_t p = 0; p < g.P; ++p) {
     const T* xp = x + p * g.H * g.W;
