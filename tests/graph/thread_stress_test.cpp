@@ -179,7 +179,8 @@ TEST(ThreadStressTest, ProfilerStartsAndStopsWhileWorkRuns) {
   done.store(true);
   toggler.join();
   EXPECT_FALSE(profiler_running());
-  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(threaded[size_t(t)], single[size_t(t)]) << t;
+  // Close, not bit-equal: a kernel may switch tiers (interpreter -> compiled) between the runs.
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(all_close(threaded[size_t(t)], single[size_t(t)], 1e-12, 1e-14)) << t;
 }
 
 }  // namespace

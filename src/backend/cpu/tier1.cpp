@@ -149,14 +149,17 @@ bool make_dirs(const std::string& dir) {
   return ::access(dir.c_str(), W_OK) == 0;
 }
 
+// The statics the compile thread uses are never destroyed: it may still be compiling while exit
+// handlers destroy function-local statics created after the Compiler (ThreadSanitizer saw the
+// thread read `flags` and lock `m` after their destruction).
 std::string cpu_flags() {
-  static const std::string flags = [] {
+  static const std::string& flags = *new std::string([] {
     std::ifstream f("/proc/cpuinfo");
     std::string line;
     while (std::getline(f, line))
       if (line.rfind("flags", 0) == 0) return line;
     return std::string("unknown");
-  }();
+  }());
   return flags;
 }
 
@@ -165,8 +168,9 @@ const char* const kFlags[] = {"-O3", "-march=native", "-fopenmp-simd", "-fno-mat
 
 // Compiler path -> "version" (its --version output), computed once per path.
 std::string compiler_id(const std::string& cxx, const std::string& tmpdir) {
-  static std::mutex m;
-  static std::string last_path, last_id;
+  static std::mutex& m = *new std::mutex;  // never destroyed (see cpu_flags)
+  static std::string& last_path = *new std::string;
+  static std::string& last_id = *new std::string;
   std::lock_guard<std::mutex> lock(m);
   if (cxx == last_path) return last_id;
   std::string log = tmpdir + "/ember_cxx_version." + std::to_string(::getpid()) + ".txt";
@@ -190,8 +194,8 @@ std::string cache_dir() {
 
 // A private scratch directory for compiles when there is no cache.
 std::string scratch_dir() {
-  static std::mutex m;
-  static std::string dir;
+  static std::mutex& m = *new std::mutex;  // never destroyed (see cpu_flags)
+  static std::string& dir = *new std::string;
   std::lock_guard<std::mutex> lock(m);
   if (dir.empty()) {
     const char* t = std::getenv("TMPDIR");
