@@ -1,8 +1,9 @@
 // Per-layer timing of the Fashion-MNIST CNN's convolutions (src/cli/models.h) on the CPU backend:
 // forward, backward-data and backward-weights of conv1 (1->32) and conv2 (32->64), 3x3, padding 1,
 // batch 64, 28x28, f32, each as a fraction of its FLOP bound (2 * N * O * OH * OW * C * KH * KW
-// FLOPs at the measured peak rate of a large f32 GEMM through the same oneDNN). Median of 20 runs.
-// Build and run (threads from OMP_NUM_THREADS):
+// FLOPs at the measured peak rate of a large f32 GEMM through the same oneDNN). Best of 20 runs
+// (the machine may be shared). Build and run (threads from OMP_NUM_THREADS; EMBER_CONV_ALG=direct
+// measures oneDNN's direct kernels instead of Winograd):
 //   g++ -O2 -std=c++20 -Iinclude -Ibuild/release/include bench/cnn_layers_bench.cpp -Lbuild/release/lib -lember \
 //       -Wl,-rpath,$PWD/build/release/lib -o /tmp/cnn_layers_bench && OMP_NUM_THREADS=2 /tmp/cnn_layers_bench
 #include <ember/ember.h>
