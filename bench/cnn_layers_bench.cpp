@@ -4,8 +4,9 @@
 // FLOPs at the measured peak rate of a large f32 GEMM through the same oneDNN). Best of 20 runs
 // (the machine may be shared). Build and run (threads from OMP_NUM_THREADS; EMBER_CONV_ALG=direct
 // measures oneDNN's direct kernels instead of Winograd):
-//   g++ -O2 -std=c++20 -Iinclude -Ibuild/release/include bench/cnn_layers_bench.cpp -Lbuild/release/lib -lember \
-//       -Wl,-rpath,$PWD/build/release/lib -o /tmp/cnn_layers_bench && OMP_NUM_THREADS=2 /tmp/cnn_layers_bench
+//   g++ -O2 -std=c++20 -Iinclude -Ibuild/release/include bench/cnn_layers_bench.cpp -Lbuild/release/lib
+//       -lember -Wl,-rpath,$PWD/build/release/lib -o /tmp/cnn_layers_bench   (one line)
+//   OMP_NUM_THREADS=2 /tmp/cnn_layers_bench
 #include <ember/ember.h>
 
 #include <algorithm>
