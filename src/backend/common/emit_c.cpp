@@ -145,6 +145,9 @@ std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) cons
       case EMBER_KIR_FLOOR: return fmt("__builtin_floor%s(%s)", f, a.c_str());
       case EMBER_KIR_CEIL: return fmt("__builtin_ceil%s(%s)", f, a.c_str());
       case EMBER_KIR_SQRT: return fmt("__builtin_sqrt%s(%s)", f, a.c_str());
+      // libmvec's erff is off by up to ~2 ulp next to +-1, where 1 + erf(x) (GELU's tail)
+      // cancels; the f64 variant rounded to f32 matches tier 0 (SLEEF, 1 ulp) there.
+      case EMBER_KIR_ERF: return dt == EMBER_F32 ? fmt("float(erf(double(%s)))", a.c_str()) : fmt("erf(%s)", a.c_str());
       default:
         if (const char* m = math_name(op)) return fmt("%s%s(%s)", m, f, a.c_str());
         return "";
