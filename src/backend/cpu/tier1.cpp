@@ -371,12 +371,12 @@ void tier1_attach(Program& p, const ember_kir_program& src) {
 bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st, int32_t* rc) {
   Tier1* t = p.tier1.get();
   if (!t) return false;
+  const int mode = tier_mode();
+  if (mode == 0) return false;  // also for kernels compiled before the mode was set to 0
   ember_c_kernel_fn fn = t->fn.load(std::memory_order_acquire);
   if (!fn) {
     const int state = t->state.load(std::memory_order_acquire);
     if (state != Tier1::kIdle) return false;
-    const int mode = tier_mode();
-    if (mode == 0) return false;
     int64_t now = 1;
     for (int d = 0; d < l.outer_rank + l.reduce_rank && d < EMBER_MAX_ITER_RANK; ++d) now *= std::max<int64_t>(l.shape[d], 0);
     const int64_t runs = t->runs.fetch_add(1) + 1, points = t->points.fetch_add(now) + now;
