@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +71,12 @@ class Tier1Scope {
     std::filesystem::create_directories(dir_);
     ::setenv("EMBER_CACHE_DIR", dir_.c_str(), 1);
     if (cxx) ::setenv("EMBER_CXX", cxx, 1);
+    // Programs of earlier tests made hot in auto mode may still be compiling in the background:
+    // let them finish, so that the counters below count this test's compiles only.
+    auto pending = reinterpret_cast<int64_t (*)()>(cpu_plugin_symbol("ember_cpu_tier_pending"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (pending && pending() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     set_tier(mode);
   }
   ~Tier1Scope() {

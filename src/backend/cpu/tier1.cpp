@@ -294,6 +294,7 @@ class Compiler {
     std::lock_guard<std::mutex> lock(m_);
     if (stop_) return;
     queue_.push_back(std::move(t));
+    ++pending_;
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     cv_.notify_one();
   }
@@ -320,13 +321,21 @@ class Compiler {
       }
       // A program destroyed meanwhile holds the only other reference: skip it.
       if (t.use_count() > 1) compile(*t);
+      --pending_;
     }
   }
+
+ public:
+  // Compiles queued or running.
+  int64_t pending() const { return pending_.load(); }
+
+ private:
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Tier1>> queue_;
   std::thread thread_;
   bool stop_ = false;
+  std::atomic<int64_t> pending_{0};
 };
 
 Compiler& compiler() {
@@ -463,6 +472,10 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
 // {kernels compiled, kernels loaded from the disk cache, failed compiles, tier-1 launches}.
 extern "C" __attribute__((visibility("default"))) void ember_cpu_set_tier(int mode) {
   ember::cpu::set_tier_mode(mode);
+}
+// Number of background compiles queued or running (tests wait for 0 before counting).
+extern "C" __attribute__((visibility("default"))) int64_t ember_cpu_tier_pending() {
+  return ember::cpu::compiler().pending();
 }
 extern "C" __attribute__((visibility("default"))) void ember_cpu_tier_stats(int64_t* out4) {
   out4[0] = ember::cpu::g_compiles.load();
