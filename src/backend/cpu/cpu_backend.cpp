@@ -82,6 +82,8 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
       case EMBER_LIB_AVG_POOL2D_BACKWARD:
         return ember::cpu::pool_library(op, in[0], out[0], attrs, st);
+      case EMBER_LIB_MAX_POOL2D_BACKWARD:
+        return ember::cpu::max_pool_library(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), st);
       case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD:
       case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
         return ember::cpu::sort_scan_library(op, in[0], out[0], attrs, st);
