@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -110,9 +111,9 @@ void check(const HTensor& a, const HTensor& b, const HTensor& c, const std::stri
   }
 }
 
-TEST(CpuMatmul, PlainAndTransposedF32) {
-  std::mt19937_64 rng(1);
-  const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 100, 33}, {1, 300, 17}, {129, 1, 65}, {128, 256, 512}};
+// Every (M, K, N) with a and b each plain or transposed, f32, against the reference backend.
+void check_layouts(const std::vector<std::array<int64_t, 3>>& shapes, uint64_t seed, const std::string& what) {
+  std::mt19937_64 rng(seed);
   for (auto& s : shapes) {
     int64_t M = s[0], K = s[1], N = s[2];
     for (int ta = 0; ta < 2; ++ta)
@@ -120,28 +121,20 @@ TEST(CpuMatmul, PlainAndTransposedF32) {
         HTensor a = make(DType::F32, {M, K}, ta ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
         HTensor b = make(DType::F32, {K, N}, tb ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
         HTensor c = make(DType::F32, {M, N}, {0, 1}, {}, 1, rng, 0);
-        check(a, b, c, "M " + std::to_string(M) + " K " + std::to_string(K) + " N " + std::to_string(N) +
+        check(a, b, c, what + " M " + std::to_string(M) + " K " + std::to_string(K) + " N " + std::to_string(N) +
                            " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
       }
   }
 }
 
+TEST(CpuMatmul, PlainAndTransposedF32) {
+  check_layouts({{1, 1, 1}, {7, 13, 5}, {64, 100, 33}, {1, 300, 17}, {129, 1, 65}, {128, 256, 512}}, 1, "");
+}
+
 // M <= 4 takes the dot-product / row-update loops of gemv.cpp (batch-1 inference): both layouts
 // of b, strided a, K not a multiple of the 16 lanes, and sizes large enough to use threads.
 TEST(CpuMatmul, SmallMRowsMatchReference) {
-  std::mt19937_64 rng(5);
-  const int64_t shapes[][3] = {{1, 784, 512}, {2, 37, 9}, {3, 16, 1}, {4, 1, 70}, {1, 513, 300}, {4, 1000, 130}};
-  for (auto& s : shapes) {
-    int64_t M = s[0], K = s[1], N = s[2];
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb) {
-        HTensor a = make(DType::F32, {M, K}, ta ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
-        HTensor b = make(DType::F32, {K, N}, tb ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, {}, 1, rng);
-        HTensor c = make(DType::F32, {M, N}, {0, 1}, {}, 1, rng, 0);
-        check(a, b, c, "small M " + std::to_string(M) + " K " + std::to_string(K) + " N " + std::to_string(N) +
-                           " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
-      }
-  }
+  check_layouts({{1, 784, 512}, {2, 37, 9}, {3, 16, 1}, {4, 1, 70}, {1, 513, 300}, {4, 1000, 130}}, 5, "small");
 }
 
 TEST(CpuMatmul, StridedOperandsArePacked) {

@@ -27,7 +27,8 @@ struct Geom {
   int64_t P, H, W, OH, OW;  // P = N * C planes
 };
 
-bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
+// Used only in OpenMP clauses (unused where the compiler generates no OpenMP code, e.g. clang 14).
+[[maybe_unused]] bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
 
 // A dense row-major view of a floating operand as T (in place when it already is one).
 template <class T>
