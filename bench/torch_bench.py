@@ -295,7 +295,20 @@ class Encoder:
         return checksum(self.out)
 
 
+# EMBER_BENCH_TORCH_COMPILE=1 (torch >= 2): single-function workloads run through torch.compile
+# (the first, compiling call happens in the runner's warm-up reps). For the torch.compile column
+# in docs/performance.md; Debian's 1.13 has no torch.compile.
+COMPILE = os.environ.get("EMBER_BENCH_TORCH_COMPILE") == "1"
+
+
 def make_case(kind, p):
+    case = make_case_eager(kind, p)
+    if COMPILE and isinstance(case, Fn) and kind not in ("randn", "rand"):
+        case.f = torch.compile(case.f)
+    return case
+
+
+def make_case_eager(kind, p):
     n = p.get("n")
     if kind == "tanh":
         x = inp([n], 1)
