@@ -130,6 +130,11 @@ TEST(SafetensorsTest, CrashDuringSaveLeavesPreviousFileIntact) {
   EXPECT_EQ(io::load_file(path).tensors.at("w").to_vector<float>(), std::vector<float>(256, 2.0f));
   // A save into a folder that does not exist fails cleanly.
   EXPECT_THROW(io::save_file(temp_path("no/such/dir/x.safetensors"), first), Error);
+  // The killed writer leaves its temporary file behind (as a real crash would); remove it so
+  // repeated runs do not litter the temp folder.
+  for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir()))
+    if (entry.path().filename().string().starts_with("atomic.safetensors.tmp-")) std::filesystem::remove(entry.path());
+  std::filesystem::remove(path);
 }
 
 void expect_parse_error(const std::vector<uint8_t>& bytes, const std::string& fragment) {
