@@ -21,21 +21,21 @@ int64_t buffer_cache_limit() {
   return limit;
 }
 
-ember_buffer BufferCache::take(size_t capacity) {
+ember_buffer BufferCache::take(size_t bytes) {
   std::lock_guard lock(mutex_);
-  auto it = free_.find(capacity);
+  auto it = free_.find(bytes);
   if (it == free_.end() || it->second.empty()) return nullptr;
   ember_buffer b = it->second.back();
   it->second.pop_back();
-  cached_ -= int64_t(capacity);
+  cached_ -= int64_t(bytes);
   return b;
 }
 
-bool BufferCache::give(ember_buffer handle, size_t capacity) {
+bool BufferCache::give(ember_buffer handle, size_t bytes) {
   std::lock_guard lock(mutex_);
-  if (cached_ + int64_t(capacity) > buffer_cache_limit()) return false;
-  free_[capacity].push_back(handle);
-  cached_ += int64_t(capacity);
+  if (cached_ + int64_t(bytes) > buffer_cache_limit()) return false;
+  free_[bytes].push_back(handle);
+  cached_ += int64_t(bytes);
   return true;
 }
 

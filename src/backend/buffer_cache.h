@@ -19,10 +19,10 @@ namespace ember {
 
 class BufferCache {
  public:
-  // A cached buffer of exactly `capacity` bytes, or nullptr.
-  ember_buffer take(size_t capacity);
-  // Keeps `handle` (of `capacity` bytes) for reuse; false when the cache is full (the caller frees it).
-  bool give(ember_buffer handle, size_t capacity);
+  // A cached buffer of exactly `bytes` bytes, or nullptr.
+  ember_buffer take(size_t bytes);
+  // Keeps `handle` (of `bytes` bytes) for reuse; false when the cache is full (the caller frees it).
+  bool give(ember_buffer handle, size_t bytes);
   // Removes and returns every cached buffer (the caller frees them).
   std::vector<ember_buffer> drain();
   int64_t cached_bytes();

@@ -157,15 +157,14 @@ BufferCache& Backend::cache(int device) {
 }
 
 std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
-  const size_t capacity = bytes;
-  ember_buffer handle = buffer_cache_limit() > 0 ? cache(device.index).take(capacity) : nullptr;
+  ember_buffer handle = buffer_cache_limit() > 0 ? cache(device.index).take(bytes) : nullptr;
   if (!handle) {
     ember_status st{};
-    int32_t code = table_->buffer_alloc(device.index, capacity, &handle, &st);
+    int32_t code = table_->buffer_alloc(device.index, bytes, &handle, &st);
     if (code == EMBER_ERR_OUT_OF_MEMORY) {  // cached memory may be what is missing
       empty_cache(device.index);
       st = ember_status{};
-      code = table_->buffer_alloc(device.index, capacity, &handle, &st);
+      code = table_->buffer_alloc(device.index, bytes, &handle, &st);
     }
     check(code, st, "allocating memory");
   }
@@ -173,7 +172,6 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
   buf->backend = this;
   buf->handle = handle;
   buf->bytes = bytes;
-  buf->capacity = capacity;
   buf->device = device;
   account(device.index, int64_t(bytes), +1);
   return buf;
@@ -182,11 +180,11 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
 Buffer::~Buffer() {
   if (!handle) return;
   backend->account(device.index, -int64_t(bytes), -1);
-  backend->release(device.index, handle, capacity);
+  backend->release(device.index, handle, bytes);
 }
 
-void Backend::release(int device, ember_buffer handle, size_t capacity) {
-  if (capacity == 0 || buffer_cache_limit() == 0 || !cache(device).give(handle, capacity))
+void Backend::release(int device, ember_buffer handle, size_t bytes) {
+  if (buffer_cache_limit() == 0 || !cache(device).give(handle, bytes))
     table_->buffer_free(handle);
 }
 

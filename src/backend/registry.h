@@ -21,8 +21,7 @@ class Backend;
 struct Buffer {
   Backend* backend = nullptr;
   ember_buffer handle = nullptr;
-  size_t bytes = 0;     // what was asked for
-  size_t capacity = 0;  // what the plugin allocated (the cache's key; equal to bytes for now)
+  size_t bytes = 0;  // also the device cache's key when the buffer is freed
   Device device;
   ~Buffer();
 };
@@ -43,7 +42,7 @@ class Backend {
   // Memory from the device's cache when a freed buffer of the same size is there (buffer_cache.h).
   std::shared_ptr<Buffer> alloc(Device device, size_t bytes);
   // Called by ~Buffer: keeps the memory in the cache or gives it back to the plugin.
-  void release(int device, ember_buffer handle, size_t capacity);
+  void release(int device, ember_buffer handle, size_t bytes);
   // Gives every cached buffer of `device` back to the plugin.
   void empty_cache(int device);
   void write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes);

@@ -6,6 +6,7 @@
 
 #include "ember/debug.h"
 #include "nn/nn_test_util.h"
+#include "optim/optimizer_test_util.h"
 
 namespace ember {
 namespace {
@@ -15,32 +16,12 @@ using ember::testing::all_close;
 using ember::testing::det;
 using ember::testing::expected;
 
-Sequential reference_mlp() {
-  Sequential m(Linear({.in = 4, .out = 5, .dtype = DType::F64}), Tanh(), Linear({.in = 5, .out = 3, .dtype = DType::F64}));
-  m.at<Linear>(0).weight.set(mul(det({5, 4}, 0.71, 0.3), 0.5));
-  m.at<Linear>(0).bias.set(mul(det({5}, 1.3, 0.2), 0.5));
-  m.at<Linear>(2).weight.set(mul(det({3, 5}, 0.53, 0.7), 0.5));
-  m.at<Linear>(2).bias.set(mul(det({3}, 0.9, 0.4), 0.5));
-  return m;
-}
-
-Array mlp_loss(Sequential& m) { return mse_loss(m.forward(det({6, 4}, 0.37, 0.1)), det({6, 3}, 0.61, 0.5)); }
+using ember::testing::mlp_loss;
+using ember::testing::reference_mlp;
 
 template <class Opt, class Options>
 void check_trajectory(const std::string& name, Options opts) {
-  SCOPED_TRACE(name);
-  Sequential m = reference_mlp();
-  Opt opt(m, opts);
-  std::vector<double> losses;
-  for (int step = 0; step < 5; ++step) {
-    Array loss = mlp_loss(m);
-    Gradients g = loss.backward();
-    losses.push_back(loss.item<double>());
-    opt.step(g);
-  }
-  EXPECT_TRUE(all_close(losses, expected("opt." + name + ".losses"), 1e-9, 1e-12));
-  for (auto& np : m.named_parameters())
-    EXPECT_TRUE(all_close(np.param.array(), expected("opt." + name + "." + np.name), 1e-9, 1e-12)) << np.name;
+  ember::testing::check_trajectory<Opt>(name, opts, expected);
 }
 
 TEST(OptimizerTest, SgdMatchesTorch) {
