@@ -5,6 +5,7 @@
 //   {"cmd":"setup","kind":"tanh","p":{"n":16777216}}  -> {"ok":true} | {"ok":false,"error":...}
 //   {"cmd":"run","reps":3}   -> {"times":[seconds per rep...],"kernels":k,"library_calls":l}
 //                               (k, l: kernels and library calls of the last rep)
+//   {"cmd":"settle"}         -> {"ok":true} once no tier-1 kernel is compiling in the background
 //   {"cmd":"check"}          -> {"checksum":x}  (a number both sides compute from the same inputs)
 //   {"cmd":"info"}           -> {"threads":..,"fusion":..,"version":..}
 //   {"cmd":"quit"}
@@ -12,6 +13,8 @@
 // device's queue (see wait_cpu). Inputs come from an integer formula both sides evaluate exactly
 // (values ((i * 7919 + seed * 104729) mod 1000) / 500 - 1), so checksums can be compared.
 // The thread count is the process's OMP_NUM_THREADS (set by the runner).
+#include <dlfcn.h>
+#include <link.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ember/ember.h"
@@ -67,6 +71,25 @@ double checksum(const Array& a) { return sum(cast(a, DType::F64)).item<double>()
 template <class D>
 void synchronize(D) {}
 void wait_cpu() { synchronize(Device::cpu()); }
+
+// Waits (at most 60 s) until the CPU plugin has no tier-1 kernel compiling in the background, so
+// that the timed reps measure the steady state (the `settle` command, sent after a warm-up).
+void settle_tier1() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        if (info->dlpi_name && std::strstr(info->dlpi_name, "libember_backend_cpu.so"))
+          *static_cast<std::string*>(data) = info->dlpi_name;
+        return 0;
+      },
+      &path);
+  void* h = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto pending = h ? reinterpret_cast<int64_t (*)()>(dlsym(h, "ember_cpu_tier_pending")) : nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (pending && pending() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (h) dlclose(h);
+}
 Shape shape_of(const json& j) {
   std::vector<int64_t> s = j.get<std::vector<int64_t>>();
   return Shape(s);
@@ -483,6 +506,9 @@ int main() {
         reply = {{"times", times},
                  {"kernels", after.kernels - before.kernels},
                  {"library_calls", after.library_calls - before.library_calls}};
+      } else if (cmd == "settle") {
+        settle_tier1();
+        reply = {{"ok", true}};
       } else if (cmd == "check") {
         if (!c) throw Error("check before setup");
         reply = {{"checksum", c->check()}};

@@ -19,140 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "backend/kir_harness.h"
+#include "backend/tier1_harness.h"
 #include "ember/ops.h"
 
 namespace ember::testing {
 namespace {
 
 using kir::Val;
-
-// ---- hooks exported by the CPU plugin -----------------------------------------------------------
-void* cpu_plugin_symbol(const char* name) {
-  cpu_backend();  // make sure the plugin is loaded
-  std::string path;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) {
-        const char* n = info->dlpi_name;
-        if (n && std::strstr(n, "libember_backend_cpu.so")) *static_cast<std::string*>(data) = n;
-        return 0;
-      },
-      &path);
-  if (path.empty()) return nullptr;
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (!h) return nullptr;
-  void* sym = dlsym(h, name);
-  dlclose(h);
-  return sym;
-}
-
-void set_tier(int mode) {
-  auto fn = reinterpret_cast<void (*)(int)>(cpu_plugin_symbol("ember_cpu_set_tier"));
-  ASSERT_NE(fn, nullptr);
-  fn(mode);
-}
-
-struct Stats {
-  int64_t compiles = 0, cache_hits = 0, failures = 0, launches = 0;
-};
-Stats stats() {
-  auto fn = reinterpret_cast<void (*)(int64_t*)>(cpu_plugin_symbol("ember_cpu_tier_stats"));
-  int64_t v[4] = {0, 0, 0, 0};
-  if (fn) fn(v);
-  return {v[0], v[1], v[2], v[3]};
-}
-
-// Tier mode and a private kernel cache for one test; restored afterwards.
-class Tier1Scope {
- public:
-  explicit Tier1Scope(int mode, const char* cxx = nullptr) {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ember_tier1_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    std::filesystem::create_directories(dir_);
-    ::setenv("EMBER_CACHE_DIR", dir_.c_str(), 1);
-    if (cxx) ::setenv("EMBER_CXX", cxx, 1);
-    // Programs of earlier tests made hot in auto mode may still be compiling in the background:
-    // let them finish, so that the counters below count this test's compiles only.
-    auto pending = reinterpret_cast<int64_t (*)()>(cpu_plugin_symbol("ember_cpu_tier_pending"));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (pending && pending() > 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    set_tier(mode);
-  }
-  ~Tier1Scope() {
-    set_tier(-1);
-    ::unsetenv("EMBER_CACHE_DIR");
-    ::unsetenv("EMBER_CXX");
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::filesystem::path& dir() const { return dir_; }
-
- private:
-  std::filesystem::path dir_;
-  static inline int counter_ = 0;
-};
-
-bool compiler_present() {
-  for (const char* name : {"c++", "g++"})
-    if (std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0) return true;
-  return false;
-}
-
-// Creates a program directly through the plugin's table (not the core's program cache, so each
-// call gets a new program under the current tier mode), runs it and returns every argument's
-// final bytes.
-std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b, const HLaunch& h, std::string* error) {
-  std::vector<std::shared_ptr<Buffer>> bufs;
-  std::vector<ember_kir_arg> args(h.args.size());
-  for (size_t a = 0; a < h.args.size(); ++a) {
-    const HArg& ha = h.args[a];
-    auto buf = be.alloc(Device{}, ha.bytes.size());
-    be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
-    bufs.push_back(buf);
-    ember_kir_arg& c = args[a];
-    c = ember_kir_arg{};
-    c.buffer = buf->handle;
-    c.offset = ha.offset;
-    for (size_t d = 0; d < ha.strides.size(); ++d) c.strides[d] = ha.strides[d];
-  }
-  ember_kir_launch l{};
-  l.outer_rank = h.outer_rank;
-  for (size_t d = 0; d < h.shape.size(); ++d) l.shape[d] = h.shape[d];
-  l.n_args = int32_t(args.size());
-  l.args = args.data();
-  ember_kir_program prog = b.program("tier1_test");
-  ember_program p = nullptr;
-  ember_status st{};
-  if (be.table().program_create(&prog, &p, &st) != EMBER_OK) {
-    if (error) *error = st.message;
-    return {};
-  }
-  int32_t rc = be.table().program_run(p, &l, &st);
-  be.table().program_destroy(p);
-  if (rc != EMBER_OK) {
-    if (error) *error = st.message;
-    return {};
-  }
-  std::vector<std::vector<uint8_t>> out;
-  for (size_t a = 0; a < h.args.size(); ++a) {
-    std::vector<uint8_t> bytes(h.args[a].bytes.size());
-    be.read(*bufs[a], 0, bytes.data(), bytes.size());
-    out.push_back(std::move(bytes));
-  }
-  return out;
-}
-
-void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
-  uint8_t* p = bytes.data();
-  switch (dt) {
-    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
-    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
-    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
-    default: p[i] = uint8_t(int64_t(v));
-  }
-}
 
 // A random elementwise program over every dtype tier 1 renders, with random views.
 struct Gen {
@@ -265,19 +138,6 @@ struct Gen {
   }
 };
 
-::testing::AssertionResult agree(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType dt,
-                                  bool exact) {
-  size_t n = got.size() / dtype_size(dt);
-  double tol = exact ? 0 : dt == DType::F32 ? 2e-5 : 1e-12;
-  for (size_t i = 0; i < n; ++i) {
-    double g = element(got, dt, i), w = element(want, dt, i);
-    if (std::isnan(g) && std::isnan(w)) continue;
-    if (!(std::fabs(g - w) <= tol * (1 + std::fabs(w))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << g << " vs " << w;
-  }
-  return ::testing::AssertionSuccess();
-}
-
 class CpuTier1Test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -308,7 +168,7 @@ TEST_F(CpuTier1Test, RandomProgramsMatchTier0AndReference) {
   }
 }
 
-// Large launches split over threads and blocks; a reduction stays on tier 0.
+// Large launches split over threads and blocks; an argmax stays on tier 0.
 TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   Tier1Scope scope(1);
   kir::Builder b;
@@ -334,14 +194,14 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   auto ref = run_fresh(reference_backend(), b, h, &err);
   EXPECT_TRUE(agree(t1[0], ref[0], DType::F32, false));
 
-  // A reduction is not rendered: it runs on tier 0 and compiles nothing.
+  // An argmax is not rendered: it runs on tier 0 and compiles nothing.
   kir::Builder r;
-  int ro = r.add_arg(DType::F32), ri = r.add_arg(DType::F32);
-  Val sum = r.acc_sum(r.load(ri));
+  int ro = r.add_arg(DType::I64), ri = r.add_arg(DType::F32);
+  Val arg = r.acc_argmax(r.load(ri));
   r.phase = 1;
-  r.store(ro, sum);
+  r.store(ro, arg);
   Stats s1 = stats();
-  ember_kir_program prog = r.program("sum");
+  ember_kir_program prog = r.program("argmax");
   ember_program p = nullptr;
   ember_status st{};
   ASSERT_EQ(cpu_backend().table().program_create(&prog, &p, &st), EMBER_OK) << st.message;

@@ -262,12 +262,10 @@ const ExprTable& cpp_table() {
   return table;
 }
 
-namespace {
-
-// Renders instruction k as `const T vk = expr;` (or the store statement); "" if unsupported.
-std::string render(const ember_kir_program& p, const ExprTable& t, const ArgRefs& refs, int32_t k) {
+std::string render_inst(const ember_kir_program& p, const ExprTable& t, const ArgRefs& refs, int32_t k,
+                        const std::function<std::string(int32_t)>& name) {
   const ember_kir_inst& in = p.insts[k];
-  auto v = [](int32_t i) { return "v" + std::to_string(i); };
+  const auto& v = name;
   auto dt = [&](int32_t i) { return p.insts[i].dtype; };
   std::string e;
   switch (in.op) {
@@ -294,9 +292,19 @@ std::string render(const ember_kir_program& p, const ExprTable& t, const ArgRefs
       else if (in.op >= EMBER_KIR_NEG && in.op <= EMBER_KIR_NOT) e = t.unary(in.op, in.dtype, v(in.a));
       break;
   }
-  const char* T = t.reg_type(in.dtype);
-  if (e.empty() || !T) return "";
-  return std::string("const ") + T + " " + v(k) + " = " + e + ";";
+  if (e.empty() || !t.reg_type(in.dtype)) return "";
+  return e;
+}
+
+namespace {
+
+std::string var(int32_t i) { return "v" + std::to_string(i); }
+
+// Renders instruction k as `const T vk = expr;` (or the store statement); "" if unsupported.
+std::string render(const ember_kir_program& p, const ExprTable& t, const ArgRefs& refs, int32_t k) {
+  std::string e = render_inst(p, t, refs, k, var);
+  if (e.empty() || p.insts[k].op == EMBER_KIR_STORE) return e;
+  return std::string("const ") + t.reg_type(p.insts[k].dtype) + " " + var(k) + " = " + e + ";";
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The C-like KIR emitter: renders a single-pass elementwise KIR program (abi.h) as source code.
+// The C-like KIR emitter: renders KIR programs (abi.h) as source code: single-pass elementwise
+// programs here (emit_c.cpp), reductions and multi-pass programs in emit_c_reduce.cpp.
 // Self-contained (no libember): compiled into the backend plugins that use it.
 //
 // Two parts, kept apart so that other backends can reuse the first with their own spelling and
@@ -35,6 +36,26 @@ typedef struct ember_c_launch {
 } ember_c_launch;
 
 typedef void (*ember_c_kernel_fn)(const ember_c_launch* launch, int64_t t0, int64_t t1);
+
+// The launch a compiled CPU reduction kernel receives (programs with ACC_* or several phases).
+// Outer and reduce dims are each coalesced by the caller (each at least one dim). Two schemes:
+//  - rows (columns = 0): task t is outer point t; each pass runs a SIMD loop along the innermost
+//    reduce dim, which has stride 1 in every argument an even phase touches;
+//  - columns (columns = 1): task t is block t % nblk (of `block` <= 256 outer points) of outer
+//    row t / nblk; lanes are consecutive outer points (stride 1 along the innermost outer dim in
+//    every argument used), each with its own accumulator, and the reduce dims are walked in order.
+typedef struct ember_c_reduce_launch {
+  int32_t outer_rank, reduce_rank;
+  int32_t columns;
+  int32_t unused;
+  int64_t block, nblk;
+  const int64_t* shape;   // [outer_rank + reduce_rank]
+  void* const* data;      // per argument (null if unused)
+  const int64_t* offset;  // per argument, elements
+  const int64_t* strides; // [n_args * (outer_rank + reduce_rank)], elements
+} ember_c_reduce_launch;
+
+typedef void (*ember_c_reduce_fn)(const ember_c_reduce_launch* launch, int64_t t0, int64_t t1);
 }
 
 namespace ember::emit {
@@ -71,6 +92,11 @@ struct ArgRefs {
   std::function<std::string(int arg)> index;
 };
 
+// The expression of instruction k (not an ACC_*; for a STORE the whole statement) with operands
+// named by `name`; "" if the table does not support it.
+std::string render_inst(const ember_kir_program& prog, const ExprTable& table, const ArgRefs& refs, int32_t k,
+                        const std::function<std::string(int32_t)>& name);
+
 // "" if the program is a single-pass elementwise program every instruction of which the table
 // supports, else why not.
 std::string unsupported_reason(const ember_kir_program& prog, const ExprTable& table);
@@ -81,5 +107,10 @@ bool emit_body(const ember_kir_program& prog, const ExprTable& table, const ArgR
 
 // The whole CPU translation unit; false and *why if unsupported.
 bool emit_cpu_kernel(const ember_kir_program& prog, std::string& src, std::string* why);
+
+// The CPU translation unit of a reduction / multi-phase program (emit_c_reduce.cpp), defining
+// `extern "C" void ember_kernel_reduce(const ember_c_reduce_launch*, int64_t t0, int64_t t1)`;
+// false and *why if unsupported (argmax/argmin, gathers, 16-bit floats).
+bool emit_cpu_reduce_kernel(const ember_kir_program& prog, std::string& src, std::string* why);
 
 }  // namespace ember::emit

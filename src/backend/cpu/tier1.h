@@ -1,4 +1,4 @@
-// Tier-1 CPU execution: elementwise KIR programs rendered to C++ (backend/common/emit_c.h),
+// Tier-1 CPU execution: KIR programs (elementwise, reductions, multi-pass) rendered to C++ (backend/common/emit_c.h),
 // compiled by the system compiler into a shared object (in the background, or synchronously with
 // EMBER_CPU_TIER=1), cached on disk and loaded with dlopen. A program runs on the tile
 // interpreter (tier 0) until its compiled kernel is ready, then switches atomically.
@@ -20,7 +20,9 @@ struct Tier1 {
   enum State : int { kIdle = 0, kPending = 1, kReady = 2, kFailed = 3 };
   std::string source;  // the emitted translation unit
   std::string name;
+  bool reduce = false;  // a reduction / multi-phase kernel (ember_kernel_reduce), else elementwise
   std::atomic<ember_c_kernel_fn> fn{nullptr};
+  std::atomic<ember_c_reduce_fn> rfn{nullptr};
   std::atomic<int> state{kIdle};
   std::atomic<int64_t> runs{0}, points{0};
 };
