@@ -176,8 +176,33 @@ enum {
    * out: dx (shape of x): each window's dy added at its first maximum of x (a NaN is a maximum),
    * i.e. a scatter-add at MAX_POOL2D_INDICES, without materializing the indices.                */
   EMBER_LIB_MAX_POOL2D_BACKWARD = 17,
+  /* Contraction epilogues, attrs = ember_epilogue_attrs: the product (as MATMUL / CONV2D) followed
+   * by attrs->ops applied in order to each output element before it is stored (oneDNN post-ops on
+   * the CPU). f32 and f64. A backend without them leaves these codes unsupported and the core
+   * runs the epilogue as separate kernels.                                                       */
+  EMBER_LIB_MATMUL_EPILOGUE = 18,    /* in: a, b (as MATMUL), then the post-op operands; out: y      */
+  EMBER_LIB_CONV2D_EPILOGUE = 19,    /* in: x, w[, bias [O] when has_bias], then the post-op operands */
   EMBER_LIB_NUM_OPS
 };
+
+/* Post-ops of the *_EPILOGUE calls; y is the running value of an output element. */
+enum {
+  EMBER_POST_ADD = 0,   /* y += in[input] at the element (a descriptor of the output's shape whose
+                           strides broadcast it: bias [N] has stride 0 on every other dim)      */
+  EMBER_POST_LINEAR,    /* y = alpha * y + beta (x * c: alpha = c, beta = 0; x + c: 1, c)       */
+  EMBER_POST_RELU,      /* max(y, 0), NaN stays NaN                                             */
+  EMBER_POST_TANH,
+  EMBER_POST_SIGMOID,   /* 1 / (1 + exp(-y))                                                    */
+  EMBER_POST_GELU_ERF,  /* 0.5 y (1 + erf(y / sqrt 2))                                          */
+  EMBER_POST_GELU_TANH, /* 0.5 y (1 + tanh(sqrt(2 / pi) (y + 0.044715 y^3)))                    */
+  EMBER_POST_NUM_KINDS
+};
+#define EMBER_MAX_POST_OPS 8
+typedef struct ember_post_op {
+  int32_t kind;  /* EMBER_POST_* */
+  int32_t input; /* EMBER_POST_ADD: index of the operand in the call's inputs */
+  double alpha, beta;
+} ember_post_op;
 
 typedef struct ember_conv_attrs {
   int64_t stride[2];    /* (h, w) */
@@ -186,6 +211,13 @@ typedef struct ember_conv_attrs {
   int64_t dilation[2];  /* 1 = dense */
   int64_t groups;
 } ember_conv_attrs;
+
+typedef struct ember_epilogue_attrs {
+  ember_conv_attrs conv; /* CONV2D_EPILOGUE only */
+  int32_t has_bias;      /* CONV2D_EPILOGUE: in[2] is a bias [O] added before the post-ops */
+  int32_t n_ops;         /* 1 .. EMBER_MAX_POST_OPS */
+  ember_post_op ops[EMBER_MAX_POST_OPS];
+} ember_epilogue_attrs;
 
 typedef struct ember_pool_attrs {
   int64_t kernel[2];

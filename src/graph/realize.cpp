@@ -18,6 +18,7 @@
 #include "graph/node.h"
 #include "graph/stats.h"
 #include "graph/trace.h"
+#include "scheduler/epilogue.h"
 #include "scheduler/fusion.h"
 #include "scheduler/scheduler.h"
 
@@ -332,6 +333,7 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
     if (r) root_nodes.push_back(r.get());
   // Planning reads reference counts: it runs before this function takes references of its own.
   keep.clear();
+  fold_epilogues(order, root_nodes);  // matmul/conv + elementwise chains -> one library call
   int64_t plan_start = trace::enabled() ? trace::now_ns() : 0;
   Plan plan = plan_fusion(order, root_nodes);
   if (trace::enabled())

@@ -7,6 +7,7 @@
 
 #include "ember/error.h"
 #include "ops/dtype_rules.h"
+#include "scheduler/epilogue.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -61,6 +62,7 @@ ember_tensor_desc tensor_desc(const Node& x, const View& v) {
 // Ops of ops_library.def: one library call each, attributes from OpAttrs::ints (layouts listed in
 // ops_library.def) into the attrs struct of abi.h.
 void run_library(Node& n) {
+  if (n.op == Op::MatmulEpilogue || n.op == Op::Conv2dEpilogue) return run_epilogue(n);
   n.view = alloc_contiguous(n);
   if (n.shape.numel() == 0) return;
   std::vector<ember_tensor_desc> ins;

@@ -4,11 +4,14 @@
 //    average pooling forward on NCHW. f16/bf16 go through f32 and are rounded back.
 //  - max pooling (NaN must win, which oneDNN's does not do), max-pool indices, the avg-pool
 //    backward and f64 pooling and convolution: loops (library_loops.cpp).
+// EMBER_LIB_CONV2D_EPILOGUE: the forward convolution with post-ops, as oneDNN post-ops (eltwise, and
+// binary adds of per-channel operands) when all of them are, else post_ops.h's loops on the output.
 // Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; execution
 // uses oneDNN's library scratchpad (calls arrive from the device's single queue thread).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
+#include <bit>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -19,6 +22,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
+#include "backend/cpu/post_ops.h"
 
 namespace ember::cpu {
 
@@ -85,9 +89,24 @@ struct Entry {
   std::array<int, 3> args;
   std::array<dnnl::memory::desc, 3> user, want;
   dnnl::memory::desc bias;
+  dnnl::memory::desc channel;  // a per-channel post-op operand [1, O, 1, 1]
+  bool post = false;           // the forward primitive runs the call's post-ops
 };
 
-Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg) {
+dnnl::algorithm eltwise_alg(int32_t kind) {
+  switch (kind) {
+    case EMBER_POST_RELU: return dnnl::algorithm::eltwise_relu;
+    case EMBER_POST_TANH: return dnnl::algorithm::eltwise_tanh;
+    case EMBER_POST_SIGMOID: return dnnl::algorithm::eltwise_logistic;
+    case EMBER_POST_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
+    case EMBER_POST_GELU_TANH: return dnnl::algorithm::eltwise_gelu_tanh;
+    default: return dnnl::algorithm::eltwise_linear;
+  }
+}
+
+// `post`: post-ops for the forward primitive (every add operand per channel), or nullptr.
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg,
+                 const ember_epilogue_attrs* post) {
   const int64_t G = a.groups;
   dnnl::memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
   dnnl::memory::dims wei = G > 1 ? dnnl::memory::dims{G, g.O / G, g.C / G, g.KH, g.KW}
@@ -107,9 +126,24 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
                                                        bias_md, any(dst), strides, dil, pad_l, pad_r)
                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
                                                        any(dst), strides, dil, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc fpd(fd, engine());
   Entry e;
   e.bias = bias_md;
+  e.channel = dnnl::memory::desc({1, g.O, 1, 1}, dt::f32, tag::nchw);
+  dnnl::primitive_attr attr;
+  if (post) {
+    dnnl::post_ops po;
+    for (int k = 0; k < post->n_ops; ++k) {
+      const ember_post_op& op = post->ops[k];
+      if (op.kind == EMBER_POST_ADD) po.append_binary(dnnl::algorithm::binary_add, e.channel);
+      else po.append_eltwise(1.0f, eltwise_alg(op.kind), float(op.alpha), float(op.beta));
+    }
+    attr.set_post_ops(po);
+    e.post = true;
+  }
+  dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
+  // oneDNN's reference kernels are far slower than a convolution plus Ember's own loops.
+  if (post && std::string(fpd.impl_info_str()).find("ref") != std::string::npos)
+    throw dnnl::error(dnnl_unimplemented, "post-ops only in oneDNN's reference convolution");
   switch (kind) {
     case kFwd:
       e.prim = dnnl::convolution_forward(fpd);
@@ -146,7 +180,8 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
 // differently: f32 results are within ~5e-6 of the output's largest magnitude, against ~1e-6 for
 // the direct kernels (ConvDnnlTest.* checks both against the reference backend).
 // EMBER_CONV_ALG=direct turns it off, =winograd asks for it wherever oneDNN has it.
-Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
+                 const ember_epilogue_attrs* post) {
   static const int choice = [] {
     const char* e = std::getenv("EMBER_CONV_ALG");
     return !e ? 0 : std::string(e) == "direct" ? 1 : std::string(e) == "winograd" ? 2 : 0;
@@ -156,24 +191,39 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   const bool wino = choice == 2 || (choice == 0 && fits && g.C >= 16 && g.O >= 16);
   if (wino) {
     try {
-      return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd);
+      return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd, post);
     } catch (const dnnl::error&) {  // not implemented for this shape or CPU: the direct kernels
     }
   }
-  return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct);
+  return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct, post);
 }
 
 // A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
-Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias) {
+// With `post`, the entry may come back without them (Entry::post false) when oneDNN has no fast
+// kernel with these post-ops.
+Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
+            const ember_epilogue_attrs* post = nullptr) {
   static std::mutex& mutex = *new std::mutex;
-  static std::map<Key, Entry>& cache = *new std::map<Key, Entry>;
+  static std::map<std::pair<Key, std::vector<int64_t>>, Entry>& cache =
+      *new std::map<std::pair<Key, std::vector<int64_t>>, Entry>;
   const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
                 a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias};
+  std::vector<int64_t> sig;
+  for (int k = 0; post && k < post->n_ops; ++k)
+    sig.insert(sig.end(), {int64_t(post->ops[k].kind), std::bit_cast<int64_t>(post->ops[k].alpha),
+                           std::bit_cast<int64_t>(post->ops[k].beta)});
   std::lock_guard lock(mutex);
-  auto it = cache.find(key);
+  auto it = cache.find({key, sig});
   if (it != cache.end()) return it->second;
   if (cache.size() > 256) cache.clear();
-  return cache.emplace(key, make_entry(kind, g, a, has_bias)).first->second;
+  Entry e;
+  try {
+    e = make_entry(kind, g, a, has_bias, post);
+  } catch (const dnnl::error&) {
+    if (!post) throw;
+    e = make_entry(kind, g, a, has_bias, nullptr);  // the loops apply the post-ops
+  }
+  return cache.emplace(std::make_pair(key, sig), e).first->second;
 }
 
 // Buffers for the operands in oneDNN's layouts, kept per thread and reused: a fresh allocation
@@ -198,7 +248,8 @@ struct Scratch {
 };
 
 // Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
-void execute(const Entry& e, const float* in0, const float* in1, float* out, const float* bias) {
+void execute(const Entry& e, const float* in0, const float* in1, float* out, const float* bias,
+             const std::vector<std::vector<float>>* channel = nullptr, const ember_epilogue_attrs* post = nullptr) {
   thread_local std::array<Scratch, 3> scratch;
   dnnl::stream s(engine());
   std::unordered_map<int, dnnl::memory> args;
@@ -218,9 +269,37 @@ void execute(const Entry& e, const float* in0, const float* in1, float* out, con
   if (!(e.want[2] == e.user[2])) out_prim.emplace(e.want[2], engine(), scratch[2].get(e.want[2].get_size()));
   args.emplace(e.args[2], out_prim ? *out_prim : out_user);
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+  if (e.post && post)
+    for (int k = 0; k < post->n_ops; ++k)
+      if (post->ops[k].kind == EMBER_POST_ADD)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+                     dnnl::memory(e.channel, engine(), const_cast<float*>((*channel)[size_t(k)].data())));
   e.prim.execute(s, args);
   if (out_prim) dnnl::reorder(*out_prim, out_user).execute(s, *out_prim, out_user);
   s.wait();
+}
+
+// The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time.
+template <class T>
+void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, const ember_tensor_desc& y) {
+  T* base = static_cast<T*>(y.buffer->data) + y.offset;
+  std::array<PostArg<T>, EMBER_MAX_POST_OPS> args{};
+  for (int64_t n = 0; n < y.shape[0]; ++n)
+    for (int64_t o = 0; o < y.shape[1]; ++o) {
+      for (int k = 0; k < e.n_ops; ++k) {
+        if (e.ops[k].kind != EMBER_POST_ADD) continue;
+        const ember_tensor_desc& t = in[e.ops[k].input];
+        args[size_t(k)] = {static_cast<const T*>(t.buffer->data) + t.offset + n * t.strides[0] + o * t.strides[1],
+                           t.strides[2], t.strides[3]};
+      }
+      apply_post_ops<T>(e, args.data(), base + n * y.strides[0] + o * y.strides[1], y.strides[2], y.strides[3],
+                        y.shape[2], y.shape[3]);
+    }
+}
+
+void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, const ember_tensor_desc& y) {
+  if (y.dtype == EMBER_F64) post_ops_4d<double>(e, in, y);
+  else post_ops_4d<float>(e, in, y);
 }
 
 void dims4(const ember_tensor_desc& d, int64_t out[4]) {
@@ -247,7 +326,22 @@ int32_t conv_f64(int32_t op, const ember_tensor_desc* in, int32_t n_in, const em
 
 int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
                      const void* attrs, ember_status* st) {
-  const auto& a = *static_cast<const ember_conv_attrs*>(attrs);
+  const ember_epilogue_attrs* post =
+      op == EMBER_LIB_CONV2D_EPILOGUE ? static_cast<const ember_epilogue_attrs*>(attrs) : nullptr;
+  const auto& a = post ? post->conv : *static_cast<const ember_conv_attrs*>(attrs);
+  if (post) {
+    if (const char* why = check_epilogue(post, in, n_in, out))
+      return set_status(st, EMBER_ERR_INVALID, "conv2d epilogue: %s", why);
+    const int32_t base = post->has_bias ? 3 : 2;
+    if (n_in < base) return set_status(st, EMBER_ERR_INVALID, "conv2d epilogue: %d inputs", n_in);
+    for (int k = 0; k < post->n_ops; ++k)
+      if (post->ops[k].kind == EMBER_POST_ADD && post->ops[k].input < base)
+        return set_status(st, EMBER_ERR_INVALID, "conv2d epilogue: post-op operand %d is a convolution input",
+                          post->ops[k].input);
+    n_in = base;
+    op = EMBER_LIB_CONV2D;
+  }
+  const ember_tensor_desc* post_in = in;
   const bool fwd = op == EMBER_LIB_CONV2D;
   if (n_in != 2 && !(fwd && n_in == 3)) return set_status(st, EMBER_ERR_INVALID, "conv2d: %d inputs", n_in);
   for (int i = 0; i < n_in; ++i)
@@ -267,20 +361,40 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       for (size_t i = 0; i < z.size(); ++i) z[i] = b[(i / size_t(g.OH * g.OW)) % size_t(g.O)];
     }
     unpack_dense(z, out);
+    if (post) post_ops_4d(*post, post_in, out);
     return EMBER_OK;
   }
-  if (out.dtype == EMBER_F64) return conv_f64(op, in, n_in, out, a);
+  if (out.dtype == EMBER_F64) {
+    int32_t rc = conv_f64(op, in, n_in, out, a);
+    if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
+    return rc;
+  }
   if (out.dtype != EMBER_F32 && out.dtype != EMBER_F16 && out.dtype != EMBER_BF16)
     return set_status(st, EMBER_ERR_UNSUPPORTED, "conv2d: dtype %d is not floating", out.dtype);
   try {
     const Kind kind = fwd ? kFwd : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? kBwdData : kBwdWeights;
-    const Entry e = entry(kind, g, a, fwd && n_in == 3);
+    // oneDNN runs the post-ops when every added operand is per channel (a bias-like [O, 1, 1]).
+    bool per_channel = post != nullptr;
+    std::vector<std::vector<float>> channel;
+    for (int k = 0; post && k < post->n_ops; ++k) {
+      channel.emplace_back();
+      if (post->ops[k].kind != EMBER_POST_ADD) continue;
+      const ember_tensor_desc& t = in[post->ops[k].input];
+      if (t.strides[0] != 0 && t.shape[0] != 1) per_channel = false;
+      if ((t.strides[2] != 0 && t.shape[2] != 1) || (t.strides[3] != 0 && t.shape[3] != 1)) per_channel = false;
+      if (!per_channel) continue;
+      std::vector<float>& c = channel.back();
+      c.resize(size_t(g.O));
+      for (int64_t o = 0; o < g.O; ++o) c[size_t(o)] = static_cast<const float*>(t.buffer->data)[t.offset + o * t.strides[1]];
+    }
+    const Entry e = entry(kind, g, a, fwd && n_in == 3, per_channel ? post : nullptr);
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     OutF32 o(out);
-    execute(e, i0.p, i1.p, o.p, b.p);
+    execute(e, i0.p, i1.p, o.p, b.p, &channel, per_channel ? post : nullptr);
     o.finish();
+    if (post && !(per_channel && e.post)) post_ops_4d(*post, post_in, out);
   } catch (const dnnl::error& err) {
     return set_status(st, EMBER_ERR_INTERNAL, "conv2d: oneDNN failed: %s (status %d)", err.what(), int(err.status));
   }

@@ -78,7 +78,9 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);
     switch (op) {
       case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+      case EMBER_LIB_CONV2D_EPILOGUE:
         return ember::cpu::conv_library(op, in, n_in, out[0], attrs, st);
+      case EMBER_LIB_MATMUL_EPILOGUE: return ember::cpu::matmul_epilogue(in, n_in, out, n_out, attrs, st);
       case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
       case EMBER_LIB_AVG_POOL2D_BACKWARD:
         return ember::cpu::pool_library(op, in[0], out[0], attrs, st);

@@ -6,20 +6,26 @@
 //    other batches loop over their entries with one cached primitive.
 //  - f16/bf16: operands converted to f32, oneDNN, result rounded to nearest even.
 //  - f64 (accumulated in f64) and integers (accumulated in i64, wrapping): a row-blocked loop.
+// EMBER_LIB_MATMUL_EPILOGUE (f32, f64) adds post-ops: oneDNN post-ops (binary add with a broadcast
+// operand, eltwise) in the oneDNN path, else post_ops.h's row loops right after each product.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
+#include <string>
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/post_ops.h"
 #include "ember/dtype.h"
 
 namespace ember::cpu {
@@ -60,25 +66,103 @@ bool plain_strides(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
   return (cs == 1 && rs >= cols) || (rs == 1 && cs >= rows);
 }
 
-using Key = std::array<int64_t, 9>;
+// Key: M, N, K, the six strides of a, b, c, then the post-ops: count, and per op its kind, alpha
+// and beta (bits), and for a binary add the operand's dims and strides.
+using Key = std::vector<int64_t>;
 
-dnnl::matmul primitive(const Key& key) {
-  static std::mutex& mutex = *new std::mutex;
-  static std::map<Key, dnnl::matmul>& cache = *new std::map<Key, dnnl::matmul>;
-  std::lock_guard lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+struct Prim {
+  dnnl::matmul prim;
+  bool post = false;  // the post-ops run inside the primitive
+  std::vector<dnnl::memory::desc> operands;  // per post-op (binary adds only)
+};
+
+dnnl::algorithm eltwise_alg(int32_t kind) {
+  switch (kind) {
+    case EMBER_POST_RELU: return dnnl::algorithm::eltwise_relu;
+    case EMBER_POST_TANH: return dnnl::algorithm::eltwise_tanh;
+    case EMBER_POST_SIGMOID: return dnnl::algorithm::eltwise_logistic;
+    case EMBER_POST_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
+    case EMBER_POST_GELU_TANH: return dnnl::algorithm::eltwise_gelu_tanh;
+    default: return dnnl::algorithm::eltwise_linear;
+  }
+}
+
+Prim make_prim(const Key& key) {
   using dt = dnnl::memory::data_type;
   const int64_t M = key[0], N = key[1], K = key[2];
   dnnl::memory::desc a({M, K}, dt::f32, {key[3], key[4]});
   dnnl::memory::desc b({K, N}, dt::f32, {key[5], key[6]});
   dnnl::memory::desc c({M, N}, dt::f32, {key[7], key[8]});
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
-  dnnl::matmul prim(pd);
+  dnnl::matmul::desc d(a, b, c);
+  Prim p;
+  const int64_t n_ops = key[9];
+  if (n_ops > 0) {
+    dnnl::post_ops po;
+    size_t at = 10;
+    for (int64_t k = 0; k < n_ops; ++k, at += 7) {
+      const int32_t kind = int32_t(key[at]);
+      if (kind == EMBER_POST_ADD) {
+        dnnl::memory::desc md({key[at + 3], key[at + 4]}, dt::f32, {key[at + 5], key[at + 6]});
+        po.append_binary(dnnl::algorithm::binary_add, md);
+        p.operands.push_back(md);
+      } else {
+        po.append_eltwise(1.0f, eltwise_alg(kind), float(std::bit_cast<double>(key[at + 1])),
+                          float(std::bit_cast<double>(key[at + 2])));
+        p.operands.emplace_back();
+      }
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    try {
+      dnnl::matmul::primitive_desc pd(d, attr, engine());
+      // oneDNN's reference kernels are far slower than a product plus Ember's own loops.
+      if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) {
+        p.prim = dnnl::matmul(pd);
+        p.post = true;
+        return p;
+      }
+    } catch (const dnnl::error&) {  // post-ops not implemented for this case: the loops
+    }
+    p.operands.clear();
+  }
+  p.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()));
+  return p;
+}
+
+Prim primitive(const Key& key) {
+  static std::mutex& mutex = *new std::mutex;
+  static std::map<Key, Prim>& cache = *new std::map<Key, Prim>;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Prim prim = make_prim(key);
   if (cache.size() > 256) cache.clear();
   cache.emplace(key, prim);
   return prim;
 }
+
+// The post-ops of one 2-D block of an epilogue call: operand k's element (i, j) of the block at
+// in[ops[k].input] + off[k] + i * rs[k] + j * cs[k].
+struct EpiBlock {
+  const ember_epilogue_attrs* attrs = nullptr;
+  const ember_tensor_desc* in = nullptr;
+  std::array<int64_t, EMBER_MAX_POST_OPS> off{}, rs{}, cs{};
+
+  template <class T>
+  std::array<PostArg<T>, EMBER_MAX_POST_OPS> args() const {
+    std::array<PostArg<T>, EMBER_MAX_POST_OPS> r{};
+    for (int k = 0; k < attrs->n_ops; ++k)
+      if (attrs->ops[k].kind == EMBER_POST_ADD)
+        r[size_t(k)] = {static_cast<const T*>(in[attrs->ops[k].input].buffer->data) + off[size_t(k)],
+                        rs[size_t(k)], cs[size_t(k)]};
+    return r;
+  }
+  template <class T>
+  void apply(T* c, int64_t crs, int64_t ccs, int64_t M, int64_t N) const {
+    auto a = args<T>();
+    apply_post_ops<T>(*attrs, a.data(), c, crs, ccs, M, N);
+  }
+};
 
 // Packs a strided matrix into a row-major one.
 template <class T, class D, class F>
@@ -87,10 +171,15 @@ void pack(Mat<const T> m, int64_t rows, int64_t cols, D* out, F convert) {
     for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = convert(m.data[i * m.rs + j * m.cs]);
 }
 
-// C (plain, f32) = A B with oneDNN; operands in other layouts are packed.
-void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const float> B, Mat<float> C) {
+// C (plain, f32) = A B with oneDNN, then the post-ops of `epi` (if any); operands in other
+// layouts are packed.
+void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const float> B, Mat<float> C,
+              const EpiBlock* epi = nullptr) {
   // A few rows (batch-1 inference, matrix-vector): plain loops beat oneDNN's per-call setup.
-  if (M <= 4 && small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs)) return;
+  if (M <= 4 && small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs)) {
+    if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
+    return;
+  }
   std::vector<float> pa, pb;
   if (!plain_strides(M, K, A.rs, A.cs)) {
     pa.resize(size_t(M * K));
@@ -103,14 +192,44 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
     B = {pb.data(), N, 1};
   }
   plain_strides(M, N, C.rs, C.cs);
-  dnnl::matmul prim = primitive({M, N, K, A.rs, A.cs, B.rs, B.cs, C.rs, C.cs});
+  Key key{M, N, K, A.rs, A.cs, B.rs, B.cs, C.rs, C.cs, 0};
+  if (epi) {
+    // Operands as oneDNN descriptors: a broadcast dim (stride 0) has size 1. Any operand that is
+    // not a plain 2-D layout keeps the post-ops out of oneDNN.
+    bool plain = true;
+    for (int k = 0; k < epi->attrs->n_ops; ++k) {
+      const ember_post_op& op = epi->attrs->ops[k];
+      int64_t d0 = 0, d1 = 0, s0 = 0, s1 = 0;
+      if (op.kind == EMBER_POST_ADD) {
+        d0 = epi->rs[size_t(k)] == 0 ? 1 : M;
+        d1 = epi->cs[size_t(k)] == 0 ? 1 : N;
+        s0 = epi->rs[size_t(k)];
+        s1 = epi->cs[size_t(k)];
+        plain = plain && plain_strides(d0, d1, s0, s1);
+      }
+      key.insert(key.end(), {int64_t(op.kind), std::bit_cast<int64_t>(op.alpha), std::bit_cast<int64_t>(op.beta),
+                             d0, d1, s0, s1});
+    }
+    if (plain) key[9] = epi->attrs->n_ops;
+    else key.resize(10);
+  }
+  Prim prim = primitive(key);
   using dt = dnnl::memory::data_type;
   dnnl::memory am({{M, K}, dt::f32, {A.rs, A.cs}}, engine(), const_cast<float*>(A.data));
   dnnl::memory bm({{K, N}, dt::f32, {B.rs, B.cs}}, engine(), const_cast<float*>(B.data));
   dnnl::memory cm({{M, N}, dt::f32, {C.rs, C.cs}}, engine(), C.data);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+  if (prim.post) {
+    auto ops = epi->args<float>();
+    for (int k = 0; k < epi->attrs->n_ops; ++k)
+      if (epi->attrs->ops[k].kind == EMBER_POST_ADD)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+                     dnnl::memory(prim.operands[size_t(k)], engine(), const_cast<float*>(ops[size_t(k)].p)));
+  }
   dnnl::stream s(engine());
-  prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  prim.prim.execute(s, args);
   s.wait();
+  if (epi && !prim.post) epi->apply(C.data, C.rs, C.cs, M, N);
 }
 
 // ---- loops for f64 and integers ---------------------------------------------------------------
@@ -154,14 +273,14 @@ Mat<T> mat(void* base, int64_t offset, int64_t rs, int64_t cs) {
 // One 2-D product at the given element offsets.
 void gemm_one(int32_t dt, int64_t M, int64_t N, int64_t K, const ember_tensor_desc& a, int64_t oa,
               int64_t ars, int64_t acs, const ember_tensor_desc& b, int64_t ob, const ember_tensor_desc& c,
-              int64_t oc, int64_t crs) {
+              int64_t oc, int64_t crs, const EpiBlock* epi = nullptr) {
   const int r = c.rank;
   const int64_t brs = b.strides[r - 2], bcs = b.strides[r - 1], ccs = c.strides[r - 1];
   void *da = a.buffer->data, *db = b.buffer->data, *dc = c.buffer->data;
   switch (dt) {
     case EMBER_F32:
       gemm_f32(M, N, K, mat<const float>(da, oa, ars, acs), mat<const float>(db, ob, brs, bcs),
-               mat<float>(dc, oc, crs, ccs));
+               mat<float>(dc, oc, crs, ccs), epi);
       break;
     case EMBER_F16: case EMBER_BF16: {
       std::vector<float> pa(size_t(M * K)), pb(size_t(K * N)), pc(size_t(M * N));
@@ -180,6 +299,7 @@ void gemm_one(int32_t dt, int64_t M, int64_t N, int64_t K, const ember_tensor_de
     case EMBER_F64:
       gemm_loop<double, double>(M, N, K, mat<const double>(da, oa, ars, acs), mat<const double>(db, ob, brs, bcs),
                                 mat<double>(dc, oc, crs, ccs));
+      if (epi) epi->apply(static_cast<double*>(dc) + oc, crs, ccs, M, N);
       break;
     case EMBER_I64:
       gemm_loop<int64_t, uint64_t>(M, N, K, mat<const int64_t>(da, oa, ars, acs),
@@ -248,17 +368,22 @@ bool fold_rows(const ember_tensor_desc& t, int64_t& stride) {
 
 }  // namespace
 
-int32_t matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
-               ember_status* st) {
-  if (n_in != 2 || n_out != 1 || !in || !out)
-    return set_status(st, EMBER_ERR_INVALID, "matmul: expects 2 inputs and 1 output, got %d and %d", n_in, n_out);
+namespace {
+
+int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                    const ember_epilogue_attrs* epi, ember_status* st) {
+  const char* what = epi ? "matmul epilogue" : "matmul";
+  if (n_in < 2 || (!epi && n_in != 2) || n_out != 1 || !in || !out)
+    return set_status(st, EMBER_ERR_INVALID, "%s: expects 2 inputs and 1 output, got %d and %d", what, n_in, n_out);
   const ember_tensor_desc &a = in[0], &b = in[1], &c = out[0];
   const int r = c.rank;
   if (r < 2 || r > 8 || a.rank != r || b.rank != r)
-    return set_status(st, EMBER_ERR_INVALID, "matmul: ranks %d, %d -> %d (need equal ranks from 2 to 8)", a.rank,
+    return set_status(st, EMBER_ERR_INVALID, "%s: ranks %d, %d -> %d (need equal ranks from 2 to 8)", what, a.rank,
                       b.rank, c.rank);
   if (a.dtype != c.dtype || b.dtype != c.dtype || c.dtype < EMBER_F32 || c.dtype > EMBER_BOOL)
-    return set_status(st, EMBER_ERR_INVALID, "matmul: dtypes %d, %d -> %d must be equal", a.dtype, b.dtype, c.dtype);
+    return set_status(st, EMBER_ERR_INVALID, "%s: dtypes %d, %d -> %d must be equal", what, a.dtype, b.dtype, c.dtype);
+  if (epi)
+    if (const char* why = check_epilogue(epi, in, n_in, c)) return set_status(st, EMBER_ERR_INVALID, "%s: %s", what, why);
   const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
   bool ok = a.shape[r - 2] == M && b.shape[r - 2] == K && b.shape[r - 1] == N;
   int64_t batches = 1;
@@ -266,43 +391,92 @@ int32_t matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_des
     ok = ok && a.shape[d] == c.shape[d] && b.shape[d] == c.shape[d];
     batches *= c.shape[d];
   }
-  if (!ok) return set_status(st, EMBER_ERR_INVALID, "matmul: operand shapes do not match [..., M, K] x [..., K, N]");
+  if (!ok) return set_status(st, EMBER_ERR_INVALID, "%s: operand shapes do not match [..., M, K] x [..., K, N]", what);
   if (batches * M * N == 0) return EMBER_OK;
   if (!a.buffer || !b.buffer || !c.buffer)
-    return set_status(st, EMBER_ERR_INVALID, "matmul: missing buffer");
-  if (!in_bounds(a) || !in_bounds(b) || !in_bounds(c))
-    return set_status(st, EMBER_ERR_INVALID, "matmul: an operand view reaches outside its buffer");
-  if (K == 0) {
-    zero_fill(c, batches);
-    return EMBER_OK;
+    return set_status(st, EMBER_ERR_INVALID, "%s: missing buffer", what);
+  bool inside = in_bounds(a) && in_bounds(b) && in_bounds(c);
+  for (int k = 0; epi && k < epi->n_ops; ++k)
+    if (epi->ops[k].kind == EMBER_POST_ADD) inside = inside && in_bounds(in[epi->ops[k].input]);
+  if (!inside) return set_status(st, EMBER_ERR_INVALID, "%s: an operand view reaches outside its buffer", what);
+  EpiBlock blk;
+  if (epi) {
+    blk.attrs = epi;
+    blk.in = in;
+    for (int k = 0; k < epi->n_ops; ++k)
+      if (epi->ops[k].kind == EMBER_POST_ADD) blk.cs[size_t(k)] = in[epi->ops[k].input].strides[r - 1];
   }
   try {
+    if (K == 0) {
+      zero_fill(c, batches);
+      if (!epi) return EMBER_OK;
+    }
     // b shared by every batch entry and a, out walking their batch and row dims as one: fold the
     // batch into M (one large product instead of many small ones).
     bool b_shared = true;
     for (int d = 0; d < r - 2; ++d) b_shared = b_shared && (b.strides[d] == 0 || c.shape[d] == 1);
     int64_t ars = 0, crs = 0;
-    if (batches > 1 && b_shared && fold_rows(a, ars) && fold_rows(c, crs)) {
-      gemm_one(c.dtype, batches * M, N, K, a, a.offset, ars, a.strides[r - 1], b, b.offset, c, c.offset, crs);
+    bool fold = batches > 1 && b_shared && fold_rows(a, ars) && fold_rows(c, crs);
+    for (int k = 0; fold && epi && k < epi->n_ops; ++k)
+      if (epi->ops[k].kind == EMBER_POST_ADD) {
+        const ember_tensor_desc& t = in[epi->ops[k].input];
+        fold = fold_rows(t, blk.rs[size_t(k)]);
+        blk.off[size_t(k)] = t.offset;
+      }
+    if (fold) {
+      if (K == 0) {
+        if (c.dtype == EMBER_F32) blk.apply(static_cast<float*>(c.buffer->data) + c.offset, crs, c.strides[r - 1], batches * M, N);
+        else blk.apply(static_cast<double*>(c.buffer->data) + c.offset, crs, c.strides[r - 1], batches * M, N);
+        return EMBER_OK;
+      }
+      gemm_one(c.dtype, batches * M, N, K, a, a.offset, ars, a.strides[r - 1], b, b.offset, c, c.offset, crs,
+               epi ? &blk : nullptr);
       return EMBER_OK;
     }
     for (int64_t bt = 0; bt < batches; ++bt) {
       int64_t oa = a.offset, ob = b.offset, oc = c.offset, rem = bt;
+      for (int k = 0; epi && k < epi->n_ops; ++k)
+        if (epi->ops[k].kind == EMBER_POST_ADD) {
+          const ember_tensor_desc& t = in[epi->ops[k].input];
+          blk.off[size_t(k)] = t.offset;
+          blk.rs[size_t(k)] = t.strides[r - 2];
+        }
       for (int d = r - 3; d >= 0; --d) {
         const int64_t i = rem % c.shape[d];
         rem /= c.shape[d];
         oa += i * a.strides[d];
         ob += i * b.strides[d];
         oc += i * c.strides[d];
+        for (int k = 0; epi && k < epi->n_ops; ++k)
+          if (epi->ops[k].kind == EMBER_POST_ADD) blk.off[size_t(k)] += i * in[epi->ops[k].input].strides[d];
       }
-      gemm_one(c.dtype, M, N, K, a, oa, a.strides[r - 2], a.strides[r - 1], b, ob, c, oc, c.strides[r - 2]);
+      if (K == 0) {
+        if (c.dtype == EMBER_F32) blk.apply(static_cast<float*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
+        else blk.apply(static_cast<double*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
+        continue;
+      }
+      gemm_one(c.dtype, M, N, K, a, oa, a.strides[r - 2], a.strides[r - 1], b, ob, c, oc, c.strides[r - 2],
+               epi ? &blk : nullptr);
     }
   } catch (const dnnl::error& e) {
-    return set_status(st, EMBER_ERR_INTERNAL, "matmul: oneDNN failed: %s (status %d)", e.what(), int(e.status));
+    return set_status(st, EMBER_ERR_INTERNAL, "%s: oneDNN failed: %s (status %d)", what, e.what(), int(e.status));
   } catch (const std::bad_alloc&) {
-    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "matmul: out of memory");
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
   }
   return EMBER_OK;
+}
+
+}  // namespace
+
+int32_t matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+               ember_status* st) {
+  return matmul_impl(in, n_in, out, n_out, nullptr, st);
+}
+
+int32_t matmul_epilogue(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                        const void* attrs, ember_status* st) {
+  if (!attrs) return set_status(st, EMBER_ERR_INVALID, "matmul epilogue: no attrs");
+  return matmul_impl(in, n_in, out, n_out, static_cast<const ember_epilogue_attrs*>(attrs), st);
 }
 
 }  // namespace ember::cpu

@@ -393,6 +393,59 @@ int32_t matmul(const ember_tensor_desc* in, const ember_tensor_desc* out, ember_
   return EMBER_OK;
 }
 
+// ---- contraction epilogues: the post-ops on each stored output element, each result rounded to
+// the dtype as the separate elementwise ops would round it -------------------------------------
+int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
+                 ember_status* st) {
+  const uint8_t dt = uint8_t(y.dtype);
+  if (e.n_ops < 1 || e.n_ops > EMBER_MAX_POST_OPS || (dt != EMBER_F32 && dt != EMBER_F64))
+    return set_status(st, EMBER_ERR_INVALID, "epilogue: %d post-ops on dtype %d", e.n_ops, int(dt));
+  for (int k = 0; k < e.n_ops; ++k) {
+    const ember_post_op& op = e.ops[k];
+    if (op.kind < 0 || op.kind >= EMBER_POST_NUM_KINDS) return set_status(st, EMBER_ERR_INVALID, "epilogue: post-op kind %d", op.kind);
+    if (op.kind != EMBER_POST_ADD) continue;
+    if (op.input < 0 || op.input >= n_in || in[op.input].rank != y.rank || in[op.input].dtype != y.dtype)
+      return set_status(st, EMBER_ERR_INVALID, "epilogue: bad operand for post-op %d", k);
+    for (int d = 0; d < y.rank; ++d)
+      if (in[op.input].shape[d] != y.shape[d]) return set_status(st, EMBER_ERR_INVALID, "epilogue: operand shape");
+  }
+  int64_t total = 1;
+  for (int d = 0; d < y.rank; ++d) total *= y.shape[d];
+  for (int64_t p = 0; p < total; ++p) {
+    int64_t rem = p, oy = y.offset;
+    int64_t idx[8] = {};
+    for (int d = y.rank - 1; d >= 0; --d) {
+      idx[d] = rem % y.shape[d];
+      rem /= y.shape[d];
+      oy += idx[d] * y.strides[d];
+    }
+    double v = load_value(y.buffer->data, oy, dt).f;
+    for (int k = 0; k < e.n_ops; ++k) {
+      const ember_post_op& op = e.ops[k];
+      switch (op.kind) {
+        case EMBER_POST_ADD: {
+          const ember_tensor_desc& t = in[op.input];
+          int64_t ot = t.offset;
+          for (int d = 0; d < t.rank; ++d) ot += idx[d] * t.strides[d];
+          v += load_value(t.buffer->data, ot, dt).f;
+          break;
+        }
+        case EMBER_POST_LINEAR: v = op.alpha * v + op.beta; break;
+        case EMBER_POST_RELU: v = v < 0 ? 0.0 : v; break;
+        case EMBER_POST_TANH: v = std::tanh(v); break;
+        case EMBER_POST_SIGMOID: v = 1.0 / (1.0 + std::exp(-v)); break;
+        case EMBER_POST_GELU_ERF: v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); break;
+        default: v = 0.5 * v * (1.0 + std::tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))); break;
+      }
+      v = round_to(dt, v);
+    }
+    Value out;
+    out.f = v;
+    store_value(y.buffer->data, oy, dt, out);
+  }
+  return EMBER_OK;
+}
+
 // ---- the C table --------------------------------------------------------------------------
 int32_t device_count() { return 1; }
 const char* device_name(int32_t) { return "scalar reference interpreter"; }
@@ -412,6 +465,15 @@ int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st
 int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                      int32_t n_out, const void* attrs, ember_status* st) {
   if (op == EMBER_LIB_MATMUL) return matmul(in, out, st);
+  if (op == EMBER_LIB_MATMUL_EPILOGUE || op == EMBER_LIB_CONV2D_EPILOGUE) {
+    if (!attrs || !in || !out || n_out != 1) return set_status(st, EMBER_ERR_INVALID, "epilogue: bad arguments");
+    const auto& e = *static_cast<const ember_epilogue_attrs*>(attrs);
+    const int32_t base = op == EMBER_LIB_MATMUL_EPILOGUE ? 2 : e.has_bias ? 3 : 2;
+    if (n_in < base) return set_status(st, EMBER_ERR_INVALID, "epilogue: %d inputs", n_in);
+    int32_t rc = op == EMBER_LIB_MATMUL_EPILOGUE ? matmul(in, out, st)
+                                                 : ember::ref::library(EMBER_LIB_CONV2D, in, base, out, 1, &e.conv, st);
+    return rc == EMBER_OK ? post_ops(e, in, n_in, *out, st) : rc;
+  }
   return ember::ref::library(op, in, n_in, out, n_out, attrs, st);  // library.cpp
 }
 

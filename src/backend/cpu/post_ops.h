@@ -1,0 +1,110 @@
+// Contraction epilogues on the CPU (abi.h EMBER_LIB_*_EPILOGUE): the post-ops applied in place to
+// a 2-D block of a product's output, one row at a time (the row is in cache right after the
+// product). Used where oneDNN's post-ops are not: the small-M loops, f64, and layouts oneDNN
+// refuses. oneDNN's own post-ops (matmul_dnnl.cpp, conv_dnnl.cpp) compute the same formulas.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/abi.h"
+
+namespace ember::cpu {
+
+// Operand of one EMBER_POST_ADD over a 2-D block: element (i, j) at p[i * rs + j * cs].
+template <class T>
+struct PostArg {
+  const T* p = nullptr;
+  int64_t rs = 0, cs = 0;
+};
+
+// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD).
+template <class T>
+inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs) {
+  switch (op.kind) {
+    case EMBER_POST_ADD:
+      if (arg_cs == 0) {
+        const T v = arg[0];
+        for (int64_t j = 0; j < n; ++j) y[j] += v;
+      } else if (arg_cs == 1) {
+        for (int64_t j = 0; j < n; ++j) y[j] += arg[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) y[j] += arg[j * arg_cs];
+      }
+      break;
+    case EMBER_POST_LINEAR: {
+      const T alpha = T(op.alpha), beta = T(op.beta);
+      if (beta == T(0)) {
+        for (int64_t j = 0; j < n; ++j) y[j] = alpha * y[j];
+      } else if (alpha == T(1)) {
+        for (int64_t j = 0; j < n; ++j) y[j] = y[j] + beta;
+      } else {
+        for (int64_t j = 0; j < n; ++j) y[j] = alpha * y[j] + beta;
+      }
+      break;
+    }
+    case EMBER_POST_RELU:
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] < T(0) ? T(0) : y[j];
+      break;
+    case EMBER_POST_TANH:
+      for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(y[j]);
+      break;
+    case EMBER_POST_SIGMOID:
+      for (int64_t j = 0; j < n; ++j) y[j] = T(1) / (T(1) + std::exp(-y[j]));
+      break;
+    case EMBER_POST_GELU_ERF:
+      for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * y[j] * (T(1) + std::erf(y[j] * T(0.70710678118654752440)));
+      break;
+    case EMBER_POST_GELU_TANH:
+      for (int64_t j = 0; j < n; ++j) {
+        const T x = y[j];
+        y[j] = T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+      }
+      break;
+    default: break;
+  }
+}
+
+// Applies attrs' post-ops to the M x N block c (element (i, j) at c[i * crs + j * ccs]); args[k]
+// is the operand of post-op k over the same block (unused for other kinds).
+template <class T>
+void apply_post_ops(const ember_epilogue_attrs& attrs, const PostArg<T>* args, T* c, int64_t crs, int64_t ccs,
+                    int64_t M, int64_t N) {
+  std::vector<T> row;
+  if (ccs != 1) row.resize(size_t(N));
+  for (int64_t i = 0; i < M; ++i) {
+    T* y = c + i * crs;
+    if (ccs != 1) {
+      for (int64_t j = 0; j < N; ++j) row[size_t(j)] = y[j * ccs];
+      y = row.data();
+    }
+    for (int k = 0; k < attrs.n_ops; ++k) {
+      const PostArg<T>& a = args[k];
+      post_op_row(attrs.ops[k], y, N, a.p ? a.p + i * a.rs : nullptr, a.cs);
+    }
+    if (ccs != 1)
+      for (int64_t j = 0; j < N; ++j) c[i * crs + j * ccs] = row[size_t(j)];
+  }
+}
+
+// Checks an epilogue call's attrs and operands against the output; nullptr or a reason.
+inline const char* check_epilogue(const ember_epilogue_attrs* a, const ember_tensor_desc* in, int32_t n_in,
+                                  const ember_tensor_desc& out) {
+  if (!a || a->n_ops < 1 || a->n_ops > EMBER_MAX_POST_OPS) return "bad post-op count";
+  if (out.dtype != EMBER_F32 && out.dtype != EMBER_F64) return "epilogues take f32 or f64";
+  for (int k = 0; k < a->n_ops; ++k) {
+    const ember_post_op& op = a->ops[k];
+    if (op.kind < 0 || op.kind >= EMBER_POST_NUM_KINDS) return "unknown post-op";
+    if (op.kind != EMBER_POST_ADD) continue;
+    if (op.input < 0 || op.input >= n_in) return "post-op operand index out of range";
+    const ember_tensor_desc& t = in[op.input];
+    if (t.rank != out.rank || t.dtype != out.dtype || !t.buffer) return "post-op operand rank or dtype";
+    for (int d = 0; d < t.rank; ++d)
+      if (t.shape[d] != out.shape[d]) return "post-op operand shape differs from the output's";
+  }
+  return nullptr;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,240 @@
+// Contraction epilogues (epilogue.h): the rewrite pass over the pending nodes and the lowering of
+// the rewritten nodes to one library call.
+#include "scheduler/epilogue.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ember/error.h"
+#include "scheduler/fusion.h"
+#include "scheduler/launch.h"
+
+namespace ember {
+
+namespace {
+
+bool& epilogue_flag() {
+  static bool on = [] {
+    const char* s = std::getenv("EMBER_FUSION_EPILOGUE");
+    return !(s && std::string(s) == "0");
+  }();
+  return on;
+}
+
+bool log_fusion() {
+  static bool on = [] {
+    const char* s = std::getenv("EMBER_LOG");
+    return s && std::string(s).find("fusion") != std::string::npos;
+  }();
+  return on;
+}
+
+constexpr int kConvInts = 9;
+constexpr size_t kMaxOperands = 4;
+
+// Ops that may be part of a chain (the head or a link).
+bool chain_op(Op op) {
+  switch (op) {
+    case Op::Matmul: case Op::Conv2d: case Op::Add: case Op::Sub: case Op::Mul: case Op::Relu: case Op::Tanh:
+    case Op::Sigmoid: case Op::Gelu: case Op::GeluTanh:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The value of a Full node as the consumer computes with it.
+std::optional<double> constant_value(const Node& f) {
+  if (f.op != Op::Full) return std::nullopt;
+  if (f.dtype == DType::F32) return double(float(f.attrs.value.f));
+  if (f.dtype == DType::F64) return f.attrs.value.f;
+  if (f.dtype == DType::I32 || f.dtype == DType::I64) return double(f.attrs.value.i);
+  return std::nullopt;
+}
+
+ember_post_op post(int32_t kind, double alpha = 0, double beta = 0, int32_t input = -1) {
+  ember_post_op p{};
+  p.kind = kind;
+  p.input = input;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+// The post-op that computes consumer c from the chain's value `cur`, or nullopt. An added tensor
+// operand is appended to `operands` (its input index: first_operand + position).
+std::optional<ember_post_op> match(const Node& c, const Node* cur, const Node& head, std::vector<NodePtr>& operands,
+                                   int32_t first_operand) {
+  switch (c.op) {
+    case Op::Relu: return post(EMBER_POST_RELU);
+    case Op::Tanh: return post(EMBER_POST_TANH);
+    case Op::Sigmoid: return post(EMBER_POST_SIGMOID);
+    case Op::Gelu: return post(EMBER_POST_GELU_ERF);
+    case Op::GeluTanh: return post(EMBER_POST_GELU_TANH);
+    case Op::Add: case Op::Sub: case Op::Mul: {
+      if (c.inputs.size() != 2) return std::nullopt;
+      const int self = c.inputs[0].get() == cur ? 0 : 1;
+      const NodePtr& other = c.inputs[size_t(1 - self)];
+      if (other.get() == cur) return std::nullopt;
+      if (std::optional<double> v = constant_value(*other)) {
+        if (c.op == Op::Add) return post(EMBER_POST_LINEAR, 1.0, *v);
+        if (c.op == Op::Mul) return post(EMBER_POST_LINEAR, *v, 0.0);
+        if (self == 0) return post(EMBER_POST_LINEAR, 1.0, -*v);  // x - c
+        return std::nullopt;
+      }
+      if (c.op != Op::Add || operands.size() >= kMaxOperands) return std::nullopt;
+      if (other->dtype != head.dtype || other->device != head.device || other->shape.rank() > head.shape.rank())
+        return std::nullopt;
+      if (other->is_pending() && other->op == Op::Full) return std::nullopt;  // folded constants have no buffer
+      operands.push_back(other);
+      return post(EMBER_POST_ADD, 0, 0, first_operand + int32_t(operands.size()) - 1);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+bool backend_supports(Device d, int32_t code) {
+  const ember_backend_v1& t = Backend::get(d.kind).table();
+  return !t.supports_op || t.supports_op(EMBER_SUPPORT_LIBRARY, code);
+}
+
+}  // namespace
+
+bool epilogue_folding_enabled() { return epilogue_flag(); }
+void set_epilogue_folding_enabled(bool on) { epilogue_flag() = on; }
+
+void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) {
+  if (!fusion_enabled() || !epilogue_flag()) return;
+  // Cheap exit for the graphs without contractions (most realizations of a training step's
+  // optimizer and loss).
+  if (std::none_of(order.begin(), order.end(), [](Node* n) { return n->op == Op::Matmul || n->op == Op::Conv2d; }))
+    return;
+  (void)roots;  // a root is held by the caller's handle: its use count excludes it below
+  // The consumer of each single-use value: use_count() == 1 means the consumer's input slot is
+  // the only reference (no user handle, nothing saved for backward, not a root).
+  std::unordered_map<Node*, Node*> consumer;
+  for (Node* n : order)
+    for (const NodePtr& in : n->inputs)
+      if (in.use_count() == 1 && chain_op(in->op) && in->is_pending()) consumer[in.get()] = n;
+  std::unordered_set<Node*> removed;  // absorbed (and destroyed) nodes: never dereferenced again
+  for (Node* head : order) {
+    if (removed.count(head)) continue;
+    if (head->op != Op::Matmul && head->op != Op::Conv2d) continue;
+    if (head->dtype != DType::F32 && head->dtype != DType::F64) continue;
+    const bool conv = head->op == Op::Conv2d;
+    const int32_t code = conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE;
+    if (conv && head->attrs.ints.size() != size_t(kConvInts)) continue;
+    const int32_t first_operand = int32_t(head->inputs.size());
+    std::vector<ember_post_op> ops;
+    std::vector<NodePtr> operands;
+    std::vector<Node*> absorbed;
+    Node* cur = head;
+    while (ops.size() < EMBER_MAX_POST_OPS) {
+      auto it = consumer.find(cur);
+      if (it == consumer.end() || removed.count(it->second)) break;
+      Node* c = it->second;
+      if (c->device != head->device || c->dtype != head->dtype || c->shape != head->shape || !c->is_pending()) break;
+      std::optional<ember_post_op> op = match(*c, cur, *head, operands, first_operand);
+      if (!op) break;
+      ops.push_back(*op);
+      absorbed.push_back(cur);
+      cur = c;
+    }
+    if (ops.empty() || !backend_supports(head->device, code)) continue;
+    OpAttrs attrs;
+    std::vector<int64_t>& ints = attrs.ints;
+    ints.push_back(conv && head->inputs.size() == 3 ? 1 : 0);
+    if (conv) ints.insert(ints.end(), head->attrs.ints.begin(), head->attrs.ints.end());
+    else ints.insert(ints.end(), size_t(kConvInts), 0);
+    ints.push_back(int64_t(ops.size()));
+    for (const ember_post_op& p : ops)
+      ints.insert(ints.end(), {p.kind, p.input, std::bit_cast<int64_t>(p.alpha), std::bit_cast<int64_t>(p.beta)});
+    if (log_fusion()) {
+      std::string chain = op_name(head->op);
+      for (Node* a : absorbed)
+        if (a != head) chain += std::string(" ") + op_name(a->op);
+      std::cerr << "[ember fusion] epilogue: " << chain << " " << op_name(cur->op)
+                << " folded into one library call at " << cur->where() << "\n";
+    }
+    std::vector<NodePtr> inputs = head->inputs;
+    inputs.insert(inputs.end(), operands.begin(), operands.end());
+    for (Node* a : absorbed) removed.insert(a);
+    for (const NodePtr& o : operands) consumer.erase(o.get());  // now an input of the rewritten node
+    cur->op = conv ? Op::Conv2dEpilogue : Op::MatmulEpilogue;
+    cur->attrs = std::move(attrs);
+    cur->inputs = std::move(inputs);  // releases the absorbed chain (nothing else holds it)
+  }
+  if (!removed.empty())
+    order.erase(std::remove_if(order.begin(), order.end(), [&](Node* n) { return removed.count(n) > 0; }),
+                order.end());
+}
+
+ember_epilogue_attrs epilogue_attrs(const Node& n) {
+  const std::vector<int64_t>& i = n.attrs.ints;
+  ember_epilogue_attrs a{};
+  a.has_bias = int32_t(i.at(0));
+  a.conv = {{i.at(1), i.at(2)}, {i.at(3), i.at(4)}, {i.at(5), i.at(6)}, {i.at(7), i.at(8)}, i.at(9)};
+  a.n_ops = int32_t(i.at(10));
+  if (a.n_ops < 1 || a.n_ops > EMBER_MAX_POST_OPS || i.size() != size_t(11 + 4 * a.n_ops))
+    throw Error(fmt::format("{}: malformed epilogue attributes", n.where()));
+  for (int k = 0; k < a.n_ops; ++k) {
+    const size_t at = size_t(11 + 4 * k);
+    a.ops[k] = post(int32_t(i[at]), std::bit_cast<double>(i[at + 2]), std::bit_cast<double>(i[at + 3]),
+                    int32_t(i[at + 1]));
+  }
+  return a;
+}
+
+void run_epilogue(Node& n) {
+  const bool conv = n.op == Op::Conv2dEpilogue;
+  const ember_epilogue_attrs attrs = epilogue_attrs(n);
+  n.view = alloc_contiguous(n);
+  if (n.shape.numel() == 0) return;
+  const int r = n.shape.rank();
+  // A node's view read at every point of `want` (numpy broadcasting, stride 0 on broadcast dims).
+  auto desc = [&](const Node& x, const View& v, const Shape& want) {
+    ember_tensor_desc d{};
+    d.buffer = v.buffer ? v.buffer->handle : nullptr;
+    d.offset = v.offset;
+    d.dtype = int32_t(x.dtype);
+    d.rank = want.rank();
+    std::vector<int64_t> s = broadcast_strides(x.shape, v.strides, want);
+    for (int i = 0; i < d.rank; ++i) {
+      d.shape[i] = want[i];
+      d.strides[i] = s[size_t(i)];
+    }
+    return d;
+  };
+  const size_t n_base = conv ? size_t(2 + attrs.has_bias) : 2;
+  std::vector<ember_tensor_desc> ins;
+  if (conv) {
+    for (size_t k = 0; k < n_base; ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.inputs[k]->shape));
+  } else {  // as run_matmul: a [..., M, K] and b [..., K, N] with the batch dims broadcast to out's
+    const Node& a = *n.inputs[0];
+    const int64_t K = a.shape[a.shape.rank() - 1];
+    Shape wa = n.shape, wb = n.shape;
+    wa[r - 1] = K;
+    wb[r - 2] = K;
+    ins.push_back(desc(a, a.view, wa));
+    ins.push_back(desc(*n.inputs[1], n.inputs[1]->view, wb));
+  }
+  for (size_t k = n_base; k < n.inputs.size(); ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.shape));
+  ember_tensor_desc out = desc(n, n.view, n.shape);
+  try {
+    backend_for(n.device).library_call(conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
+                                       int(ins.size()), &out, 1, &attrs);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", n.where(), e.what()));
+  }
+}
+
+}  // namespace ember

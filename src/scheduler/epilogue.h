@@ -1,0 +1,34 @@
+// Contraction epilogues (docs/backends.md, "Fusion"): a matmul or conv2d whose result is used only
+// by a chain of elementwise ops that the backend library can apply as it stores the product
+// (bias or residual add, scale, relu, tanh, sigmoid, gelu) becomes one library call
+// (EMBER_LIB_MATMUL_EPILOGUE / EMBER_LIB_CONV2D_EPILOGUE, oneDNN post-ops on the CPU) instead of a
+// call plus a kernel that reads the product back.
+#pragma once
+
+#include <vector>
+
+#include "backend/abi.h"
+#include "graph/node.h"
+
+namespace ember {
+
+// Rewrites such chains among the pending nodes `order` (topological order; `roots` the nodes asked
+// for): the chain's last node becomes a MatmulEpilogue / Conv2dEpilogue node in place (its inputs
+// become the product's inputs and the added operands), and the absorbed nodes, needed nowhere
+// else, leave `order`. A node referenced from anywhere but its one consumer (a user handle,
+// saved for backward, a root) ends a chain. Runs before plan_fusion, so the partition cache sees
+// the rewritten graph. Off with fusion, or with EMBER_FUSION_EPILOGUE=0.
+void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots);
+
+bool epilogue_folding_enabled();
+void set_epilogue_folding_enabled(bool on);
+
+// The library attrs of a MatmulEpilogue / Conv2dEpilogue node. OpAttrs::ints layout: has_bias,
+// the 9 conv ints (ops_library.def; zeros for matmul), n_ops, then per post-op: kind, input
+// index, alpha and beta (the doubles' bits).
+ember_epilogue_attrs epilogue_attrs(const Node& n);
+
+// Lowering of a MatmulEpilogue / Conv2dEpilogue node: one library call (sets its view).
+void run_epilogue(Node& n);
+
+}  // namespace ember
