@@ -145,6 +145,17 @@ TEST(EpilogueTest, SmallMatmulRowsUseTheGemvPath) {
         {{{3, 64}, 28}, {{64, 96}, 29}, {{3, 96}, 30}});
 }
 
+TEST(EpilogueTest, EmptySumAndGroupedStridedConv) {
+  // K = 0: the product is zeros, the post-ops still apply (relu(0 + b)).
+  check([](const std::vector<Array>& x) { return relu(add(matmul(x[0], x[1]), x[2])); },
+        {{{4, 0}, 53}, {{0, 6}, 54}, {{6}, 55}});
+  // Groups, stride and dilation with a per-channel add and sigmoid.
+  check([](const std::vector<Array>& x) {
+    return sigmoid(add(conv2d(x[0], x[1], {.stride = 2, .padding = 2, .dilation = 2, .groups = 2}),
+                       reshape(x[2], {6, 1, 1})));
+  }, {{{2, 4, 11, 9}, 56}, {{6, 2, 3, 3}, 57}, {{6}, 58}});
+}
+
 TEST(EpilogueTest, Conv2dBiasRelu) {
   Conv2dOptions o{.padding = 1};
   // The op's own bias, then relu.
