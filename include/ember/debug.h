@@ -11,6 +11,7 @@ struct ExecutionStats {
   int64_t realizations = 0;   // scheduling passes (eval, reads, automatic evaluation)
   int64_t plan_cache_hits = 0;    // realizations whose kernel partition came from the cache
   int64_t plan_cache_misses = 0;  // ... and those that were planned afresh
+  int64_t programs_created = 0;   // KIR programs built by a backend (its program cache missed)
 };
 ExecutionStats execution_stats();
 void reset_execution_stats();

@@ -74,6 +74,10 @@ typedef enum ember_kir_op {
   EMBER_KIR_ACC_SUM, EMBER_KIR_ACC_PROD, EMBER_KIR_ACC_MAX, EMBER_KIR_ACC_MIN,
   EMBER_KIR_ACC_ARGMAX, /* i64 row-major index into the reduce dims; first of equal values; NaN wins */
   EMBER_KIR_ACC_ARGMIN,
+  /* arg: the element at the argument's offset, the same at every point (its strides are not
+   * used; dtype = the arg's dtype). Scalars that live on the device (a learning rate, a bias
+   * correction) enter kernels this way, so the program does not change when their value does. */
+  EMBER_KIR_LOAD_UNIFORM,
   EMBER_KIR_NUM_OPS
 } ember_kir_op;
 

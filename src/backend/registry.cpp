@@ -214,6 +214,7 @@ ember_program Backend::program(const ember_kir_program& program, uint64_t struct
   ember_status st{};
   ember_program prog = nullptr;
   check(table_->program_create(&program, &prog, &st), st, "compiling a kernel");
+  ember::stats().programs_created.fetch_add(1, std::memory_order_relaxed);
   programs_.emplace(structure_hash, prog);
   return prog;
 }

@@ -14,7 +14,7 @@ ExecutionStats execution_stats() {
   StatCounters& s = stats();
   return {s.kernels.load(std::memory_order_relaxed), s.library_calls.load(std::memory_order_relaxed),
           s.realizations.load(std::memory_order_relaxed), s.plan_cache_hits.load(std::memory_order_relaxed),
-          s.plan_cache_misses.load(std::memory_order_relaxed)};
+          s.plan_cache_misses.load(std::memory_order_relaxed), s.programs_created.load(std::memory_order_relaxed)};
 }
 
 void reset_execution_stats() {
@@ -24,6 +24,7 @@ void reset_execution_stats() {
   s.realizations = 0;
   s.plan_cache_hits = 0;
   s.plan_cache_misses = 0;
+  s.programs_created = 0;
 }
 
 }  // namespace ember

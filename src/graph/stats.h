@@ -13,6 +13,7 @@ struct StatCounters {
   std::atomic<int64_t> realizations{0};
   std::atomic<int64_t> plan_cache_hits{0};
   std::atomic<int64_t> plan_cache_misses{0};
+  std::atomic<int64_t> programs_created{0};
 };
 StatCounters& stats();
 

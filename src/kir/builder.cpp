@@ -70,6 +70,12 @@ Val Builder::load(int arg) {
   return r;
 }
 
+Val Builder::load_uniform(int arg) {
+  Val r = emit(EMBER_KIR_LOAD_UNIFORM, arg_dtype(arg));
+  insts_.back().arg = arg;
+  return r;
+}
+
 Val Builder::load_gather(int arg, Val index) {
   assert(index.dtype == DType::I64);
   Val r = emit(EMBER_KIR_LOAD_GATHER, arg_dtype(arg), index);
@@ -228,7 +234,7 @@ const char* op_name(ember_kir_op op) {
       "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "not", "add", "sub", "mul", "div",
       "floordiv", "rem", "pow", "max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
       "select", "rand_uniform", "acc_sum", "acc_prod", "acc_max", "acc_min", "acc_argmax",
-      "acc_argmin"};
+      "acc_argmin", "load_uniform"};
   static_assert(sizeof(names) / sizeof(names[0]) == EMBER_KIR_NUM_OPS);
   return op < EMBER_KIR_NUM_OPS ? names[op] : "?";
 }

@@ -36,6 +36,8 @@ class Builder {
   Val constant_like(Scalar2 v, DType dtype);
   Val load(int arg);
   Val load_gather(int arg, Val index);
+  // The element at the argument's offset, the same at every point (a scalar on the device).
+  Val load_uniform(int arg);
   Val iota(int arg);
   void store(int arg, Val v);
   Val cast(Val v, DType dtype);

@@ -37,7 +37,7 @@ Array Adam::update(Group& group, const Array& p, const Array& grad, int64_t step
   Array param = p;
   double wd = group_weight_decay(group, o.weight_decay);
   if (wd != 0) {
-    if (decoupled_) param = mul(param, 1.0 - group_lr(group) * wd);
+    if (decoupled_) param = mul(param, step_scalar(1.0 - group_lr(group) * wd, p));
     else g = add(g, mul(param, wd));
   }
   Array& m = group.state.at("exp_avg");
@@ -52,8 +52,8 @@ Array Adam::update(Group& group, const Array& p, const Array& grad, int64_t step
     vmax = maximum(vmax, v);
     second = vmax;
   }
-  Array denom = add(div(sqrt(second), std::sqrt(bc2)), o.eps);
-  return sub(param, mul(div(m, denom), group_lr(group) / bc1));
+  Array denom = add(div(sqrt(second), step_scalar(std::sqrt(bc2), p)), o.eps);
+  return sub(param, mul(div(m, denom), step_scalar(group_lr(group) / bc1, p)));
 }
 
 }  // namespace ember::optim

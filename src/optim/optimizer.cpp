@@ -28,6 +28,10 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, ClipOptions clip
 }
 
 // One arena per (parameter group, dtype, device).
+Array Optimizer::step_scalar(double v, const Array& like) {
+  return cast(from_vector(std::vector<double>{v}, Shape{}, like.device()), like.dtype());
+}
+
 void Optimizer::build_groups(std::vector<ParamGroup> param_groups) {
   if (lr_ < 0) throw Error(fmt::format("optimizer: learning rate must be >= 0, got {}", lr_));
   std::map<const nn::Slot*, size_t> seen;  // parameter -> its group

@@ -49,9 +49,9 @@ Array Rmsprop::update(Group& group, const Array& p, const Array& grad, int64_t) 
   if (o.momentum > 0) {
     Array& buf = group.state.at("momentum_buffer");
     buf = add(mul(buf, o.momentum), div(g, denom));
-    return sub(p, mul(buf, group_lr(group)));
+    return sub(p, mul(buf, step_scalar(group_lr(group), p)));
   }
-  return sub(p, mul(div(g, denom), group_lr(group)));
+  return sub(p, mul(div(g, denom), step_scalar(group_lr(group), p)));
 }
 
 // ---- AdaGrad ---------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ Array Adagrad::update(Group& group, const Array& p, const Array& grad, int64_t s
   Array& s = group.state.at("sum");
   s = add(s, mul(g, g));
   double clr = group_lr(group) / (1.0 + double(step - 1) * o.lr_decay);
-  return sub(p, mul(div(g, add(sqrt(s), o.eps)), clr));
+  return sub(p, mul(div(g, add(sqrt(s), o.eps)), step_scalar(clr, p)));
 }
 
 // ---- Lion ------------------------------------------------------------------------------------
@@ -111,9 +111,9 @@ Array Lion::update(Group& group, const Array& p, const Array& grad, int64_t) {
   Array& m = group.state.at("exp_avg");
   Array c = add(mul(m, o.beta1), mul(g, 1.0 - o.beta1));
   double wd = group_weight_decay(group, o.weight_decay);
-  Array param = wd != 0 ? mul(p, 1.0 - group_lr(group) * wd) : p;
+  Array param = wd != 0 ? mul(p, step_scalar(1.0 - group_lr(group) * wd, p)) : p;
   m = add(mul(m, o.beta2), mul(g, 1.0 - o.beta2));
-  return sub(param, mul(sign(c), group_lr(group)));
+  return sub(param, mul(sign(c), step_scalar(group_lr(group), p)));
 }
 
 }  // namespace ember::optim

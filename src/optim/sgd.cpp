@@ -32,7 +32,7 @@ Array Sgd::update(Group& group, const Array& p, const Array& grad, int64_t step)
     buf = step == 1 ? g : add(mul(buf, options.momentum), mul(g, 1.0 - options.dampening));
     g = options.nesterov ? add(g, mul(buf, options.momentum)) : buf;
   }
-  return sub(p, mul(g, group_lr(group)));
+  return sub(p, mul(g, step_scalar(group_lr(group), p)));
 }
 
 }  // namespace ember::optim

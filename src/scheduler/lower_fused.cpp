@@ -152,7 +152,9 @@ class Emitter {
       int arg = b_.add_arg(n->dtype);
       add_arg(n->view, m, n->shape, n->view.strides);
       b_.phase = at;
-      return b_.load(arg);
+      // A one-element buffer (a scalar on the device: a learning rate, a loss scale) is the same
+      // at every point: read once, and the program stays the same whatever its value.
+      return n->shape.numel() == 1 ? b_.load_uniform(arg) : b_.load(arg);
     }
     switch (op_info(n->op).kind) {
       case OpKind::Movement:

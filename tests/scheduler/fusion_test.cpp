@@ -170,18 +170,35 @@ struct RandomGraph {
   }
 };
 
+// Fused and unfused f32 results are each as close to the graph's f64 value (reference backend) as
+// the reference backend's own f32 result is, within a factor 4 (or 1e-5). Some of these random
+// graphs are ill-conditioned (softmax outputs minus their mean): f32 results then differ from the
+// f64 value by ~1e-3 on every path, and paths that sum in different orders (the tile interpreter,
+// compiled tier-1 kernels, fused or not) differ from each other by as much.
 TEST_P(FusionTest, RandomGraphsGiveTheSameResultsFusedAndUnfused) {
   FusionGuard guard;
-  std::vector<Array> leaves = {uniform({17, 33}, -1, 1, {.seed = 10, .device = d}).eval(),
-                               uniform({1, 33}, -1, 1, {.seed = 11, .device = d}).eval(),
-                               uniform({17, 1}, -1, 1, {.seed = 12, .device = d}).eval()};
+  auto leaves_on = [](Device dev, DType dt) {
+    return std::vector<Array>{cast(uniform({17, 33}, -1, 1, {.seed = 10, .device = dev}), dt).eval(),
+                              cast(uniform({1, 33}, -1, 1, {.seed = 11, .device = dev}), dt).eval(),
+                              cast(uniform({17, 1}, -1, 1, {.seed = 12, .device = dev}), dt).eval()};
+  };
+  const std::vector<Array> leaves = leaves_on(d, DType::F32), ref32 = leaves_on(Device::reference(), DType::F32),
+                           ref64 = leaves_on(Device::reference(), DType::F64);
+  auto error = [](const std::vector<double>& v, const std::vector<double>& truth) {
+    double e = 0;
+    for (size_t i = 0; i < v.size(); ++i) e = std::max(e, std::fabs(v[i] - truth[i]) / (1e-3 + std::fabs(truth[i])));
+    return e;
+  };
   for (uint64_t seed = 0; seed < 40; ++seed) {
     RandomGraph g{{}, d};
     set_fusion_enabled(true);
+    const std::vector<double> truth = g.build(seed, ref64).to_vector<double>();
+    const double bound = std::max(4 * error(g.build(seed, ref32).to_vector<double>(), truth), 1e-5);
     std::vector<double> fused = g.build(seed, leaves).to_vector<double>();
     set_fusion_enabled(false);
     std::vector<double> unfused = g.build(seed, leaves).to_vector<double>();
-    EXPECT_TRUE(all_close(fused, unfused, 1e-5, 1e-6)) << "graph " << seed;
+    EXPECT_LE(error(fused, truth), bound) << "graph " << seed << ", fused";
+    EXPECT_LE(error(unfused, truth), bound) << "graph " << seed << ", unfused";
   }
 }
 

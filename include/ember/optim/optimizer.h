@@ -92,6 +92,10 @@ class Optimizer {
   // The learning rate and weight decay of a group (`fallback`: the optimizer's weight decay).
   double group_lr(const Group& g) const { return lr_ * g.lr_scale; }
   static double group_weight_decay(const Group& g, double fallback) { return g.weight_decay.value_or(fallback); }
+  // A factor that changes between steps (learning rate, bias corrections) as a one-element array
+  // in `like`'s dtype and device. Fused kernels read such a scalar from memory (KIR LOAD_UNIFORM)
+  // instead of baking its value in, so one compiled update kernel serves every step.
+  static Array step_scalar(double v, const Array& like);
 
  private:
   void build_groups(std::vector<ParamGroup> param_groups);

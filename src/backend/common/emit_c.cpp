@@ -275,6 +275,13 @@ std::string render_inst(const ember_kir_program& p, const ExprTable& t, const Ar
       e = t.load(p.arg_dtypes[in.arg], refs.ref(in.arg));
       break;
     case EMBER_KIR_IOTA: e = "int64_t(" + refs.index(in.arg) + ")"; break;
+    case EMBER_KIR_LOAD_UNIFORM: {  // self-contained: needs only the launch `L` in scope
+      const char* S = t.storage_type(p.arg_dtypes[in.arg]);
+      if (p.arg_dtypes[in.arg] != in.dtype || !S) return "";
+      const std::string A = std::to_string(in.arg);
+      e = t.load(p.arg_dtypes[in.arg], std::string("((const ") + S + "*)L->data[" + A + "])[L->offset[" + A + "]]");
+      break;
+    }
     case EMBER_KIR_STORE: {
       std::string x = t.store_value(p.arg_dtypes[in.arg], dt(in.a), v(in.a));
       if (x.empty()) return "";
@@ -317,7 +324,7 @@ std::string unsupported_reason(const ember_kir_program& p, const ExprTable& t) {
   for (int32_t k = 0; k < p.n_insts; ++k) {
     const ember_kir_inst& in = p.insts[k];
     if (in.phase != 0) return "multi-phase program";
-    if (in.op >= EMBER_KIR_ACC_SUM) return "has a reduction";
+    if (in.op >= EMBER_KIR_ACC_SUM && in.op <= EMBER_KIR_ACC_ARGMIN) return "has a reduction";
     if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
     if (is_half(in.dtype)) return "instruction " + std::to_string(k) + " is f16/bf16";
     if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";

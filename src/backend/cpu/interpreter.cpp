@@ -361,12 +361,13 @@ int32_t check_launch(const Program& p, const ember_kir_launch& l, ember_status* 
   for (int a = 0; a < l.n_args; ++a) {
     const bool ph0 = p.arg_in_phase[0][size_t(a)] && n_all > 0;
     const bool ph1 = p.arg_in_phase[1][size_t(a)] && n_outer > 0;
-    if (!ph0 && !ph1) continue;
+    const bool uni = p.arg_uniform[size_t(a)] && n_outer > 0;  // only the element at the offset
+    if (!ph0 && !ph1 && !uni) continue;
     const ember_kir_arg& g = l.args[a];
     if (!g.buffer || !g.buffer->data)
       return set_status(st, EMBER_ERR_INVALID, "%s: argument %d has no buffer", name, a);
     int64_t lo = g.offset, hi = g.offset;
-    for (int d = 0; d < (ph0 ? total : outer); ++d) {
+    for (int d = 0; d < (ph0 ? total : ph1 ? outer : 0); ++d) {
       if (l.shape[d] == 0) continue;
       const int64_t ext = (l.shape[d] - 1) * g.strides[d];
       (ext > 0 ? hi : lo) += ext;

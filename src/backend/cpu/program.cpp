@@ -14,13 +14,14 @@ using ember::host::set_status;
 namespace {
 
 bool uses_arg(uint16_t op) {
-  return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
+  return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE ||
+         op == EMBER_KIR_LOAD_UNIFORM;
 }
 
 // Number of operands (a, b, c) an instruction reads.
 int operand_count(uint16_t op) {
   switch (op) {
-    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: return 0;
+    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM: return 0;
     case EMBER_KIR_SELECT: return 3;
     default:
       if (op >= EMBER_KIR_ADD && op <= EMBER_KIR_OR) return 2;
@@ -71,6 +72,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
   p.kind.resize(n);
   p.arg_in_phase[0].assign(p.arg_dtypes.size(), 0);
   p.arg_in_phase[1].assign(p.arg_dtypes.size(), 0);
+  p.arg_uniform.assign(p.arg_dtypes.size(), 0);
   p.max_phase = 0;
   for (const ember_kir_inst& in : p.insts) p.max_phase = std::max(p.max_phase, int(in.phase));
   p.phase.assign(size_t(std::max(p.max_phase, 1) + 1), {});
@@ -113,7 +115,8 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu uses argument %d of %zu", name, k, in.arg,
                           p.arg_dtypes.size());
       // IOTA only computes offsets: its argument may have no buffer.
-      if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
+      if (in.op == EMBER_KIR_LOAD_UNIFORM) p.arg_uniform[size_t(in.arg)] = 1;
+      else if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
       return set_status(st, EMBER_ERR_INVALID, "%s: gather index %d is not i64", name, in.a);
@@ -133,7 +136,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       p.phase[in.phase].push_back(int32_t(k));
       continue;
     }
-    if (is_pure_alu(in.op) && all_uniform) {
+    if ((is_pure_alu(in.op) && all_uniform) || in.op == EMBER_KIR_LOAD_UNIFORM) {
       uniform[k] = 1;
       p.uniform.push_back(int32_t(k));
     } else {

@@ -500,6 +500,13 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
       }
       return true;
     }
+    case EMBER_KIR_LOAD_UNIFORM: {
+      // The element at the argument's offset in every lane (a step-0 load).
+      const ember_kir_arg& la = t.launch->args[in.arg];
+      t.src[k] = slot<char>(t, k);
+      load_any(p.arg_dtypes[size_t(in.arg)], la.buffer->data, n, slot<char>(t, k), ArgAddr{la.offset, 0, nullptr});
+      return true;
+    }
     case EMBER_KIR_LOAD_GATHER: {
       const ember_kir_arg& la = t.launch->args[in.arg];
       const ArgAddr& a = t.addr[in.arg];

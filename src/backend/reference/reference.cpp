@@ -306,6 +306,9 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
           break;
         }
         case EMBER_KIR_IOTA: reg[k].i = offset_of(in.arg, full); break;
+        case EMBER_KIR_LOAD_UNIFORM:
+          reg[k] = load_value(l.args[in.arg].buffer->data, l.args[in.arg].offset, p.arg_dtypes[size_t(in.arg)]);
+          break;
         case EMBER_KIR_STORE:
           store_value(l.args[in.arg].buffer->data, offset_of(in.arg, full), p.arg_dtypes[size_t(in.arg)],
                       cast_value(reg[size_t(in.a)], rdt[size_t(in.a)], p.arg_dtypes[size_t(in.arg)]));
