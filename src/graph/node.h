@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/registry.h"
@@ -37,6 +38,9 @@ struct Node {
   enum class State : uint8_t { Pending, Queued, Ready, Failed };
   std::atomic<State> state{State::Pending};
   View view;                                 // valid once Ready
+  // Where the scheduler asks this node's output to be written (a slab of a cat's buffer, see
+  // place_cat_inputs in realize.cpp); alloc_contiguous returns it. Set before the node runs.
+  std::optional<View> placement;
   std::shared_ptr<const std::string> error;  // set before state becomes Failed
 
   Node(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype, Device device,

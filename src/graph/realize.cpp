@@ -20,6 +20,7 @@
 #include "graph/trace.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/fusion.h"
+#include "scheduler/launch.h"
 #include "scheduler/scheduler.h"
 
 namespace ember {
@@ -105,6 +106,66 @@ std::string pinpoint(FusedKernel& k, const std::string& kernel_error) {
   return kernel_error;
 }
 
+// A cat whose inputs are computed by this plan gets its buffer before they run, and each such
+// input (seen through reshapes, which are views) is computed straight into its slab, so the cat
+// copies nothing for it (the optimizer concatenates every gradient into one flat array each step).
+// Only where a slab is contiguous: the dims before the cat dim all have size 1.
+void place_cat_inputs(Plan& plan) {
+  std::unordered_set<Node*> in_plan;
+  for (const Step& s : plan.steps) {
+    if (s.kernel < 0) in_plan.insert(s.node);
+    else
+      for (Node* o : plan.kernels[size_t(s.kernel)].outputs) in_plan.insert(o);
+  }
+  for (const Step& s : plan.steps) {
+    Node* c = s.kernel < 0 ? s.node : nullptr;
+    if (!c || c->op != Op::Cat || c->placement || c->shape.numel() == 0) continue;
+    const int dim = int(c->attrs.ints[0]);
+    bool slabs = true;
+    for (int d = 0; d < dim; ++d) slabs = slabs && c->shape[d] == 1;
+    if (!slabs) continue;
+    c->placement = alloc_contiguous(*c);
+    const int64_t slab_stride = c->placement->strides[size_t(dim)];
+    int64_t start = 0;
+    for (const NodePtr& in : c->inputs) {
+      // Down through views run by this plan (reshapes, permutes) to the node that computes the
+      // values; placeable when those views, applied to a contiguous result, give a contiguous
+      // view again (e.g. a transposed gradient transposed back), checked by replaying them.
+      std::vector<Node*> chain = {in.get()};
+      while ((chain.back()->op == Op::Reshape || chain.back()->op == Op::Permute) && chain.back()->inputs.size() == 1 &&
+             in_plan.count(chain.back()) && chain.back()->current() == Node::State::Queued)
+        chain.push_back(chain.back()->inputs[0].get());
+      Node* p = chain.back();
+      if (p->current() != Node::State::Queued || !in_plan.count(p) || p->placement || p->dtype != c->dtype ||
+          p->device != c->device || p->op == Op::Reshape || p->op == Op::Permute) {
+        start += in->shape[dim];
+        continue;
+      }
+      View v;
+      v.strides = p->shape.contiguous_strides();
+      bool contiguous = true;
+      for (size_t i = chain.size() - 1; i-- > 0 && contiguous;) {
+        const Node& m = *chain[i];
+        if (m.op == Op::Permute) {
+          std::vector<int64_t> st(m.attrs.ints.size());
+          for (size_t j = 0; j < st.size(); ++j) st[j] = v.strides[size_t(m.attrs.ints[j])];
+          v.strides = std::move(st);
+        } else {  // a reshape is a view with contiguous strides only of a contiguous input
+          contiguous = is_contiguous(v, chain[i + 1]->shape);
+          v.strides = m.shape.contiguous_strides();
+        }
+      }
+      if (contiguous && is_contiguous(v, in->shape)) {
+        View slab = *c->placement;
+        slab.offset += start * slab_stride;
+        slab.strides = p->shape.contiguous_strides();
+        p->placement = std::move(slab);
+      }
+      start += in->shape[dim];
+    }
+  }
+}
+
 // A plan with the nodes it must keep alive until it has run.
 struct WorkItem {
   Plan plan;
@@ -113,6 +174,7 @@ struct WorkItem {
 
 void execute(WorkItem& item) {
   Plan& plan = item.plan;
+  place_cat_inputs(plan);
   for (const Step& step : plan.steps) {
     if (step.kernel < 0) {
       Node* n = step.node;

@@ -23,6 +23,7 @@ static bool env_log_kir() {
 }
 
 View alloc_contiguous(const Node& n) {
+  if (n.placement) return *n.placement;
   View v;
   size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
   v.buffer = backend_for(n.device).alloc(n.device, bytes);
@@ -123,7 +124,9 @@ void copy_kernel(const Node& src, const View& src_view, const Shape& shape, cons
 }
 
 View materialize(const Node& n, const View& v) {
-  View out = alloc_contiguous(n);
+  View out;  // a fresh buffer (never the node's placement: this is a copy of one of its views)
+  out.buffer = backend_for(n.device).alloc(n.device, size_t(n.shape.numel()) * dtype_size(n.dtype));
+  out.strides = n.shape.contiguous_strides();
   copy_kernel(n, v, n.shape, out, out.strides, n.device);
   return out;
 }

@@ -164,15 +164,26 @@ void run_scatter_add(Node& n) {
   l.run(backend_for(n.device), b, op_name(n.op));
 }
 
-// Cat (attrs.ints = {dim}): one copy per input into its slab of the output.
+// Cat (attrs.ints = {dim}): one copy per input into its slab of the output, except for inputs
+// that were computed in their slab already (place_cat_inputs in realize.cpp).
 void run_cat(Node& n) {
   int dim = int(n.attrs.ints[0]);
   n.view = alloc_contiguous(n);
   int64_t start = 0;
   for (auto& in : n.inputs) {
     View dst = n.view;
-    dst.offset = start * n.view.strides[size_t(dim)];
-    copy_kernel(*in, in->view, in->shape, dst, n.view.strides, n.device);
+    dst.offset = n.view.offset + start * n.view.strides[size_t(dim)];
+    const bool in_place = in->view.buffer == dst.buffer && in->view.offset == dst.offset &&
+                          is_contiguous(in->view, in->shape) && is_contiguous(n.view, n.shape) &&
+                          std::all_of(n.shape.begin(), n.shape.begin() + dim, [](int64_t s) { return s == 1; });
+    if (in_place) {
+      // computed in its slab already
+    } else if (in->view.buffer == dst.buffer) {  // another slab of this output: copy via a fresh buffer
+      View tmp = materialize(*in, in->view);
+      copy_kernel(*in, tmp, in->shape, dst, n.view.strides, n.device);
+    } else {
+      copy_kernel(*in, in->view, in->shape, dst, n.view.strides, n.device);
+    }
     start += in->shape[dim];
   }
 }
