@@ -37,17 +37,21 @@ struct HLaunch {
 inline Backend& cpu_backend() { return Backend::get(DeviceKind::Cpu); }
 inline Backend& reference_backend() { return Backend::get(DeviceKind::Reference); }
 
-// Runs the program on `be`; returns every argument's final bytes, or sets *error.
-inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, const std::string& name,
-                                                 const HLaunch& h, std::string* error) {
+// The arguments' buffers on `be`, filled with their initial contents, and the launch over them.
+struct Uploaded {
   std::vector<std::shared_ptr<Buffer>> bufs;
-  std::vector<ember_kir_arg> args(h.args.size());
+  std::vector<ember_kir_arg> args;
+  ember_kir_launch launch{};
+};
+inline Uploaded upload(Backend& be, const HLaunch& h) {
+  Uploaded u;
+  u.args.resize(h.args.size());
   for (size_t a = 0; a < h.args.size(); ++a) {
     const HArg& ha = h.args[a];
     auto buf = be.alloc(Device{}, ha.bytes.size());
     be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
-    bufs.push_back(buf);
-    ember_kir_arg& c = args[a];
+    u.bufs.push_back(buf);
+    ember_kir_arg& c = u.args[a];
     c = ember_kir_arg{};
     c.buffer = buf->handle;
     c.offset = ha.offset;
@@ -55,27 +59,38 @@ inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, c
     c.gather_stride = ha.gather_stride;
     c.gather_size = ha.gather_size;
   }
-  ember_kir_launch l{};
-  l.outer_rank = h.outer_rank;
-  l.reduce_rank = h.reduce_rank;
-  for (size_t d = 0; d < h.shape.size(); ++d) l.shape[d] = h.shape[d];
-  l.n_args = int32_t(args.size());
-  l.args = args.data();
+  u.launch.outer_rank = h.outer_rank;
+  u.launch.reduce_rank = h.reduce_rank;
+  for (size_t d = 0; d < h.shape.size(); ++d) u.launch.shape[d] = h.shape[d];
+  u.launch.n_args = int32_t(u.args.size());
+  u.launch.args = u.args.data();
+  return u;
+}
+// Every argument's bytes after a run.
+inline std::vector<std::vector<uint8_t>> download(Backend& be, const HLaunch& h, const Uploaded& u) {
   std::vector<std::vector<uint8_t>> out;
-  try {
-    ember_kir_program prog = b.program(name);
-    ember_program p = be.program(prog, b.structure_hash());
-    be.run(p, l);
-  } catch (const Error& e) {
-    if (error) *error = e.what();
-    return out;
-  }
   for (size_t a = 0; a < h.args.size(); ++a) {
     std::vector<uint8_t> bytes(h.args[a].bytes.size());
-    be.read(*bufs[a], 0, bytes.data(), bytes.size());
+    be.read(*u.bufs[a], 0, bytes.data(), bytes.size());
     out.push_back(std::move(bytes));
   }
   return out;
+}
+
+// Runs the program on `be` (through its program cache); returns every argument's final bytes, or
+// sets *error.
+inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, const std::string& name,
+                                                 const HLaunch& h, std::string* error) {
+  Uploaded u = upload(be, h);
+  try {
+    ember_kir_program prog = b.program(name);
+    ember_program p = be.program(prog, b.structure_hash());
+    be.run(p, u.launch);
+  } catch (const Error& e) {
+    if (error) *error = e.what();
+    return {};
+  }
+  return download(be, h, u);
 }
 
 // Element i of a buffer of dtype dt, as a double.

@@ -97,25 +97,7 @@ inline bool compiler_present() {
 // call gets a new program under the current tier mode), runs it and returns every argument's
 // final bytes.
 inline std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b, const HLaunch& h, std::string* error) {
-  std::vector<std::shared_ptr<Buffer>> bufs;
-  std::vector<ember_kir_arg> args(h.args.size());
-  for (size_t a = 0; a < h.args.size(); ++a) {
-    const HArg& ha = h.args[a];
-    auto buf = be.alloc(Device{}, ha.bytes.size());
-    be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
-    bufs.push_back(buf);
-    ember_kir_arg& c = args[a];
-    c = ember_kir_arg{};
-    c.buffer = buf->handle;
-    c.offset = ha.offset;
-    for (size_t d = 0; d < ha.strides.size(); ++d) c.strides[d] = ha.strides[d];
-  }
-  ember_kir_launch l{};
-  l.outer_rank = h.outer_rank;
-  l.reduce_rank = h.reduce_rank;
-  for (size_t d = 0; d < h.shape.size(); ++d) l.shape[d] = h.shape[d];
-  l.n_args = int32_t(args.size());
-  l.args = args.data();
+  Uploaded u = upload(be, h);
   ember_kir_program prog = b.program("tier1_test");
   ember_program p = nullptr;
   ember_status st{};
@@ -123,19 +105,13 @@ inline std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b,
     if (error) *error = st.message;
     return {};
   }
-  int32_t rc = be.table().program_run(p, &l, &st);
+  int32_t rc = be.table().program_run(p, &u.launch, &st);
   be.table().program_destroy(p);
   if (rc != EMBER_OK) {
     if (error) *error = st.message;
     return {};
   }
-  std::vector<std::vector<uint8_t>> out;
-  for (size_t a = 0; a < h.args.size(); ++a) {
-    std::vector<uint8_t> bytes(h.args[a].bytes.size());
-    be.read(*bufs[a], 0, bytes.data(), bytes.size());
-    out.push_back(std::move(bytes));
-  }
-  return out;
+  return download(be, h, u);
 }
 
 inline void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {

@@ -22,6 +22,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
+#include "backend/cpu/dnnl_post_ops.h"
 #include "backend/cpu/post_ops.h"
 
 namespace ember::cpu {
@@ -92,17 +93,6 @@ struct Entry {
   dnnl::memory::desc channel;  // a per-channel post-op operand [1, O, 1, 1]
   bool post = false;           // the forward primitive runs the call's post-ops
 };
-
-dnnl::algorithm eltwise_alg(int32_t kind) {
-  switch (kind) {
-    case EMBER_POST_RELU: return dnnl::algorithm::eltwise_relu;
-    case EMBER_POST_TANH: return dnnl::algorithm::eltwise_tanh;
-    case EMBER_POST_SIGMOID: return dnnl::algorithm::eltwise_logistic;
-    case EMBER_POST_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
-    case EMBER_POST_GELU_TANH: return dnnl::algorithm::eltwise_gelu_tanh;
-    default: return dnnl::algorithm::eltwise_linear;
-  }
-}
 
 // `post`: post-ops for the forward primitive (every add operand per channel), or nullptr.
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg,

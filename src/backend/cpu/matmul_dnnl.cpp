@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
+#include "backend/cpu/dnnl_post_ops.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/post_ops.h"
@@ -75,17 +76,6 @@ struct Prim {
   bool post = false;  // the post-ops run inside the primitive
   std::vector<dnnl::memory::desc> operands;  // per post-op (binary adds only)
 };
-
-dnnl::algorithm eltwise_alg(int32_t kind) {
-  switch (kind) {
-    case EMBER_POST_RELU: return dnnl::algorithm::eltwise_relu;
-    case EMBER_POST_TANH: return dnnl::algorithm::eltwise_tanh;
-    case EMBER_POST_SIGMOID: return dnnl::algorithm::eltwise_logistic;
-    case EMBER_POST_GELU_ERF: return dnnl::algorithm::eltwise_gelu_erf;
-    case EMBER_POST_GELU_TANH: return dnnl::algorithm::eltwise_gelu_tanh;
-    default: return dnnl::algorithm::eltwise_linear;
-  }
-}
 
 Prim make_prim(const Key& key) {
   using dt = dnnl::memory::data_type;
