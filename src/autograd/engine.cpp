@@ -5,6 +5,7 @@
 // forward pass's intermediates.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -54,6 +55,68 @@ std::vector<GradNode*> order_from(GradNode* root) {
   return {post.rbegin(), post.rend()};
 }
 
+// The gradient of a step-1 slice along one dim, kept as the piece it is until its input's
+// gradient is needed: the pieces of one input (e.g. the gates an LSTM chunks from one product)
+// then become one cat with zeros in the gaps, instead of a zero-padded copy of each piece summed.
+struct SlicePiece {
+  int dim;
+  int64_t start;
+  Array grad;
+};
+
+// The slice's dim and start if it is step 1 and cuts one dim only; -1 otherwise.
+std::pair<int, int64_t> simple_slice(const GradNode& n, const Shape& in_shape, const Shape& g_shape) {
+  int dim = -1;
+  int64_t start = 0;
+  if (in_shape.rank() != g_shape.rank() || n.attrs.ints.size() != size_t(2 * in_shape.rank())) return {-1, 0};
+  for (int d = 0; d < in_shape.rank(); ++d) {
+    if (n.attrs.ints[size_t(2 * d + 1)] != 1) return {-1, 0};
+    if (g_shape[d] == in_shape[d]) continue;
+    if (dim >= 0 || g_shape[d] == 0) return {-1, 0};
+    dim = d;
+    start = n.attrs.ints[size_t(2 * d)];
+  }
+  return {dim, start};
+}
+
+// The gradient of an input of shape `shape` from its slices' pieces: one cat along their dim
+// when they share it and do not overlap, else each zero-padded and summed.
+Array merge_pieces(std::vector<SlicePiece>& pieces, const Shape& shape) {
+  std::sort(pieces.begin(), pieces.end(), [](const SlicePiece& a, const SlicePiece& b) {
+    return a.dim != b.dim ? a.dim < b.dim : a.start < b.start;
+  });
+  const int dim = pieces.front().dim;
+  bool disjoint = true;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    disjoint = disjoint && pieces[i].dim == dim;
+    if (i > 0) disjoint = disjoint && pieces[i].start >= pieces[i - 1].start + pieces[i - 1].grad.shape()[dim];
+  }
+  const Array& like = pieces.front().grad;
+  if (!disjoint) {  // each piece padded on its own (a one-piece merge), then summed
+    Array sum_all;
+    for (const SlicePiece& p : pieces) {
+      std::vector<SlicePiece> one = {p};
+      Array full = merge_pieces(one, shape);
+      sum_all = sum_all.defined() ? add(sum_all, full) : full;
+    }
+    return sum_all;
+  }
+  std::vector<Array> parts;
+  int64_t at = 0;
+  auto gap = [&](int64_t len) {
+    Shape z = shape;
+    z[dim] = len;
+    parts.push_back(zeros(z, {like.dtype(), like.device()}));
+  };
+  for (const SlicePiece& p : pieces) {
+    if (p.start > at) gap(p.start - at);
+    parts.push_back(p.grad);
+    at = p.start + p.grad.shape()[dim];
+  }
+  if (at < shape[dim]) gap(shape[dim] - at);
+  return parts.size() == 1 ? parts[0] : cat(parts, dim);
+}
+
 void run_backward(const Array& output, const Array& grad_output, BackwardOptions opts, Gradients& into,
                   const std::vector<GradNode*>* targets, std::unordered_map<GradNode*, Array>* target_grads) {
   if (!output.defined()) throw Error("backward: the tensor is empty (default-constructed)");
@@ -81,12 +144,23 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
   GradNode* root = output.grad_node().get();
   std::vector<GradNode*> order = order_from(root);
   std::unordered_map<GradNode*, Array> pending;
+  std::unordered_map<GradNode*, std::vector<SlicePiece>> pieces;  // slice gradients not yet merged
+  std::unordered_map<GradNode*, Shape> piece_shape;
   pending[root] = seed;
   for (GradNode* n : order) {
     auto it = pending.find(n);
-    if (it == pending.end()) continue;  // no gradient reached it
-    Array g = std::move(it->second);
-    pending.erase(it);
+    auto pit = pieces.find(n);
+    if (it == pending.end() && pit == pieces.end()) continue;  // no gradient reached it
+    Array g;
+    if (it != pending.end()) {
+      g = std::move(it->second);
+      pending.erase(it);
+    }
+    if (pit != pieces.end()) {
+      Array merged = merge_pieces(pit->second, piece_shape.at(n));
+      g = g.defined() ? add(g, merged) : merged;
+      pieces.erase(pit);
+    }
     if (targets) {
       for (GradNode* t : *targets)
         if (t == n) {
@@ -97,6 +171,15 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
     if (n->is_leaf) {
       if (!targets) into.accumulate(n->shared_from_this(), g);
       continue;
+    }
+    if (n->op == Op::Slice && n->inputs.size() == 1 && n->inputs[0].fn && g.dtype() == n->inputs[0].dtype) {
+      const GradNode::Edge& e = n->inputs[0];
+      auto [dim, start] = simple_slice(*n, e.shape, g.shape());
+      if (dim >= 0) {
+        pieces[e.fn.get()].push_back({dim, start, g});
+        piece_shape.emplace(e.fn.get(), e.shape);
+        continue;
+      }
     }
     std::vector<Array> grads;
     {
