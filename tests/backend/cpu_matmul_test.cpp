@@ -134,7 +134,9 @@ TEST(CpuMatmul, PlainAndTransposedF32) {
 // M <= 4 takes the dot-product / row-update loops of gemv.cpp (batch-1 inference): both layouts
 // of b, strided a, K not a multiple of the 16 lanes, and sizes large enough to use threads.
 TEST(CpuMatmul, SmallMRowsMatchReference) {
-  check_layouts({{1, 784, 512}, {2, 37, 9}, {3, 16, 1}, {4, 1, 70}, {1, 513, 300}, {4, 1000, 130}}, 5, "small");
+  // (4 columns at a time plus a remainder; {2, 2048, 2049} is large enough for threads.)
+  check_layouts({{1, 784, 512}, {2, 37, 9}, {3, 16, 1}, {4, 1, 70}, {1, 513, 300}, {4, 1000, 130}, {2, 2048, 2049}}, 5,
+                "small");
 }
 
 TEST(CpuMatmul, StridedOperandsArePacked) {
