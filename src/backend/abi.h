@@ -66,9 +66,10 @@ typedef enum ember_kir_op {
   EMBER_KIR_AND, EMBER_KIR_OR, /* logical, on bool                                        */
   /* ternary */
   EMBER_KIR_SELECT, /* a (bool) ? b : c                                                  */
-  /* counter-based random numbers: Philox4x32-10 with key = iimm (64-bit seed), counter = a
-   * (i64 element index) in words 0-1 and aux (stream) in word 2; result uniform in [0, 1)
-   * built from output word 0 (f32: 24 bits; f64: words 0 and 1, 53 bits)                   */
+  /* counter-based random numbers: Philox4x32-10 with key = iimm (64-bit seed), or the value of
+   * operand b (i64) when b >= 0, so that a kernel drawing with a new seed is the same program;
+   * counter = a (i64 element index) in words 0-1 and aux (stream) in word 2; result uniform in
+   * [0, 1) built from output word 0 (f32: 24 bits; f64: words 0 and 1, 53 bits)             */
   EMBER_KIR_RAND_UNIFORM,
   /* reductions over the reduce dims (phase 1 value of a phase 0 operand a) */
   EMBER_KIR_ACC_SUM, EMBER_KIR_ACC_PROD, EMBER_KIR_ACC_MAX, EMBER_KIR_ACC_MIN,

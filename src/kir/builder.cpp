@@ -106,8 +106,8 @@ Val Builder::round_to_dtype(Val v) {
 }
 
 Val Builder::rand_uniform(Val counter, uint64_t seed, int stream, DType dtype) {
-  Val r = emit(EMBER_KIR_RAND_UNIFORM, dtype, counter);
-  insts_.back().iimm = int64_t(seed);
+  Val r = emit(EMBER_KIR_RAND_UNIFORM, dtype, counter, runtime_key);
+  insts_.back().iimm = runtime_key.id >= 0 ? 0 : int64_t(seed);
   insts_.back().aux = stream;
   return r;
 }

@@ -45,6 +45,10 @@ class Builder {
   // storing and reloading it would do. Fused kernels apply it after every op.
   Val round_to_dtype(Val v);
   Val rand_uniform(Val counter, uint64_t seed, int stream, DType dtype);
+  // While set (an i64 value), rand_uniform takes its key from it instead of the `seed` immediate:
+  // the scheduler passes a generator's seed as a one-element device array, so drawing with a new
+  // seed (dropout every step) reuses the program. Unset with a default Val.
+  Val runtime_key;
   Val acc_sum(Val v);
   Val acc_prod(Val v);
   Val acc_max(Val v);

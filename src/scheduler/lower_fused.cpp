@@ -166,7 +166,22 @@ class Emitter {
         add_arg(none, m, n->shape, n->shape.contiguous_strides());
         b_.phase = at;
         DType compute = (n->dtype == DType::F16 || n->dtype == DType::BF16) ? DType::F32 : n->dtype;
-        kir::Val v = generator_expr(n->op, b_, n->attrs, compute, b_.iota(arg));
+        kir::Val counter = b_.iota(arg);
+        const bool random = n->op == Op::RandUniform || n->op == Op::RandNormal;
+        if (random) {
+          // The seed as a one-element device array read by LOAD_UNIFORM (a run-time Philox key):
+          // a new seed every step (dropout) keeps the same program.
+          View key;
+          key.buffer = backend_for(n->device).alloc(n->device, sizeof(int64_t));
+          const int64_t seed = int64_t(n->attrs.seed);
+          backend_for(n->device).write(*key.buffer, 0, &seed, sizeof seed);
+          int karg = b_.add_arg(DType::I64);
+          add_arg(key, m, Shape{}, {});
+          b_.phase = at;
+          b_.runtime_key = b_.load_uniform(karg);
+        }
+        kir::Val v = generator_expr(n->op, b_, n->attrs, compute, counter);
+        b_.runtime_key = kir::Val{};
         return b_.cast(v, n->dtype);
       }
       case OpKind::Elementwise: {

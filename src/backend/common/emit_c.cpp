@@ -230,9 +230,10 @@ std::string ExprTable::select(const std::string& c, const std::string& a, const 
   return fmt("(%s ? %s : %s)", c.c_str(), a.c_str(), b.c_str());
 }
 
-std::string ExprTable::rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, uint64_t key) const {
-  if (dt == EMBER_F32) return fmt("e_uniform_f32(%s, %uu, UINT64_C(0x%" PRIx64 "))", counter.c_str(), stream, key);
-  if (dt == EMBER_F64) return fmt("e_uniform_f64(%s, %uu, UINT64_C(0x%" PRIx64 "))", counter.c_str(), stream, key);
+std::string ExprTable::rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream,
+                                    const std::string& key) const {
+  if (dt == EMBER_F32) return fmt("e_uniform_f32(%s, %uu, %s)", counter.c_str(), stream, key.c_str());
+  if (dt == EMBER_F64) return fmt("e_uniform_f64(%s, %uu, %s)", counter.c_str(), stream, key.c_str());
   return "";
 }
 
@@ -289,7 +290,12 @@ std::string render_inst(const ember_kir_program& p, const ExprTable& t, const Ar
     }
     case EMBER_KIR_CAST: e = t.cast(dt(in.a), in.dtype, v(in.a)); break;
     case EMBER_KIR_SELECT: e = t.select(v(in.a), v(in.b), v(in.c)); break;
-    case EMBER_KIR_RAND_UNIFORM: e = t.rand_uniform(in.dtype, v(in.a), uint32_t(in.aux), uint64_t(in.iimm)); break;
+    case EMBER_KIR_RAND_UNIFORM: {
+      char lit[40];
+      std::snprintf(lit, sizeof lit, "UINT64_C(0x%" PRIx64 ")", uint64_t(in.iimm));
+      e = t.rand_uniform(in.dtype, v(in.a), uint32_t(in.aux), in.b >= 0 ? "uint64_t(" + v(in.b) + ")" : std::string(lit));
+      break;
+    }
     case EMBER_KIR_LT: case EMBER_KIR_LE: case EMBER_KIR_GT: case EMBER_KIR_GE: case EMBER_KIR_EQ:
     case EMBER_KIR_NE:
       e = t.compare(in.op, dt(in.a), v(in.a), v(in.b));

@@ -76,7 +76,8 @@ class ExprTable {
   virtual std::string compare(uint16_t op, uint8_t operand_dt, const std::string& a, const std::string& b) const;
   virtual std::string cast(uint8_t from, uint8_t to, const std::string& a) const;
   virtual std::string select(const std::string& c, const std::string& a, const std::string& b) const;
-  virtual std::string rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, uint64_t key) const;
+  // key: a uint64_t expression (a literal or an i64 variable converted).
+  virtual std::string rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, const std::string& key) const;
   // A stored element (expression `ref` of the storage type) as a register value, and back.
   virtual std::string load(uint8_t storage_dt, const std::string& ref) const;
   virtual std::string store_value(uint8_t storage_dt, uint8_t value_dt, const std::string& v) const;

@@ -19,7 +19,9 @@ bool uses_arg(uint16_t op) {
 }
 
 // Number of operands (a, b, c) an instruction reads.
-int operand_count(uint16_t op) {
+int operand_count(const ember_kir_inst& in) {
+  const uint16_t op = in.op;
+  if (op == EMBER_KIR_RAND_UNIFORM) return in.b >= 0 ? 2 : 1;  // b: the key, when not immediate
   switch (op) {
     case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM: return 0;
     case EMBER_KIR_SELECT: return 3;
@@ -84,7 +86,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
     if (in.dtype > EMBER_BOOL)
       return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu has unknown dtype %d", name, k, in.dtype);
     p.kind[k] = reg_kind(in.dtype);
-    int nops = operand_count(in.op);
+    int nops = operand_count(in);
     const int32_t ops[3] = {in.a, in.b, in.c};
     bool all_uniform = true;
     for (int j = 0; j < nops; ++j) {
@@ -122,6 +124,8 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       return set_status(st, EMBER_ERR_INVALID, "%s: gather index %d is not i64", name, in.a);
     if ((in.op == EMBER_KIR_RAND_UNIFORM) && p.kind[size_t(in.a)] != kI64)
       return set_status(st, EMBER_ERR_INVALID, "%s: random counter %d is not i64", name, in.a);
+    if (in.op == EMBER_KIR_RAND_UNIFORM && in.b >= 0 && p.kind[size_t(in.b)] != kI64)
+      return set_status(st, EMBER_ERR_INVALID, "%s: random key %d is not i64", name, in.b);
     if (in.op == EMBER_KIR_IOTA && in.dtype != EMBER_I64)
       return set_status(st, EMBER_ERR_INVALID, "%s: iota must be i64", name);
     if (is_acc_op(in.op)) {

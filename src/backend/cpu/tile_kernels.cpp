@@ -556,13 +556,16 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
     case EMBER_KIR_RAND_UNIFORM: {
       const int64_t* c = val<int64_t>(t, in.a);
       const uint32_t stream = uint32_t(in.aux);
+      const int64_t* keys = in.b >= 0 ? val<int64_t>(t, in.b) : nullptr;  // per point, else iimm
       const uint64_t key = uint64_t(in.iimm);
       if (kind == kF64) {
         double* o = slot<double>(t, k);
-        for (size_t i = 0; i < n; ++i) o[i] = ember::philox::uniform_f64(uint64_t(c[i]), stream, key);
+        for (size_t i = 0; i < n; ++i)
+          o[i] = ember::philox::uniform_f64(uint64_t(c[i]), stream, keys ? uint64_t(keys[i]) : key);
       } else {
         float* o = slot<float>(t, k);
-        for (size_t i = 0; i < n; ++i) o[i] = ember::philox::uniform_f32(uint64_t(c[i]), stream, key);
+        for (size_t i = 0; i < n; ++i)
+          o[i] = ember::philox::uniform_f32(uint64_t(c[i]), stream, keys ? uint64_t(keys[i]) : key);
       }
       return true;
     }

@@ -205,10 +205,12 @@ Value eval_alu(const ember_kir_inst& in, const std::vector<Value>& r, const std:
     case EMBER_KIR_AND: out.i = a.i && b.i; break;
     case EMBER_KIR_OR: out.i = a.i || b.i; break;
     case EMBER_KIR_SELECT: out = a.i ? b : r[size_t(in.c)]; break;
-    case EMBER_KIR_RAND_UNIFORM:
-      if (dt == EMBER_F64) out.f = ember::philox::uniform_f64(uint64_t(a.i), uint32_t(in.aux), uint64_t(in.iimm));
-      else out.f = ember::philox::uniform_f32(uint64_t(a.i), uint32_t(in.aux), uint64_t(in.iimm));
+    case EMBER_KIR_RAND_UNIFORM: {
+      const uint64_t key = in.b >= 0 ? uint64_t(b.i) : uint64_t(in.iimm);  // operand b: a run-time key
+      if (dt == EMBER_F64) out.f = ember::philox::uniform_f64(uint64_t(a.i), uint32_t(in.aux), key);
+      else out.f = ember::philox::uniform_f32(uint64_t(a.i), uint32_t(in.aux), key);
       break;
+    }
     default: throw Error{EMBER_ERR_UNSUPPORTED, "unsupported instruction", in.op, 0};
   }
   return out;
