@@ -139,6 +139,11 @@ TEST(CpuMatmul, SmallMRowsMatchReference) {
                 "small");
 }
 
+// N = 1 (matrix-vector) takes gemv_n1_f32: rows in fours plus a remainder, threads above 4M.
+TEST(CpuMatmul, MatrixVectorMatchesReference) {
+  check_layouts({{37, 50, 1}, {300, 513, 1}, {5, 1, 1}, {2049, 2048, 1}}, 6, "matrix-vector");
+}
+
 TEST(CpuMatmul, StridedOperandsArePacked) {
   std::mt19937_64 rng(2);
   HTensor a = make(DType::F32, {20, 30}, {0, 1}, {}, 2, rng);  // inner stride 2

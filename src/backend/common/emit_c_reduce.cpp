@@ -39,7 +39,7 @@ int operand_count(const ember_kir_inst& in) {
   const uint16_t op = in.op;
   if (op == EMBER_KIR_RAND_UNIFORM) return in.b >= 0 ? 2 : 1;  // b: a run-time key
   switch (op) {
-    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: return 0;
+    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM: return 0;
     case EMBER_KIR_SELECT: return 3;
     default: return op >= EMBER_KIR_ADD && op <= EMBER_KIR_OR ? 2 : 1;
   }
@@ -109,7 +109,8 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
     // Uniform: constants and arithmetic on uniform values only (as program.cpp decides).
     bool uniform = !uses_arg(in.op) && !is_acc(in.op) && in.op != EMBER_KIR_RAND_UNIFORM;
     const int32_t ops[3] = {in.a, in.b, in.c};
-    for (int j = 0; j < operand_count(in) && uniform; ++j) uniform = a.uniform[size_t(ops[j])] != 0;
+    for (int j = 0; j < operand_count(in) && uniform; ++j)
+      uniform = ops[j] >= 0 && ops[j] < k && a.uniform[size_t(ops[j])] != 0;
     a.uniform[size_t(k)] = uniform;
     if (uniform) continue;
     a.phase[in.phase].push_back(k);

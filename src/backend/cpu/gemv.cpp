@@ -108,4 +108,20 @@ bool small_m_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a
   return true;
 }
 
+bool gemv_n1_f32(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+                 float* c, int64_t c_rs) {
+  if ((a_cs != 1 && K > 1) || (b_rs != 1 && K > 1)) return false;
+  // Four rows of a against b per call (dot4 reads b once for the four); threads split the rows.
+  [[maybe_unused]] const bool par = M * K >= (int64_t(1) << 22) && !omp_in_parallel();
+  const int64_t quads = M / 4;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t q = 0; q < quads; ++q) {
+    float out[4];
+    dot4(b, a + 4 * q * a_rs, a_rs, K, out);
+    for (int r = 0; r < 4; ++r) c[(4 * q + r) * c_rs] = out[r];
+  }
+  for (int64_t i = 4 * quads; i < M; ++i) c[i * c_rs] = dot(a + i * a_rs, b, K);
+  return true;
+}
+
 }  // namespace ember::cpu

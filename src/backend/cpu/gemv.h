@@ -13,4 +13,9 @@ namespace ember::cpu {
 bool small_m_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                       int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs);
 
+// Matrix-vector c[i * c_rs] = sum_k a[i * a_rs + k] * b[k * b_rs] (N = 1): four rows of a per
+// pass over b. Requires contiguous rows of a (a_cs == 1) and b_rs == 1; returns false otherwise.
+bool gemv_n1_f32(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+                 float* c, int64_t c_rs);
+
 }  // namespace ember::cpu

@@ -170,6 +170,11 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
     if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
     return;
   }
+  // Matrix-vector (one column of B): dot products of a's rows with it, at the speed of reading a.
+  if (N == 1 && gemv_n1_f32(M, K, A.data, A.rs, A.cs, B.data, B.rs, C.data, C.rs)) {
+    if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
+    return;
+  }
   std::vector<float> pa, pb;
   if (!plain_strides(M, K, A.rs, A.cs)) {
     pa.resize(size_t(M * K));
