@@ -5,6 +5,7 @@
 // user's line that created it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -111,6 +112,10 @@ std::string pinpoint(FusedKernel& k, const std::string& kernel_error) {
 // copies nothing for it (the optimizer concatenates every gradient into one flat array each step).
 // Only where a slab is contiguous: the dims before the cat dim all have size 1.
 void place_cat_inputs(Plan& plan) {
+  // Runs on every realization: nothing to do (and no set to build) for plans without a cat.
+  if (std::none_of(plan.steps.begin(), plan.steps.end(),
+                   [](const Step& s) { return s.kernel < 0 && s.node->op == Op::Cat; }))
+    return;
   std::unordered_set<Node*> in_plan;
   for (const Step& s : plan.steps) {
     if (s.kernel < 0) in_plan.insert(s.node);

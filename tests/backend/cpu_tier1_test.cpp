@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -138,6 +139,22 @@ struct Gen {
   }
 };
 
+// A 1-D launch over n points of dtype dt: argument 0 the output (zeros), argument 1 the input
+// with value(i) at point i, both contiguous.
+HLaunch unary_launch(DType dt, int64_t n, const std::function<double(int64_t)>& value) {
+  HLaunch h;
+  h.outer_rank = 1;
+  h.shape = {n};
+  HArg o, a;
+  o.dtype = a.dtype = dt;
+  o.strides = a.strides = {1};
+  o.bytes.assign(size_t(n) * dtype_size(dt), 0);
+  a.bytes.assign(size_t(n) * dtype_size(dt), 0);
+  for (int64_t i = 0; i < n; ++i) put(a.bytes, dt, size_t(i), value(i));
+  h.args = {o, a};
+  return h;
+}
+
 class CpuTier1Test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -176,16 +193,7 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   Val x = b.load(in);
   b.store(out, x * 0.5 * (1.0 + kir::erf(x * 0.7071067811865476)));
   const int64_t n = 300000;
-  HLaunch h;
-  h.outer_rank = 1;
-  h.shape = {n};
-  HArg o, a;
-  o.dtype = a.dtype = DType::F32;
-  o.strides = a.strides = {1};
-  o.bytes.assign(size_t(n) * 4, 0);
-  a.bytes.assign(size_t(n) * 4, 0);
-  for (int64_t i = 0; i < n; ++i) put(a.bytes, DType::F32, size_t(i), -6.0 + 12.0 * double(i) / double(n));
-  h.args = {o, a};
+  HLaunch h = unary_launch(DType::F32, n, [&](int64_t i) { return -6.0 + 12.0 * double(i) / double(n); });
   Stats s0 = stats();
   std::string err;
   auto t1 = run_fresh(cpu_backend(), b, h, &err);
@@ -216,16 +224,7 @@ TEST_F(CpuTier1Test, DiskCacheIsReused) {
   kir::Builder b;
   int out = b.add_arg(DType::F64), in = b.add_arg(DType::F64);
   b.store(out, kir::tanh(b.load(in)) * 3.0 + 0.25);
-  HLaunch h;
-  h.outer_rank = 1;
-  h.shape = {100};
-  HArg o, a;
-  o.dtype = a.dtype = DType::F64;
-  o.strides = a.strides = {1};
-  o.bytes.assign(800, 0);
-  a.bytes.assign(800, 0);
-  for (int i = 0; i < 100; ++i) put(a.bytes, DType::F64, size_t(i), i * 0.03 - 1.5);
-  h.args = {o, a};
+  HLaunch h = unary_launch(DType::F64, 100, [](int64_t i) { return double(i) * 0.03 - 1.5; });
   Stats s0 = stats();
   std::string err;
   auto first = run_fresh(cpu_backend(), b, h, &err);
@@ -250,16 +249,7 @@ TEST_F(CpuTier1Test, MissingCompilerStaysOnTier0) {
   kir::Builder b;
   int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
   b.store(out, kir::exp(b.load(in)) - 1.0);
-  HLaunch h;
-  h.outer_rank = 1;
-  h.shape = {50};
-  HArg o, a;
-  o.dtype = a.dtype = DType::F32;
-  o.strides = a.strides = {1};
-  o.bytes.assign(200, 0);
-  a.bytes.assign(200, 0);
-  for (int i = 0; i < 50; ++i) put(a.bytes, DType::F32, size_t(i), i * 0.1 - 2.5);
-  h.args = {o, a};
+  HLaunch h = unary_launch(DType::F32, 50, [](int64_t i) { return double(i) * 0.1 - 2.5; });
   Stats s0 = stats();
   std::string err;
   auto got = run_fresh(cpu_backend(), b, h, &err);

@@ -25,6 +25,7 @@ const std::vector<double>& breadth_ref(const std::string& name) {
 
 using ember::testing::mlp_loss;
 using ember::testing::reference_mlp;
+using ember::testing::run_steps;
 
 template <class Opt, class Options>
 void check_trajectory(const std::string& name, Options opts) {
@@ -71,13 +72,7 @@ TEST(OptimizerBreadthTest, ParameterGroupsMatchTorch) {
   groups[0].weight_decay = 0.1;
   optim::Adam opt(groups, {.lr = 0.05});
   EXPECT_EQ(opt.num_groups(), 2u);
-  std::vector<double> losses;
-  for (int step = 0; step < 5; ++step) {
-    Array loss = mlp_loss(m);
-    Gradients g = loss.backward();
-    losses.push_back(loss.item<double>());
-    opt.step(g);
-  }
+  std::vector<double> losses = run_steps(opt, m);
   EXPECT_TRUE(all_close(losses, breadth_ref("opt.groups.losses"), 1e-9, 1e-12));
   for (auto& np : m.named_parameters())
     EXPECT_TRUE(all_close(np.param.array(), breadth_ref("opt.groups." + np.name), 1e-9, 1e-12)) << np.name;

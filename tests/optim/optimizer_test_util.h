@@ -25,6 +25,18 @@ inline Array mlp_loss(nn::Sequential& m) {
   return nn::mse_loss(m.forward(det({6, 4}, 0.37, 0.1)), det({6, 3}, 0.61, 0.5));
 }
 
+// `steps` steps of `opt` on m with mlp_loss; the loss before each step.
+inline std::vector<double> run_steps(optim::Optimizer& opt, nn::Sequential& m, int steps = 5) {
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    Array loss = mlp_loss(m);
+    Gradients g = loss.backward();
+    losses.push_back(loss.item<double>());
+    opt.step(g);
+  }
+  return losses;
+}
+
 // Five steps of Opt on reference_mlp(); losses and final parameters against the reference values
 // "opt.<name>.losses" and "opt.<name>.<parameter>" that `ref` looks up.
 template <class Opt, class Options>
@@ -33,13 +45,7 @@ void check_trajectory(const std::string& name, Options opts,
   SCOPED_TRACE(name);
   nn::Sequential m = reference_mlp();
   Opt opt(m, opts);
-  std::vector<double> losses;
-  for (int step = 0; step < 5; ++step) {
-    Array loss = mlp_loss(m);
-    Gradients g = loss.backward();
-    losses.push_back(loss.item<double>());
-    opt.step(g);
-  }
+  std::vector<double> losses = run_steps(opt, m);
   EXPECT_TRUE(all_close(losses, ref("opt." + name + ".losses"), 1e-9, 1e-12));
   for (auto& np : m.named_parameters())
     EXPECT_TRUE(all_close(np.param.array(), ref("opt." + name + "." + np.name), 1e-9, 1e-12)) << np.name;

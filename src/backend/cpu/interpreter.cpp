@@ -328,16 +328,7 @@ void run_tiles(const Program& p, const ember_kir_launch& l, int64_t count, int64
       if (!f.failed.exchange(true)) f.internal = "internal error in the tile interpreter";
     }
   };
-  const int threads = omp_get_max_threads();
-  if (work >= kParallelMinPoints && count > 1 && threads > 1 && !omp_in_parallel()) {
-#pragma omp parallel num_threads(int(std::min<int64_t>(threads, count)))
-    {
-      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-      worker(count * id / nt, count * (id + 1) / nt);
-    }
-  } else {
-    worker(0, count);
-  }
+  run_tasks(count, work, worker);
 }
 
 }  // namespace

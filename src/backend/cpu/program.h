@@ -8,6 +8,9 @@
 // f64, i32 for i32/u8/bool, i64 for i64.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -95,6 +98,23 @@ void acc_update(uint16_t op, uint8_t kind, void* val, int64_t* idx, const void* 
                 int64_t idx0, int64_t idx_step);
 // Name of the SIMD target chosen at run time ("AVX3", "AVX2", "SCALAR"...).
 const char* simd_target_name();
+
+// Calls fn(t0, t1) over contiguous ranges of [0, tasks): one range per OpenMP thread when the
+// launch covers at least kParallelMinPoints points (and not already inside a parallel region),
+// else the whole range on the calling thread. Ranges do not depend on timing, only on the team size.
+template <class F>
+void run_tasks(int64_t tasks, int64_t points, F&& fn) {
+  const int threads = omp_get_max_threads();
+  if (points >= kParallelMinPoints && tasks > 1 && threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(int(std::min<int64_t>(threads, tasks)))
+    {
+      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+      fn(tasks * id / nt, tasks * (id + 1) / nt);
+    }
+  } else {
+    fn(int64_t(0), tasks);
+  }
+}
 
 // ---- analysis and execution -----------------------------------------------------------------
 int32_t compile_program(const ember_kir_program& src, Program& out, ember_status* st);

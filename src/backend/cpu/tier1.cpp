@@ -384,21 +384,6 @@ int coalesce(const ember_kir_launch& l, int d0, int d1, std::vector<int64_t>& sh
   return int(shape.size() - first);
 }
 
-// Runs task ranges [t0, t1) of `tasks` over the OpenMP team when the launch is large enough.
-template <class F>
-void run_tasks(int64_t tasks, int64_t points, F&& fn) {
-  const int threads = omp_get_max_threads();
-  if (points >= kParallelMinPoints && tasks > 1 && threads > 1 && !omp_in_parallel()) {
-#pragma omp parallel num_threads(int(std::min<int64_t>(threads, tasks)))
-    {
-      const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-      fn(tasks * id / nt, tasks * (id + 1) / nt);
-    }
-  } else {
-    fn(int64_t(0), tasks);
-  }
-}
-
 // A reduction / multi-phase launch on its compiled kernel: outer and reduce dims coalesced
 // separately, then the rows scheme when the innermost reduce dim is contiguous in every argument
 // an even phase touches, the columns scheme when the innermost outer dim is contiguous in every

@@ -178,6 +178,22 @@ double avg_divisor(const ember_pool_attrs& a, int64_t H, int64_t W, int64_t oh, 
   return double(count);
 }
 
+
+// The first maximum of window (oh, ow) of x[n, c] (NaN wins; first of equal values): false for an
+// empty window, else its value and its row-major index ih * W + iw.
+bool window_max(const ember_tensor_desc& x, const ember_pool_attrs& a, int64_t H, int64_t W, int64_t n, int64_t c,
+                int64_t oh, int64_t ow, double& best, int64_t& arg) {
+  bool have = false;
+  window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) {
+    const double v = getf(x, at4(x, n, c, ih, iw));
+    if (!have || (std::isnan(v) && !std::isnan(best)) || v > best) {
+      have = true;
+      best = v;
+      arg = ih * W + iw;
+    }
+  });
+  return have;
+}
 int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_pool_attrs& a) {
   const int64_t N = y.shape[0], C = y.shape[1], OH = y.shape[2], OW = y.shape[3], H = x.shape[2], W = x.shape[3];
   for (int64_t n = 0; n < N; ++n)
@@ -191,17 +207,9 @@ int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
             setf(y, at4(y, n, c, oh, ow), div > 0 ? s / div : 0.0);
             continue;
           }
-          bool have = false;
           double best = 0;
           int64_t arg = 0;
-          window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) {
-            const double v = getf(x, at4(x, n, c, ih, iw));
-            if (!have || (std::isnan(v) && !std::isnan(best)) || v > best) {
-              have = true;
-              best = v;
-              arg = ih * W + iw;
-            }
-          });
+          const bool have = window_max(x, a, H, W, n, c, oh, ow, best, arg);
           if (!have) best = -INFINITY;
           if (op == EMBER_LIB_MAX_POOL2D) setf(y, at4(y, n, c, oh, ow), best);
           else seti(y, at4(y, n, c, oh, ow), arg);
@@ -219,17 +227,9 @@ int32_t max_pool2d_backward(const ember_tensor_desc& dy, const ember_tensor_desc
     for (int64_t c = 0; c < C; ++c)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
-          bool have = false;
           double best = 0;
           int64_t arg = 0;
-          window(a, H, W, oh, ow, [&](int64_t ih, int64_t iw) {
-            const double v = getf(x, at4(x, n, c, ih, iw));
-            if (!have || (std::isnan(v) && !std::isnan(best)) || v > best) {
-              have = true;
-              best = v;
-              arg = ih * W + iw;
-            }
-          });
+          const bool have = window_max(x, a, H, W, n, c, oh, ow, best, arg);
           if (have) acc[size_t((n * C + c) * H * W + arg)] += getf(dy, at4(dy, n, c, oh, ow));
         }
   for (int64_t n = 0; n < N; ++n)
