@@ -63,9 +63,13 @@ tsan:
 	@bash scripts/setup.sh
 	@cmake --preset tsan $(EMBER_CMAKE_ARGS) >/dev/null
 	@cmake --build --preset tsan -j$(JOBS) --target ember_tests
+# Address-space randomization off (setarch -R, where allowed): TSan maps its shadow memory at fixed
+# addresses and once failed at start-up ("failed to allocate ... errno 12") when a randomized
+# mapping was in the way; the same binary passed on a rerun.
+TSAN_RUN := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarch $$(uname -m) -R")
 tsan-test: tsan
 	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	  ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
+	  $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 TSAN_FILTER ?= ThreadStressTest*:GraphTest*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
