@@ -75,6 +75,8 @@ std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::
   b->name_ = name;
   b->library_ = lib;
   b->table_ = table;
+  if (const char* env = std::getenv("EMBER_PROGRAM_CACHE"); env && std::atoi(env) > 0)
+    b->program_capacity_ = size_t(std::atoi(env));
   return b;
 }
 
@@ -140,7 +142,7 @@ Backend& Backend::get(DeviceKind kind) {
 }
 
 Backend::~Backend() {
-  for (auto& [hash, prog] : programs_) table_->program_destroy(prog);
+  programs_.clear();  // destroys the programs no launch still holds
   // The library stays loaded: buffers freed during static destruction may still call into it.
 }
 
@@ -202,10 +204,14 @@ void Backend::read(const Buffer& src, size_t offset_bytes, void* dst, size_t byt
   check(table_->buffer_read(src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
 }
 
-ember_program Backend::program(const ember_kir_program& program, uint64_t structure_hash) {
+std::shared_ptr<const CompiledProgram> Backend::program(const ember_kir_program& program,
+                                                        uint64_t structure_hash) {
   std::lock_guard lock(mutex_);
   auto it = programs_.find(structure_hash);
-  if (it != programs_.end()) return it->second;
+  if (it != programs_.end()) {
+    recency_.splice(recency_.begin(), recency_, it->second.recency);
+    return it->second.program;
+  }
   if (table_->supports_op)
     for (int32_t i = 0; i < program.n_insts; ++i)
       if (!table_->supports_op(EMBER_SUPPORT_KIR, program.insts[i].op))
@@ -215,14 +221,40 @@ ember_program Backend::program(const ember_kir_program& program, uint64_t struct
   ember_program prog = nullptr;
   check(table_->program_create(&program, &prog, &st), st, "compiling a kernel");
   ember::stats().programs_created.fetch_add(1, std::memory_order_relaxed);
-  programs_.emplace(structure_hash, prog);
-  return prog;
+  auto compiled = std::make_shared<const CompiledProgram>(table_, prog);
+  recency_.push_front(structure_hash);
+  programs_.emplace(structure_hash, CachedProgram{compiled, recency_.begin()});
+  evict_programs();
+  return compiled;
 }
 
-void Backend::run(ember_program program, const ember_kir_launch& launch) {
+void Backend::evict_programs() {
+  while (programs_.size() > program_capacity_) {
+    programs_.erase(recency_.back());  // a launch holding it keeps it alive until it is done
+    recency_.pop_back();
+  }
+}
+
+void Backend::set_program_capacity(size_t n) {
+  std::lock_guard lock(mutex_);
+  program_capacity_ = std::max<size_t>(n, 1);
+  evict_programs();
+}
+
+size_t Backend::program_capacity() {
+  std::lock_guard lock(mutex_);
+  return program_capacity_;
+}
+
+size_t Backend::program_count() {
+  std::lock_guard lock(mutex_);
+  return programs_.size();
+}
+
+void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch) {
   ember::stats().kernels.fetch_add(1, std::memory_order_relaxed);
   ember_status st{};
-  int32_t code = table_->program_run(program, &launch, &st);
+  int32_t code = table_->program_run(program.handle, &launch, &st);
   if (code != EMBER_OK) throw Error(st.message);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,18 @@ struct Buffer {
   size_t bytes = 0;  // also the device cache's key when the buffer is freed
   Device device;
   ~Buffer();
+};
+
+// A program compiled by one backend, shared by the backend's program cache and the launches
+// using it: the last owner destroys it, so the cache can evict a program another thread is
+// about to run.
+struct CompiledProgram {
+  const ember_backend_v1* table = nullptr;
+  ember_program handle = nullptr;
+  CompiledProgram(const ember_backend_v1* t, ember_program h) : table(t), handle(h) {}
+  ~CompiledProgram() { table->program_destroy(handle); }
+  CompiledProgram(const CompiledProgram&) = delete;
+  CompiledProgram& operator=(const CompiledProgram&) = delete;
 };
 
 class Backend {
@@ -48,9 +61,14 @@ class Backend {
   void write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes);
   void read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes);
 
-  // Compiled program for a KIR program, cached by structure hash.
-  ember_program program(const ember_kir_program& program, uint64_t structure_hash);
-  void run(ember_program program, const ember_kir_launch& launch);
+  // Compiled program for a KIR program, cached by structure hash. The cache keeps the most
+  // recently used `program_capacity` programs (EMBER_PROGRAM_CACHE, default 4096): a program
+  // whose structure keeps changing (a baked-in constant) cannot grow it without bound.
+  std::shared_ptr<const CompiledProgram> program(const ember_kir_program& program, uint64_t structure_hash);
+  void run(const CompiledProgram& program, const ember_kir_launch& launch);
+  void set_program_capacity(size_t n);  // evicts down to n at once (tests)
+  size_t program_capacity();
+  size_t program_count();
   void library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                     const ember_tensor_desc* outputs, int n_outputs, const void* attrs);
   void synchronize(int device);
@@ -70,7 +88,14 @@ class Backend {
   void* library_ = nullptr;
   const ember_backend_v1* table_ = nullptr;
   std::mutex mutex_;
-  std::unordered_map<uint64_t, ember_program> programs_;
+  struct CachedProgram {
+    std::shared_ptr<const CompiledProgram> program;
+    std::list<uint64_t>::iterator recency;  // its place in recency_
+  };
+  std::unordered_map<uint64_t, CachedProgram> programs_;
+  std::list<uint64_t> recency_;  // structure hashes, most recently used first
+  size_t program_capacity_ = 4096;
+  void evict_programs();  // under mutex_
   struct Counters { int64_t live = 0, peak = 0, buffers = 0; };
   std::unordered_map<int, Counters> counters_;
   std::mutex cache_mutex_;

@@ -2,6 +2,7 @@
 #include "graph/node.h"
 
 #include "autograd/grad_node.h"
+#include "graph/stats.h"
 
 #include <fmt/format.h>
 
@@ -46,10 +47,63 @@ std::string Node::where() const {
   return fmt::format("{} (at {})", op_name(op), format_location(loc));
 }
 
+namespace {
+
+// The nodes this thread created that may still be pending (weak: the log never keeps a node
+// alive). make_array appends one and sweeps two, dropping those that died (a plain load per
+// entry: the sweep adds no atomic operation to an op's cost), so the log stays about the size of
+// the live set and dead nodes' memory is released soon. When the log reaches `next_count`
+// entries, the live pending ones are counted exactly and, if there are at least
+// `auto_eval_nodes`, realized; the others (realized, still held) are kept or dropped then.
+struct PendingLog {
+  std::vector<std::weak_ptr<Node>> nodes;
+  size_t cursor = 0;      // where the incremental sweep continues
+  size_t next_count = 0;  // the log size that triggers an exact count
+  uint32_t limit = 0;     // the auto_eval_nodes next_count was set for (tests change it)
+};
+// initial-exec: a direct %fs access instead of a __tls_get_addr call from this shared library
+// (it is loaded with the program, not dlopen'ed late, so static TLS has room for it).
+thread_local PendingLog pending_log __attribute__((tls_model("initial-exec")));
+
+void log_pending(const NodePtr& node, uint32_t limit) {
+  PendingLog& log = pending_log;
+  if (log.limit != limit) {
+    log.limit = limit;
+    log.next_count = 0;
+  }
+  log.nodes.emplace_back(node);
+  for (int k = 0; k < 2 && !log.nodes.empty(); ++k) {
+    if (log.cursor >= log.nodes.size()) log.cursor = 0;
+    if (!log.nodes[log.cursor].expired()) {
+      ++log.cursor;
+    } else {
+      log.nodes[log.cursor] = std::move(log.nodes.back());
+      log.nodes.pop_back();
+    }
+  }
+  if (log.nodes.size() < std::max<size_t>(log.next_count, limit)) return;
+  std::vector<NodePtr> live;
+  for (const auto& w : log.nodes)
+    if (NodePtr n = w.lock(); n && n->is_pending()) live.push_back(std::move(n));
+  log.nodes.clear();
+  log.cursor = 0;
+  if (live.size() >= limit) {
+    stats().auto_flushes.fetch_add(1, std::memory_order_relaxed);
+    realize_frontier(std::move(live));
+  } else {
+    for (const NodePtr& n : live) log.nodes.emplace_back(n);
+  }
+  // The next exact count after another half limit of growth (amortized: a few entries per op).
+  log.next_count = log.nodes.size() + limit / 2;
+}
+
+}  // namespace
+
 RuntimePolicy& runtime_policy() {
   static RuntimePolicy policy = [] {
     RuntimePolicy p;
     if (const char* s = std::getenv("EMBER_SYNC")) p.eager = std::string(s) == "1";
+    if (const char* s = std::getenv("EMBER_AUTO_EVAL_NODES")) p.auto_eval_nodes = uint32_t(std::atoi(s));
     if (const char* s = std::getenv("EMBER_AUTO_EVAL_DEPTH")) p.auto_eval_depth = uint32_t(std::atoi(s));
     if (const char* s = std::getenv("EMBER_ASYNC")) p.async = std::string(s) != "0";
     return p;
@@ -75,6 +129,11 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
     realize_and_wait({node});
   else if (policy.auto_eval_depth && node->depth > policy.auto_eval_depth)
     realize({node});
+  else if (policy.auto_eval_nodes && !node->inputs.empty())
+    // Nodes without inputs (constants, generators) are not counted: they hold no memory and
+    // nothing chains through them, and a constant folded into a queued kernel stays pending
+    // until that kernel runs (counting those made a loop that evaluates as it goes flush).
+    log_pending(node, policy.auto_eval_nodes);
   return Array(std::move(node), std::move(grad));
 }
 

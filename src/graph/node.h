@@ -58,8 +58,9 @@ struct Node {
 
 // Creates a node for an op whose inputs were checked by the caller, and records its backward
 // history when an input requires grad. Applies the run-time policy: eager mode (EMBER_SYNC=1)
-// realizes at once, and a node deeper than the auto-eval depth is realized so that graphs
-// cannot grow without bound.
+// realizes at once; when the nodes this thread created that are still pending pass the
+// auto-eval count, they are realized (so a loop that never reads cannot grow a graph without
+// bound); optionally, so is a node deeper than the auto-eval depth.
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc);
 // A realized node that wraps an existing view (a leaf).
@@ -69,16 +70,23 @@ Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device
 // Schedules the nodes (and the pending nodes they depend on) on their devices' queues and
 // returns; with asynchronous execution off, runs them first. Thread-safe.
 void realize(const std::vector<NodePtr>& roots);
+// Realizes the nodes among `nodes` that are still pending, taking as roots those that no other
+// of them consumes, so chains stay fused: interior nodes are computed inside the roots' kernels
+// (and stored only where something outside the graph holds them). The automatic evaluation.
+void realize_frontier(std::vector<NodePtr> nodes);
 // realize(), then waits until every root is computed; throws the error of a root that failed,
 // naming the op and the user's line.
 void realize_and_wait(const std::vector<NodePtr>& roots);
 
-// Run-time policy (read once from EMBER_SYNC / EMBER_AUTO_EVAL_DEPTH / EMBER_ASYNC; settable for
-// tests).
+// Run-time policy (read once from EMBER_SYNC / EMBER_AUTO_EVAL_NODES / EMBER_AUTO_EVAL_DEPTH /
+// EMBER_ASYNC; settable for tests).
 struct RuntimePolicy {
   bool eager = false;
-  uint32_t auto_eval_depth = 1000;  // 0 disables
-  bool async = true;                // eval() returns before the work is done
+  // Realize a thread's pending nodes once this many are alive (0 disables). High, so a training
+  // step (a few thousand nodes) is never cut in two; see flush_pending in node.cpp.
+  uint32_t auto_eval_nodes = 100000;
+  uint32_t auto_eval_depth = 0;  // realize any node deeper than this (0, the default, disables)
+  bool async = true;             // eval() returns before the work is done
 };
 RuntimePolicy& runtime_policy();
 

@@ -441,6 +441,22 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
 
 void realize(const std::vector<NodePtr>& roots) { realize_impl(roots, false); }
 
+void realize_frontier(std::vector<NodePtr> nodes) {
+  // Under the plan lock a pending node stays pending, so its inputs cannot be dropped while read.
+  std::lock_guard lock(plan_mutex());
+  std::unordered_set<const Node*> consumed;
+  consumed.reserve(nodes.size());
+  for (const NodePtr& n : nodes)
+    if (n->is_pending())
+      for (const NodePtr& in : n->inputs) consumed.insert(in.get());
+  std::vector<NodePtr> roots;
+  for (NodePtr& n : nodes)
+    if (n->is_pending() && !consumed.count(n.get())) roots.push_back(std::move(n));
+  // Planning reads reference counts (is a node held outside the graph?): only roots stay held.
+  nodes.clear();
+  realize_impl(roots, false);
+}
+
 void realize_and_wait(const std::vector<NodePtr>& roots) {
   realize_impl(roots, true);
   for (const NodePtr& r : roots) {

@@ -14,6 +14,7 @@ struct StatCounters {
   std::atomic<int64_t> plan_cache_hits{0};
   std::atomic<int64_t> plan_cache_misses{0};
   std::atomic<int64_t> programs_created{0};
+  std::atomic<int64_t> auto_flushes{0};
 };
 StatCounters& stats();
 

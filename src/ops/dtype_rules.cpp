@@ -7,13 +7,13 @@
 
 namespace ember {
 
-static std::string dtype_list(const std::vector<DType>& ts) {
+static std::string dtype_list(std::span<const DType> ts) {
   std::string s;
   for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(ts[i]));
   return s;
 }
 
-ElementwiseTypes elementwise_types(Op op, const std::vector<DType>& in, DType cast_to) {
+ElementwiseTypes elementwise_types(Op op, std::span<const DType> in, DType cast_to) {
   const OpInfo& info = op_info(op);
   auto reject = [&](const char* why) {
     throw Error(fmt::format("{}: {} (operand dtypes: {})", info.name, why, dtype_list(in)));
@@ -78,7 +78,7 @@ ElementwiseTypes elementwise_types(Op op, const std::vector<DType>& in, DType ca
     default:
       reject("is not an elementwise op");
   }
-  r.operands.assign(in.size(), r.compute);
+  r.operands.fill(r.compute);
   return r;
 }
 

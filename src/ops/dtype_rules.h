@@ -2,7 +2,8 @@
 // by the front end (which validates and types nodes) and the lowering (which inserts casts).
 #pragma once
 
-#include <vector>
+#include <array>
+#include <span>
 
 #include "ember/dtype.h"
 #include "ops/op_table.h"
@@ -10,13 +11,14 @@
 namespace ember {
 
 struct ElementwiseTypes {
-  std::vector<DType> operands;  // dtype each operand is converted to before the expression
+  std::array<DType, 3> operands{};  // dtype each operand is converted to before the expression
   DType compute;                // dtype the expression is evaluated in
   DType result;                 // dtype of the node
 };
 
 // Throws ember::Error (naming op) when the rule rejects the operand dtypes.
-ElementwiseTypes elementwise_types(Op op, const std::vector<DType>& inputs, DType cast_to);
+// (Spans and a fixed array: building a lazy op allocates nothing here.)
+ElementwiseTypes elementwise_types(Op op, std::span<const DType> inputs, DType cast_to);
 
 // Dtype a reduction accumulates in and the dtype of its result.
 struct ReduceTypes {

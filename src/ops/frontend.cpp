@@ -21,7 +21,7 @@ int dim_arg(int dim, int rank, const char* op, Loc loc) {
   return dim < 0 ? dim + (rank == 0 ? 1 : rank) : dim;
 }
 
-Device common_device(const std::vector<const Array*>& arrays, const char* op, Loc loc) {
+Device common_device(std::span<const Array* const> arrays, const char* op, Loc loc) {
   Device d = node_of(*arrays[0], op, loc)->device;
   for (const Array* a : arrays) {
     Device e = node_of(*a, op, loc)->device;
@@ -47,11 +47,14 @@ Array scalar_like(Scalar s, const Array& other, Loc loc) {
 
 Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to, OpAttrs attrs) {
   const char* name = op_name(op);
-  std::vector<const Array*> ptrs;
-  for (const Array& a : inputs) ptrs.push_back(&a);
-  Device device = common_device(ptrs, name, loc);
+  // Fixed arrays, not vectors: this runs for every lazy op (elementwise ops have 1 to 3 inputs).
+  if (inputs.empty() || inputs.size() > 3)
+    fail(name, fmt::format("takes 1 to 3 operands, got {}", inputs.size()), loc);
+  const Array* ptrs[3];
+  DType dtypes[3];
+  for (size_t i = 0; i < inputs.size(); ++i) ptrs[i] = &inputs[i];
+  Device device = common_device(std::span<const Array* const>(ptrs, inputs.size()), name, loc);
   Shape shape = inputs[0].shape();
-  std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (i > 0) {
       try {
@@ -60,11 +63,11 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
         throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
       }
     }
-    dtypes.push_back(inputs[i].dtype());
+    dtypes[i] = inputs[i].dtype();
   }
   ElementwiseTypes t;
   try {
-    t = elementwise_types(op, dtypes, cast_to);
+    t = elementwise_types(op, std::span<const DType>(dtypes, inputs.size()), cast_to);
   } catch (const Error& e) {
     throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
   }

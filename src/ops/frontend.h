@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "ember/ops.h"
@@ -17,7 +19,10 @@ namespace ember {
 // The node of a defined array; throws if the array is empty (default-constructed).
 const NodePtr& node_of(const Array& a, const char* op, Loc loc);
 // All arrays on one device; returns it.
-Device common_device(const std::vector<const Array*>& arrays, const char* op, Loc loc);
+Device common_device(std::span<const Array* const> arrays, const char* op, Loc loc);
+inline Device common_device(std::initializer_list<const Array*> arrays, const char* op, Loc loc) {
+  return common_device(std::span<const Array* const>(arrays.begin(), arrays.size()), op, loc);
+}
 // Wraps a possibly negative dim into [0, rank); the error names op, dim, rank and line.
 int dim_arg(int dim, int rank, const char* op, Loc loc);
 // A rank-0 constant of the given dtype (folds into consumer kernels).

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -216,6 +217,55 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   cpu_backend().table().program_destroy(p);
   Stats s2 = stats();
   EXPECT_EQ(s2.compiles + s2.cache_hits + s2.failures, s1.compiles + s1.cache_hits + s1.failures);
+}
+
+// f32 erf on tier 1 is the prelude's own polynomial (e_erff, tools/fit_erf.py), checked over
+// all 2^32 inputs when it was fitted; here a million inputs spread over every binade from 2^-30
+// to 2^3 (both signs) and the special values: within 1 ulp of erf computed in f64 and rounded,
+// and within 6e-8 absolute where GELU's 1 + erf(x) cancels.
+TEST_F(CpuTier1Test, Erf32IsWithinOneUlp) {
+  Tier1Scope scope(1);
+  kir::Builder b;
+  int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
+  b.store(out, kir::erf(b.load(in)));
+  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1e-30f, 3.92f, 3.93f, 4.0f,
+                           5.0f, 100.0f, -100.0f, 3e38f, -3e38f, 1.0f, -1.0f, std::nextafter(1.0f, 0.0f)};
+  const uint32_t lo = std::bit_cast<uint32_t>(0x1p-30f), hi = std::bit_cast<uint32_t>(4.5f);
+  for (uint32_t u = lo; u < hi; u += 1 + (hi - lo) / 500000) {
+    xs.push_back(std::bit_cast<float>(u));
+    xs.push_back(-std::bit_cast<float>(u));
+  }
+  HLaunch h = unary_launch(DType::F32, int64_t(xs.size()), [&](int64_t i) { return double(xs[size_t(i)]); });
+  Stats s0 = stats();
+  std::string err;
+  auto got = run_fresh(cpu_backend(), b, h, &err);
+  ASSERT_TRUE(err.empty()) << err;
+  ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+  std::vector<float> y(xs.size());
+  std::memcpy(y.data(), got[0].data(), y.size() * sizeof(float));
+  // Distance in representable floats (monotone ordering of the bit patterns).
+  auto ordinal = [](float v) {
+    int32_t i = std::bit_cast<int32_t>(v);
+    return i < 0 ? int64_t(INT32_MIN) - int64_t(i) : int64_t(i);
+  };
+  int64_t worst_ulp = 0;
+  double worst_abs = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double truth = std::erf(double(xs[i]));
+    if (std::isnan(xs[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    const int64_t d = std::llabs(ordinal(y[i]) - ordinal(float(truth)));
+    ASSERT_LE(d, 1) << "erf(" << xs[i] << ") = " << y[i] << ", expected " << float(truth);
+    worst_ulp = std::max(worst_ulp, d);
+    const double ax = std::fabs(double(xs[i]));
+    if (ax >= 0.5 && ax <= 4) worst_abs = std::max(worst_abs, std::fabs(double(y[i]) - truth));
+  }
+  EXPECT_LE(worst_abs, 6e-8);
+  EXPECT_EQ(std::signbit(y[1]), true);  // erf(-0) = -0
+  EXPECT_EQ(y[2], 1.0f);
+  EXPECT_EQ(y[3], -1.0f);
 }
 
 // The same program compiled twice: the second time the kernel comes from the disk cache.

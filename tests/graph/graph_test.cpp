@@ -55,13 +55,14 @@ TEST(GraphTest, MillionOpChainIsComputedAndFreedWithoutStackOverflow) {
   Device d = test_device();
   Array x = from_vector<float>({0, 0}, {2}, d);
   for (int i = 0; i < 1000000; ++i) x = add(x, 1.0);
-  // The automatic evaluation depth bounded the pending chain; the value is exact in f32.
+  // Automatic evaluation (pending-node count) bounded the pending chain; the value is exact in f32.
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1e6f, 1e6f}));
 }
 
 TEST(GraphTest, MillionOpPendingChainIsDestroyedIteratively) {
   PolicyGuard guard;
   runtime_policy().auto_eval_depth = 0;  // let the pending chain grow
+  runtime_policy().auto_eval_nodes = 0;
   Device d = test_device();
   int64_t live_before = memory_stats(d).live_bytes;
   {
@@ -86,6 +87,66 @@ TEST(GraphTest, AutoEvalDepthRealizesDeepPendingChains) {
   synchronize();
   EXPECT_TRUE(mid.is_evaluated());  // realized without any read or eval()
   EXPECT_LE(x.node()->depth, 100u);
+}
+
+// The default automatic evaluation counts the pending nodes a thread has alive: a wide graph of
+// shallow nodes is realized too, not only deep chains.
+TEST(GraphTest, AutoEvalCountRealizesWidePendingGraphs) {
+  PolicyGuard guard;
+  runtime_policy().auto_eval_depth = 0;
+  runtime_policy().auto_eval_nodes = 1000;
+  Device d = test_device();
+  Array a = from_vector<float>({1, 2}, {2}, d);
+  Array b = from_vector<float>({10, 20}, {2}, d);  // realized operands: one new node per op
+  synchronize();
+  reset_execution_stats();
+  std::vector<Array> wide;
+  for (int i = 0; i < 999; ++i) wide.push_back(i % 2 ? add(a, b) : mul(a, b));  // depth 1 each
+  EXPECT_EQ(execution_stats().auto_flushes, 0);  // below the count: all lazy
+  EXPECT_FALSE(wide.front().is_evaluated());
+  for (int i = 999; i < 3000; ++i) wide.push_back(i % 2 ? add(a, b) : mul(a, b));
+  synchronize();
+  EXPECT_EQ(execution_stats().auto_flushes, 3);  // at 1000, 2000 and 3000 live pending nodes
+  for (size_t i = 0; i < wide.size(); ++i) ASSERT_TRUE(wide[i].is_evaluated()) << i;
+  EXPECT_EQ(wide[2999].to_vector<float>(), (std::vector<float>{11, 22}));
+  EXPECT_EQ(wide[2998].to_vector<float>(), (std::vector<float>{10, 40}));
+}
+
+// Nodes that died or were read do not count: a loop that evaluates as it goes never flushes.
+TEST(GraphTest, AutoEvalCountIgnoresDeadAndRealizedNodes) {
+  PolicyGuard guard;
+  runtime_policy().auto_eval_depth = 0;
+  runtime_policy().auto_eval_nodes = 1000;
+  Device d = test_device();
+  Array x = from_vector<float>({0}, {1}, d);
+  synchronize();
+  reset_execution_stats();
+  for (int i = 0; i < 5000; ++i) {
+    Array t = mul(add(x, 1.0), 1.0);  // dies pending at the end of the iteration
+    x = add(x, 1.0);
+    if (i % 100 == 99) x.eval();
+  }
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{5000}));
+  EXPECT_EQ(execution_stats().auto_flushes, 0);
+}
+
+// A flushed chain stays fused: only the chain's end is a root, so the interior is computed
+// inside kernels, not stored node by node.
+TEST(GraphTest, AutoEvalCountKeepsChainsFused) {
+  PolicyGuard guard;
+  runtime_policy().auto_eval_depth = 0;
+  runtime_policy().auto_eval_nodes = 1000;
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2, 3}, {3}, d);
+  Array one = from_vector<float>({1}, {1}, d);
+  synchronize();
+  reset_execution_stats();
+  for (int i = 0; i < 2500; ++i) x = add(x, one);
+  synchronize();
+  ExecutionStats s = execution_stats();
+  EXPECT_EQ(s.auto_flushes, 2);
+  EXPECT_LE(s.kernels, 40);  // 2000 ops flushed in kernels of many ops each (not 2000 kernels)
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{2501, 2502, 2503}));
 }
 
 TEST(GraphTest, LiveBytesStayFlatOverTenThousandIterations) {

@@ -133,6 +133,7 @@ TEST_P(FusionTest, MlpForwardAndBackwardKernelCount) {
   EXPECT_EQ(again.plan_cache_misses, 0);
   EXPECT_EQ(again.plan_cache_hits, again.realizations);
   EXPECT_GT(again.realizations, 0);
+  EXPECT_EQ(again.auto_flushes, 0);
   std::cout << "[ MLP step ] " << s.kernels << " kernels, " << s.library_calls << " library calls\n";
 }
 
