@@ -86,7 +86,7 @@ void Launch::run(Backend& be, kir::Builder& b, const std::string& name) {
                             EMBER_MAX_ITER_RANK));
   ember_kir_program prog = b.program(name);
   if (env_log_kir()) std::cerr << kir::to_string(prog);
-  ember_program compiled = be.program(prog, b.structure_hash());
+  std::shared_ptr<const CompiledProgram> compiled = be.program(prog, b.structure_hash());
   std::vector<ember_kir_arg> cargs(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
     ember_kir_arg& c = cargs[a];
@@ -103,7 +103,7 @@ void Launch::run(Backend& be, kir::Builder& b, const std::string& name) {
   std::copy(shape.begin(), shape.end(), l.shape);
   l.n_args = int32_t(cargs.size());
   l.args = cargs.data();
-  be.run(compiled, l);
+  be.run(*compiled, l);
 }
 
 
