@@ -53,7 +53,7 @@ asan:
 asan-test: asan
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASAN_FILTER)'
-ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:-*Million*
+ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:*Donation*:ProgramCache*:-*Million*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP
@@ -70,7 +70,7 @@ TSAN_RUN := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarc
 tsan-test: tsan
 	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
-TSAN_FILTER ?= ThreadStressTest*:GraphTest*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
+TSAN_FILTER ?= ThreadStressTest*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).

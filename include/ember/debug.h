@@ -13,6 +13,7 @@ struct ExecutionStats {
   int64_t plan_cache_misses = 0;  // ... and those that were planned afresh
   int64_t programs_created = 0;   // KIR programs built by a backend (its program cache missed)
   int64_t auto_flushes = 0;       // automatic evaluations (too many pending nodes, see RuntimePolicy)
+  int64_t buffers_donated = 0;    // kernel outputs written into a dying input's buffer
 };
 ExecutionStats execution_stats();
 void reset_execution_stats();

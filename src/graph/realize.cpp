@@ -19,6 +19,7 @@
 #include "graph/node.h"
 #include "graph/stats.h"
 #include "graph/trace.h"
+#include "scheduler/donation.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/fusion.h"
 #include "scheduler/launch.h"
@@ -403,6 +404,7 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   fold_epilogues(order, root_nodes);  // matmul/conv + elementwise chains -> one library call
   int64_t plan_start = trace::enabled() ? trace::now_ns() : 0;
   Plan plan = plan_fusion(order, root_nodes);
+  choose_donors(plan);  // reads reference counts too
   if (trace::enabled())
     trace::record(plan_start, trace::now_ns(), [&](KernelRecord& r) {
       r.name = "plan";

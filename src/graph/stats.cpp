@@ -15,7 +15,7 @@ ExecutionStats execution_stats() {
   return {s.kernels.load(std::memory_order_relaxed), s.library_calls.load(std::memory_order_relaxed),
           s.realizations.load(std::memory_order_relaxed), s.plan_cache_hits.load(std::memory_order_relaxed),
           s.plan_cache_misses.load(std::memory_order_relaxed), s.programs_created.load(std::memory_order_relaxed),
-          s.auto_flushes.load(std::memory_order_relaxed)};
+          s.auto_flushes.load(std::memory_order_relaxed), s.buffers_donated.load(std::memory_order_relaxed)};
 }
 
 void reset_execution_stats() {
@@ -27,6 +27,7 @@ void reset_execution_stats() {
   s.plan_cache_misses = 0;
   s.programs_created = 0;
   s.auto_flushes = 0;
+  s.buffers_donated = 0;
 }
 
 }  // namespace ember

@@ -15,6 +15,7 @@ struct StatCounters {
   std::atomic<int64_t> plan_cache_misses{0};
   std::atomic<int64_t> programs_created{0};
   std::atomic<int64_t> auto_flushes{0};
+  std::atomic<int64_t> buffers_donated{0};
 };
 StatCounters& stats();
 

@@ -40,6 +40,8 @@ struct FusedKernel {
   std::unordered_map<Node*, std::vector<int>> reduce_kdims;  // reduction member -> kernel dims it reduces
   // The (non-trivial) kernel dims every reduction of this kernel reduces, once it has one.
   std::optional<std::vector<int>> reduce_set;
+  // Inputs that die with this kernel, whose buffers an output may take (scheduler/donation.h).
+  std::vector<Node*> donors;
 };
 
 // The map of input `input` of consumer `c`, given c's map; nullopt when the edge cannot be

@@ -7,6 +7,7 @@
 // max (pass 0 -> phase 1), sum of exp(x - max) (pass 2 -> phase 3), exp(x - max) / sum (pass 4).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "ember/error.h"
 #include "ops/dtype_rules.h"
 #include "scheduler/fusion.h"
+#include "graph/stats.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -47,8 +49,28 @@ class Emitter {
       kir::Val v = value(o, k_.maps.at(o), p);
       b_.phase = p;
       int arg = b_.add_arg(o->dtype);
-      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides);
+      output_arg_[o] = launch_.args.size();
+      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides, o);
       b_.store(arg, b_.cast(v, o->dtype));
+    }
+  }
+
+  // Gives each output still without a buffer one: a donor's (FusedKernel::donors) where that
+  // is safe, else a fresh one.
+  void place_outputs() {
+    std::vector<Node*> taken;
+    for (Node* o : k_.outputs) {
+      if (o->view.buffer) continue;
+      Launch::Arg& out = launch_.args[output_arg_.at(o)];
+      for (Node* d : k_.donors) {
+        if (std::find(taken.begin(), taken.end(), d) != taken.end() || !can_donate(d, o)) continue;
+        o->view.buffer = d->view.buffer;
+        taken.push_back(d);
+        stats().buffers_donated.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      if (!o->view.buffer) o->view.buffer = alloc_contiguous(*o).buffer;
+      out.buffer = o->view.buffer;
     }
   }
 
@@ -63,8 +85,34 @@ class Emitter {
   }
 
  private:
-  // Adds a launch argument reading/writing `view` (of a node with `shape`) through `map`.
-  void add_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides) {
+  // Whether output o may be written into donor d's buffer: d is computed, its view is the whole
+  // buffer and nothing but d (and this launch's arguments) holds that buffer; every argument
+  // reading d is read before o is stored (arguments are added as the program first loads or
+  // stores them) at exactly the element o is written to at the same point.
+  bool can_donate(Node* d, Node* o) const {
+    if (!d->is_ready() || !d->view.buffer) return false;
+    const View& dv = d->view;
+    const size_t bytes = size_t(o->shape.numel()) * dtype_size(o->dtype);
+    if (dv.offset != 0 || dv.buffer->bytes != bytes || !(dv.buffer->device == o->device) ||
+        !is_contiguous(dv, d->shape))
+      return false;
+    const size_t oi = output_arg_.at(o);
+    const Launch::Arg& out = launch_.args[oi];
+    long reads = 0;
+    for (size_t a = 0; a < arg_node_.size(); ++a) {
+      if (arg_node_[a] != d) continue;
+      ++reads;
+      const Launch::Arg& in = launch_.args[a];
+      if (a > oi || in.offset != out.offset || in.strides != out.strides) return false;
+    }
+    return reads > 0 && dv.buffer.use_count() == 1 + reads;
+  }
+
+  // Adds a launch argument reading/writing `view` (of a node with `shape`) through `map`;
+  // `owner` is the node whose memory it is (nullptr: none).
+  void add_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides,
+               Node* owner = nullptr) {
+    arg_node_.push_back(owner);
     std::vector<int64_t> over_kernel(k_.extents.size(), 0);
     int64_t offset = view.offset;
     for (int j = 0; j < shape.rank(); ++j) {
@@ -150,7 +198,7 @@ class Emitter {
     }
     if (!is_member(n)) {  // a buffer computed earlier
       int arg = b_.add_arg(n->dtype);
-      add_arg(n->view, m, n->shape, n->view.strides);
+      add_arg(n->view, m, n->shape, n->view.strides, n);
       b_.phase = at;
       // A one-element buffer (a scalar on the device: a learning rate, a loss scale) is the same
       // at every point: read once, and the program stays the same whatever its value.
@@ -231,6 +279,8 @@ class Emitter {
   int outer_ = 0;
   bool has_reduce_ = false;
   std::set<Node*> member_;
+  std::vector<Node*> arg_node_;           // per launch argument: the node whose memory it is
+  std::map<Node*, size_t> output_arg_;    // output -> its launch argument
   std::map<std::pair<Node*, std::string>, int> phase_memo_;
   std::map<std::tuple<Node*, std::string, int>, kir::Val> memo_;
 };
@@ -238,13 +288,24 @@ class Emitter {
 }  // namespace
 
 void run_fused(FusedKernel& k) {
-  for (Node* o : k.outputs) o->view = alloc_contiguous(*o);
   int64_t outer_points = 1;
   for (size_t d = 0; d < k.extents.size(); ++d)
     if (!k.reduce_dim[d]) outer_points *= k.extents[d];
+  // Outputs that may take a donor's buffer get one once the program is built (the check needs
+  // its arguments), the others now.
+  const bool donate = !k.donors.empty() && outer_points > 0;
+  for (Node* o : k.outputs) {
+    if (donate && !o->placement) {
+      o->view = View{};
+      o->view.strides = o->shape.contiguous_strides();
+    } else {
+      o->view = alloc_contiguous(*o);
+    }
+  }
   if (outer_points == 0) return;
   Emitter e(k);
   e.emit_all();
+  if (donate) e.place_outputs();
   e.run(k.root->device);
 }
 
