@@ -268,6 +268,122 @@ TEST_F(CpuTier1Test, Erf32IsWithinOneUlp) {
   EXPECT_EQ(y[3], -1.0f);
 }
 
+// f16/bf16 arguments on tier 1: loads, stores and rounding casts are the core's conversions bit
+// for bit (every f16 and bf16 bit pattern to f32, NaN payloads included; f32 to f16/bf16 over
+// every binade, ties, subnormals, overflow and NaN).
+TEST_F(CpuTier1Test, HalfConversionsMatchTheCore) {
+  Tier1Scope scope(1);
+  for (DType half : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(half));
+    // Every 16-bit pattern -> f32.
+    {
+      kir::Builder b;
+      int out = b.add_arg(DType::F32), in = b.add_arg(half);
+      b.store(out, b.cast(b.load(in), DType::F32));
+      HLaunch h;
+      h.outer_rank = 1;
+      h.shape = {65536};
+      HArg o, a;
+      o.dtype = DType::F32;
+      a.dtype = half;
+      o.strides = a.strides = {1};
+      o.bytes.assign(65536 * 4, 0);
+      a.bytes.resize(65536 * 2);
+      for (uint32_t u = 0; u < 65536; ++u) {
+        uint16_t v = uint16_t(u);
+        std::memcpy(a.bytes.data() + 2 * u, &v, 2);
+      }
+      h.args = {o, a};
+      Stats s0 = stats();
+      std::string err;
+      auto got = run_fresh(cpu_backend(), b, h, &err);
+      ASSERT_TRUE(err.empty()) << err;
+      ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+      for (uint32_t u = 0; u < 65536; ++u) {
+        float want = half == DType::F16 ? half_to_float(uint16_t(u)) : bf16_to_float(uint16_t(u));
+        uint32_t g;
+        std::memcpy(&g, got[0].data() + 4 * u, 4);
+        ASSERT_EQ(g, std::bit_cast<uint32_t>(want)) << "pattern " << u;
+      }
+    }
+    // f32 -> f16/bf16: a rounding CAST, then the store.
+    {
+      std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.0f, 65520.0f,
+                               1e-8f, 2.98e-8f, 5.96e-8f, 6.1e-5f, 3e38f};
+      for (uint32_t u = 0; u < 0x7f800000u; u += 997) {
+        xs.push_back(std::bit_cast<float>(u));
+        xs.push_back(-std::bit_cast<float>(u | 0x1000u));  // ties of f16's last place
+        xs.push_back(std::bit_cast<float>(u | 0x8000u));   // ties of bf16's last place
+      }
+      xs.push_back(std::bit_cast<float>(0x7fa00001u));  // a signalling NaN with a payload
+      kir::Builder b;
+      int out = b.add_arg(half), in = b.add_arg(DType::F32);
+      b.store(out, b.cast(b.load(in), half));
+      HLaunch h = unary_launch(DType::F32, int64_t(xs.size()), [&](int64_t i) { return double(xs[size_t(i)]); });
+      h.args[0].dtype = half;
+      h.args[0].bytes.assign(xs.size() * 2, 0);
+      // unary_launch writes doubles through put(); NaN payloads need the exact bits.
+      std::memcpy(h.args[1].bytes.data(), xs.data(), xs.size() * 4);
+      Stats s0 = stats();
+      std::string err;
+      auto got = run_fresh(cpu_backend(), b, h, &err);
+      ASSERT_TRUE(err.empty()) << err;
+      ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+      for (size_t i = 0; i < xs.size(); ++i) {
+        uint16_t want = half == DType::F16 ? float_to_half(xs[i]) : float_to_bf16(xs[i]);
+        uint16_t g;
+        std::memcpy(&g, got[0].data() + 2 * i, 2);
+        ASSERT_EQ(g, want) << "x = " << xs[i] << " (bits " << std::hex << std::bit_cast<uint32_t>(xs[i]) << ")";
+      }
+    }
+  }
+}
+
+// A program over f16 and bf16 tensors (computed in f32, rounded after each op as the lowering
+// emits it) gives the same bits on tier 1, tier 0 and the reference backend.
+TEST_F(CpuTier1Test, HalfProgramsMatchTier0AndReference) {
+  Tier1Scope scope(1);
+  kir::Builder b;
+  int o16 = b.add_arg(DType::F16), ob16 = b.add_arg(DType::BF16), o32 = b.add_arg(DType::F32);
+  int a16 = b.add_arg(DType::F16), ab16 = b.add_arg(DType::BF16);
+  Val x = b.cast(b.load(a16), DType::F32), y = b.cast(b.load(ab16), DType::F32);
+  Val r16 = b.round_to_dtype(b.cast(x * 2.5 + y, DType::F16));
+  Val rb = b.round_to_dtype(b.cast(kir::select(kir::lt(x, y), x, y * 0.75), DType::BF16));
+  b.store(o16, r16);
+  b.store(ob16, rb);
+  b.store(o32, b.cast(r16, DType::F32) + b.cast(rb, DType::F32));
+  const int64_t n = 20000;
+  HLaunch h;
+  h.outer_rank = 1;
+  h.shape = {n};
+  for (DType dt : {DType::F16, DType::BF16, DType::F32, DType::F16, DType::BF16}) {
+    HArg a;
+    a.dtype = dt;
+    a.strides = {1};
+    a.bytes.assign(size_t(n) * dtype_size(dt), 0);
+    h.args.push_back(a);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = float(std::sin(double(i) * 0.37) * std::pow(10.0, double(i % 9) - 4));
+    const uint16_t hv = float_to_half(v), bv = float_to_bf16(-v * 1.5f);
+    std::memcpy(h.args[3].bytes.data() + 2 * i, &hv, 2);
+    std::memcpy(h.args[4].bytes.data() + 2 * i, &bv, 2);
+  }
+  std::string e0, e1, er;
+  set_tier(0);
+  auto t0 = run_fresh(cpu_backend(), b, h, &e0);
+  set_tier(1);
+  Stats s0 = stats();
+  auto t1 = run_fresh(cpu_backend(), b, h, &e1);
+  ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+  auto ref = run_fresh(reference_backend(), b, h, &er);
+  ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er;
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
+    EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
+  }
+}
+
 // The same program compiled twice: the second time the kernel comes from the disk cache.
 TEST_F(CpuTier1Test, DiskCacheIsReused) {
   Tier1Scope scope(1);

@@ -120,6 +120,41 @@ inline float e_erff(float x) {
   const float hi = __builtin_copysignf(1.0f - e, x);
   return ax < 0x1p+0f ? lo : hi;
 }
+// f16/bf16 storage <-> the f32 registers that hold their values; bit for bit as the core's
+// half_to_float / float_to_half / float_to_bf16 (src/core/dtype.cpp): round to nearest even,
+// overflow to inf, subnormals, NaN kept as a NaN with its sign. Branch-free, so they vectorize.
+inline float e_h2f(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, em = h & 0x7fffu;
+  const uint32_t normal = (em << 13) + 0x38000000u;  // exponent rebiased by 127 - 15
+  const uint32_t infnan = (em << 13) | 0x7f800000u;
+  const uint32_t sub = __builtin_bit_cast(uint32_t, float(int32_t(em)) * 0x1p-24f);  // exact
+  // Masks, not nested ternaries: GCC does not if-convert those here (checked with -fopt-info-vec).
+  const uint32_t inf_mask = 0u - uint32_t(em >= 0x7c00u), normal_mask = 0u - uint32_t(em >= 0x0400u);
+  const uint32_t bits = (infnan & inf_mask) | (normal & normal_mask & ~inf_mask) | (sub & ~normal_mask);
+  return __builtin_bit_cast(float, sign | bits);
+}
+inline uint16_t e_f2h(float f) {
+  const uint32_t x = __builtin_bit_cast(uint32_t, f);
+  const uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
+  const uint32_t infnan = absx > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // Below the smallest normal half: the half subnormal unit 2^-24 scaled to 1, rounded to nearest
+  // even by adding and subtracting 2^23 (exact: the scaled value is below 2^10).
+  const float scaled = __builtin_bit_cast(float, absx) * 16777216.0f;
+  const uint32_t sub = uint32_t(int32_t((scaled + 0x1p23f) - 0x1p23f));
+  const uint32_t mant = absx & 0x7fffffu;
+  const uint32_t h = (((absx >> 23) - 112u) << 10) | (mant >> 13), rest = mant & 0x1fffu;
+  // Ternaries without || or &&: those become branches and the loop is not vectorized.
+  const uint32_t up = rest > 0x1000u ? 1u : (rest == 0x1000u ? (h & 1u) : 0u);
+  const uint32_t r = absx >= 0x7f800000u ? infnan
+                   : absx >= 0x477ff000u ? 0x7c00u  // rounds to 65520 or more: overflow
+                   : absx < 0x38800000u ? sub : h + up;
+  return uint16_t(sign | r);
+}
+inline float e_b2f(uint16_t b) { return __builtin_bit_cast(float, uint32_t(b) << 16); }
+inline uint16_t e_f2b(float f) {
+  const uint32_t x = __builtin_bit_cast(uint32_t, f);
+  return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 inline void e_philox(uint64_t counter, uint32_t stream, uint64_t key, uint32_t* r0, uint32_t* r1) {
   uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = stream, c3 = 0;
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
@@ -152,7 +187,8 @@ const char* ExprTable::reg_type(uint8_t dt) const {
     case EMBER_F64: return "double";
     case EMBER_I64: return "int64_t";
     case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int32_t";
-    default: return nullptr;  // f16 / bf16: not rendered
+    case EMBER_F16: case EMBER_BF16: return "float";  // values rounded to the half's precision
+    default: return nullptr;
   }
 }
 
@@ -163,13 +199,14 @@ const char* ExprTable::storage_type(uint8_t dt) const {
     case EMBER_I64: return "int64_t";
     case EMBER_I32: return "int32_t";
     case EMBER_U8: case EMBER_BOOL: return "uint8_t";
+    case EMBER_F16: case EMBER_BF16: return "uint16_t";
     default: return nullptr;
   }
 }
 
 std::string ExprTable::constant(const ember_kir_inst& in) const {
   switch (in.dtype) {
-    case EMBER_F32: return "float(" + double_literal(in.fimm) + ")";
+    case EMBER_F32: case EMBER_F16: case EMBER_BF16: return "float(" + double_literal(in.fimm) + ")";
     case EMBER_F64: return double_literal(in.fimm);
     case EMBER_I64: return fmt("int64_t(UINT64_C(0x%" PRIx64 "))", uint64_t(in.iimm));
     case EMBER_I32: case EMBER_U8: case EMBER_BOOL:
@@ -178,7 +215,12 @@ std::string ExprTable::constant(const ember_kir_inst& in) const {
   }
 }
 
+// f16/bf16 values live in f32 registers and their arithmetic is f32 arithmetic (a CAST to the
+// half dtype rounds, as in the interpreter and the reference backend).
+static uint8_t arithmetic_dtype(uint8_t dt) { return is_half(dt) ? uint8_t(EMBER_F32) : dt; }
+
 std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) const {
+  dt = arithmetic_dtype(dt);
   const char* T = reg_type(dt);
   if (!T) return "";
   if (is_float(dt)) {
@@ -208,6 +250,7 @@ std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) cons
 }
 
 std::string ExprTable::binary(uint16_t op, uint8_t dt, const std::string& a, const std::string& b) const {
+  dt = arithmetic_dtype(dt);
   const char* T = reg_type(dt);
   if (!T) return "";
   const char *x = a.c_str(), *y = b.c_str();
@@ -239,6 +282,7 @@ std::string ExprTable::binary(uint16_t op, uint8_t dt, const std::string& a, con
 }
 
 std::string ExprTable::compare(uint16_t op, uint8_t operand_dt, const std::string& a, const std::string& b) const {
+  operand_dt = arithmetic_dtype(operand_dt);
   if (!reg_type(operand_dt)) return "";
   const char* c = nullptr;
   switch (op) {
@@ -257,8 +301,10 @@ std::string ExprTable::cast(uint8_t from, uint8_t to, const std::string& a) cons
   const char* S = reg_type(from);
   if (!S || !reg_type(to)) return "";
   const char* x = a.c_str();
-  const bool sf = is_float(from);
+  const bool sf = is_float(from) || is_half(from);
   switch (to) {
+    case EMBER_F16: return fmt("e_h2f(e_f2h(float(%s)))", x);  // through f32, as the reference does
+    case EMBER_BF16: return fmt("e_b2f(e_f2b(float(%s)))", x);
     case EMBER_BOOL: return fmt("int32_t(!(%s == %s(0)))", x, S);
     case EMBER_F64: return fmt("double(%s)", x);
     case EMBER_F32: return fmt("float(double(%s))", x);
@@ -285,6 +331,8 @@ std::string ExprTable::load(uint8_t dt, const std::string& ref) const {
   switch (dt) {
     case EMBER_U8: return "int32_t(" + ref + ")";
     case EMBER_BOOL: return "int32_t(" + ref + " != 0)";
+    case EMBER_F16: return "e_h2f(" + ref + ")";
+    case EMBER_BF16: return "e_b2f(" + ref + ")";
     default: return storage_type(dt) ? ref : "";
   }
 }
@@ -298,6 +346,8 @@ std::string ExprTable::store_value(uint8_t dt, uint8_t value_dt, const std::stri
   switch (dt) {
     case EMBER_U8: return "uint8_t(uint32_t(" + x + "))";
     case EMBER_BOOL: return "uint8_t(" + x + " != 0)";
+    case EMBER_F16: return "e_f2h(" + x + ")";  // x holds a value rounded to f16 (CAST above)
+    case EMBER_BF16: return "e_f2b(" + x + ")";
     default: return storage_type(dt) ? x : "";
   }
 }
@@ -369,14 +419,13 @@ std::string render(const ember_kir_program& p, const ExprTable& t, const ArgRefs
 std::string unsupported_reason(const ember_kir_program& p, const ExprTable& t) {
   if (p.has_reduction) return "has a reduction";
   for (int32_t a = 0; a < p.n_args; ++a)
-    if (!t.storage_type(p.arg_dtypes[a])) return "argument " + std::to_string(a) + " has a 16-bit float dtype";
+    if (!t.storage_type(p.arg_dtypes[a])) return "argument " + std::to_string(a) + " has no storage type";
   ArgRefs dummy{[](int a) { return "p" + std::to_string(a) + "[0]"; }, [](int) { return std::string("0"); }};
   for (int32_t k = 0; k < p.n_insts; ++k) {
     const ember_kir_inst& in = p.insts[k];
     if (in.phase != 0) return "multi-phase program";
     if (in.op >= EMBER_KIR_ACC_SUM && in.op <= EMBER_KIR_ACC_ARGMIN) return "has a reduction";
     if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
-    if (is_half(in.dtype)) return "instruction " + std::to_string(k) + " is f16/bf16";
     if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";
     if (render(p, t, dummy, k).empty()) return "instruction " + std::to_string(k) + " (op " + std::to_string(in.op) +
                                                 ") has no expression";

@@ -92,14 +92,16 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
   for (int32_t k = 0; k < p.n_insts; ++k) a.max_phase = std::max(a.max_phase, int(p.insts[k].phase));
   a.phase.assign(size_t(a.max_phase + 2), {});
   for (int32_t r = 0; r < p.n_args; ++r)
-    if (!t.storage_type(p.arg_dtypes[r])) return "argument " + S(r) + " has a 16-bit float dtype";
+    if (!t.storage_type(p.arg_dtypes[r])) return "argument " + S(r) + " has no storage type";
   ArgRefs dummy{[](int r) { return "p" + S(r) + "[0]"; }, [](int) { return std::string("0"); }};
   for (int32_t k = 0; k < p.n_insts; ++k) {
     const ember_kir_inst& in = p.insts[k];
     if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";
     if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
     if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) return "has an argmax/argmin";
-    if (!t.reg_type(in.dtype)) return "instruction " + S(k) + " is f16/bf16";
+    if (!t.reg_type(in.dtype)) return "instruction " + S(k) + " has no register type";
+    // Accumulations stay in f32 registers without rounding each step to f16/bf16.
+    if (is_acc(in.op) && (in.dtype == EMBER_F16 || in.dtype == EMBER_BF16)) return "f16/bf16 accumulation";
     if (uses_arg(in.op)) a.used[size_t(in.arg)] = 1;
     if (is_acc(in.op)) {
       if (in.phase % 2 != 1 || in.a < 0 || in.a >= k || p.insts[in.a].dtype != in.dtype) return "malformed accumulation";
