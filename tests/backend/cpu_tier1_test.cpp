@@ -384,6 +384,40 @@ TEST_F(CpuTier1Test, HalfProgramsMatchTier0AndReference) {
   }
 }
 
+// Contiguous blocks compute two points half a block apart per iteration, plus the last point
+// of an odd block: every size from 1 point to several blocks (odd and even) gives the reference
+// backend's values at every index (loads, IOTA and counter-based random numbers included).
+TEST_F(CpuTier1Test, InterleavedBlocksCoverEveryPoint) {
+  Tier1Scope scope(1);
+  for (int64_t n : {1, 2, 3, 17, 16384, 16385, 40001}) {
+    SCOPED_TRACE(n);
+    kir::Builder b;
+    int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32), pos = b.add_arg(DType::I64);
+    int rnd = b.add_arg(DType::F32);
+    Val i = b.iota(pos);
+    b.store(out, b.load(in) * 3.0 + b.cast(i, DType::F32) * 0.5);
+    b.store(rnd, b.rand_uniform(i, 1234, 0, DType::F32));
+    HLaunch h = unary_launch(DType::F32, n, [](int64_t k) { return double(k % 101) - 50; });
+    HArg p, r;
+    p.dtype = DType::I64;
+    p.strides = {1};
+    p.bytes.assign(size_t(n) * 8, 0);
+    r.dtype = DType::F32;
+    r.strides = {1};
+    r.bytes.assign(size_t(n) * 4, 0);
+    h.args.push_back(p);
+    h.args.push_back(r);
+    Stats s0 = stats();
+    std::string e1, er;
+    auto t1 = run_fresh(cpu_backend(), b, h, &e1);
+    ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+    auto ref = run_fresh(reference_backend(), b, h, &er);
+    ASSERT_TRUE(e1.empty() && er.empty()) << e1 << er;
+    EXPECT_EQ(t1[0], ref[0]);
+    EXPECT_EQ(t1[3], ref[3]);
+  }
+}
+
 // The same program compiled twice: the second time the kernel comes from the disk cache.
 TEST_F(CpuTier1Test, DiskCacheIsReused) {
   Tier1Scope scope(1);
