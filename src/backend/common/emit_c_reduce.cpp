@@ -160,6 +160,8 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
   // IOTA arguments are not among those whose stride the launch checks: use their real strides.
   ArgRefs even{[](int r) { return "p" + S(r) + "[o" + S(r) + " + j]"; },
                [](int r) { return "o" + S(r) + " + j * st" + S(r) + "[R - 1]"; }};
+  ArgRefs even_h{[](int r) { return "p" + S(r) + "[o" + S(r) + " + j + h]"; },
+                 [](int r) { return "o" + S(r) + " + (j + h) * st" + S(r) + "[R - 1]"; }};
   ArgRefs odd{[](int r) { return "p" + S(r) + "[b" + S(r) + "]"; }, [](int r) { return "b" + S(r); }};
   for (int pass = 0; 2 * pass <= a.max_phase; ++pass) {
     const std::vector<int32_t> accs = accs_of(p, a, 2 * pass + 1);
@@ -207,14 +209,29 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
       for (size_t r = 0; r < a.used.size(); ++r)
         if (a.used[r]) s += I3 + "int64_t o" + S(int64_t(r)) + " = b" + S(int64_t(r)) + ";\n";
       s += offsets(a, "rr", "ro", "R - 1", "o", I3);
+      auto body = [&](const ArgRefs& refs, const std::string& indent) {
+        std::string b;
+        for (int32_t k : row)
+          b += indent + (p.insts[k].op == EMBER_KIR_STORE ? "" : std::string("const ") + t.reg_type(p.insts[k].dtype) +
+                                                                     " " + var(k) + " = ") +
+               render_inst(p, t, refs, k, var) + (p.insts[k].op == EMBER_KIR_STORE ? "\n" : ";\n");
+        return b;
+      };
       s += I3 + "for (int64_t j0 = 0; j0 < inner; j0 += 4096) {\n";
       s += I4 + "const int64_t j1 = j0 + 4096 < inner ? j0 + 4096 : inner;\n" + decl;
-      s += "#pragma omp simd" + clauses + "\n";
-      s += I4 + "for (int64_t j = j0; j < j1; ++j) {\n";
-      for (int32_t k : row) s += I4 + "  " + (p.insts[k].op == EMBER_KIR_STORE ? "" : std::string("const ") +
-                                     t.reg_type(p.insts[k].dtype) + " " + var(k) + " = ") +
-                                     render_inst(p, t, even, k, var) + (p.insts[k].op == EMBER_KIR_STORE ? "\n" : ";\n");
-      s += fold + I4 + "}\n" + combine + I3 + "}\n" + I2 + "}\n";
+      if (accs.empty()) {
+        // A pass that only stores (softmax's last): two independent points per iteration, half
+        // the chunk apart, as in the elementwise kernels (emit_c.cpp): the math is latency-bound.
+        s += I4 + "const int64_t h = (j1 - j0) / 2;\n#pragma omp simd\n";
+        s += I4 + "for (int64_t j = j0; j < j0 + h; ++j) {\n" + I4 + "  {\n" + body(even, I4 + "    ") + I4 + "  }\n" +
+             I4 + "  {\n" + body(even_h, I4 + "    ") + I4 + "  }\n" + I4 + "}\n";
+        s += I4 + "if ((j1 - j0) % 2 != 0) {\n" + I4 + "  const int64_t j = j1 - 1;\n" + body(even, I4 + "  ") + I4 + "}\n";
+        s += I3 + "}\n" + I2 + "}\n";
+      } else {
+        s += "#pragma omp simd" + clauses + "\n";
+        s += I4 + "for (int64_t j = j0; j < j1; ++j) {\n" + body(even, I4 + "  ");
+        s += fold + I4 + "}\n" + combine + I3 + "}\n" + I2 + "}\n";
+      }
     }
     s += finish;
     if (size_t(2 * pass + 1) < a.phase.size())
