@@ -139,7 +139,9 @@ inline uint16_t e_f2h(float f) {
   const uint32_t infnan = absx > 0x7f800000u ? 0x7e00u : 0x7c00u;
   // Below the smallest normal half: the half subnormal unit 2^-24 scaled to 1, rounded to nearest
   // even by adding and subtracting 2^23 (exact: the scaled value is below 2^10).
-  const float scaled = __builtin_bit_cast(float, absx) * 16777216.0f;
+  // (Clamped so the conversion to int is defined for every lane; only small values are used.)
+  const float scaled_raw = __builtin_bit_cast(float, absx) * 16777216.0f;
+  const float scaled = scaled_raw < 2048.0f ? scaled_raw : 2048.0f;
   const uint32_t sub = uint32_t(int32_t((scaled + 0x1p23f) - 0x1p23f));
   const uint32_t mant = absx & 0x7fffffu;
   const uint32_t h = (((absx >> 23) - 112u) << 10) | (mant >> 13), rest = mant & 0x1fffu;
