@@ -6,8 +6,9 @@
 //    backward and f64 pooling and convolution: loops (library_loops.cpp).
 // EMBER_LIB_CONV2D_EPILOGUE: the forward convolution with post-ops, as oneDNN post-ops (eltwise, and
 // binary adds of per-channel operands) when all of them are, else post_ops.h's loops on the output.
-// Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; execution
-// uses oneDNN's library scratchpad (calls arrive from the device's single queue thread).
+// Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; each
+// execution brings its own scratchpad (dnnl_scratchpad.h: a primitive may run on another thread
+// than the one that created it).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
@@ -23,6 +24,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/dnnl_post_ops.h"
+#include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/post_ops.h"
 
 namespace ember::cpu {
@@ -91,6 +93,7 @@ struct Entry {
   std::array<dnnl::memory::desc, 3> user, want;
   dnnl::memory::desc bias;
   dnnl::memory::desc channel;  // a per-channel post-op operand [1, O, 1, 1]
+  dnnl::memory::desc scratchpad;
   bool post = false;           // the forward primitive runs the call's post-ops
 };
 
@@ -119,13 +122,13 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   Entry e;
   e.bias = bias_md;
   e.channel = dnnl::memory::desc({1, g.O, 1, 1}, dt::f32, tag::nchw);
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = user_scratchpad_attr();
   if (post) {
     dnnl::post_ops po;
     for (int k = 0; k < post->n_ops; ++k) {
       const ember_post_op& op = post->ops[k];
       if (op.kind == EMBER_POST_ADD) po.append_binary(dnnl::algorithm::binary_add, e.channel);
-      else po.append_eltwise(1.0f, eltwise_alg(op.kind), float(op.alpha), float(op.beta));
+      else append_eltwise_post_op(po, op);
     }
     attr.set_post_ops(po);
     e.post = true;
@@ -140,23 +143,26 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
       e.args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
       e.user = {src_u, wei_u, dst_u};
       e.want = {fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc()};
+      e.scratchpad = fpd.scratchpad_desc();
       break;
     case kBwdData: {
       dnnl::convolution_backward_data::desc bd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), fpd);
+      dnnl::convolution_backward_data::primitive_desc pd(bd, user_scratchpad_attr(), engine(), fpd);
       e.prim = dnnl::convolution_backward_data(pd);
       e.args = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
       e.user = {dst_u, wei_u, src_u};
       e.want = {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
+      e.scratchpad = pd.scratchpad_desc();
       break;
     }
     case kBwdWeights: {
       dnnl::convolution_backward_weights::desc wd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(wd, engine(), fpd);
+      dnnl::convolution_backward_weights::primitive_desc pd(wd, user_scratchpad_attr(), engine(), fpd);
       e.prim = dnnl::convolution_backward_weights(pd);
       e.args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
       e.user = {src_u, dst_u, wei_u};
       e.want = {pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()};
+      e.scratchpad = pd.scratchpad_desc();
       break;
     }
   }
@@ -216,31 +222,13 @@ Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bi
   return cache.emplace(std::make_pair(key, sig), e).first->second;
 }
 
-// Buffers for the operands in oneDNN's layouts, kept per thread and reused: a fresh allocation
-// per call (megabytes for a batch of activations) would come back from the kernel as new pages,
-// and the page faults cost as much as the reorder itself.
-struct Scratch {
-  void* p = nullptr;
-  size_t bytes = 0;
-  void* get(size_t n) {
-    if (n > bytes) {
-      std::free(p);
-      bytes = (n + 4095) / 4096 * 4096;
-      p = std::aligned_alloc(64, bytes);
-      if (!p) throw std::bad_alloc();
-    }
-    return p;
-  }
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(p); }
-};
-
+// Buffers for the operands in oneDNN's layouts are kept per thread and reused (GrowingBuffer): a
+// fresh allocation per call (megabytes for a batch of activations) would come back from the
+// kernel as new pages, and the page faults cost as much as the reorder itself.
 // Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
 void execute(const Entry& e, const float* in0, const float* in1, float* out, const float* bias,
              const std::vector<std::vector<float>>* channel = nullptr, const ember_epilogue_attrs* post = nullptr) {
-  thread_local std::array<Scratch, 3> scratch;
+  thread_local std::array<GrowingBuffer, 3> scratch;
   dnnl::stream s(engine());
   std::unordered_map<int, dnnl::memory> args;
   const float* ins[2] = {in0, in1};
@@ -262,8 +250,9 @@ void execute(const Entry& e, const float* in0, const float* in1, float* out, con
   if (e.post && post)
     for (int k = 0; k < post->n_ops; ++k)
       if (post->ops[k].kind == EMBER_POST_ADD)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*post, k)) | DNNL_ARG_SRC_1,
                      dnnl::memory(e.channel, engine(), const_cast<float*>((*channel)[size_t(k)].data())));
+  add_scratchpad(args, e.scratchpad, engine());
   e.prim.execute(s, args);
   if (out_prim) dnnl::reorder(*out_prim, out_user).execute(s, *out_prim, out_user);
   s.wait();
@@ -364,7 +353,7 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
   try {
     const Kind kind = fwd ? kFwd : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? kBwdData : kBwdWeights;
     // oneDNN runs the post-ops when every added operand is per channel (a bias-like [O, 1, 1]).
-    bool per_channel = post != nullptr;
+    bool per_channel = post != nullptr && dnnl_post_ops_faithful(*post);
     std::vector<std::vector<float>> channel;
     for (int k = 0; post && k < post->n_ops; ++k) {
       channel.emplace_back();
@@ -406,12 +395,16 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
   try {
     using Key5 = std::array<int64_t, 16>;
     static std::mutex& mutex = *new std::mutex;
-    static std::map<Key5, dnnl::pooling_forward>& cache = *new std::map<Key5, dnnl::pooling_forward>;
+    struct Pool {
+      dnnl::pooling_forward prim;
+      dnnl::memory::desc scratchpad;
+    };
+    static std::map<Key5, Pool>& cache = *new std::map<Key5, Pool>;
     const dnnl::algorithm alg = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding;
     const dnnl::memory::desc src({in.shape[0], in.shape[1], in.shape[2], in.shape[3]}, dt::f32, tag::nchw);
     const dnnl::memory::desc dst({out.shape[0], out.shape[1], out.shape[2], out.shape[3]}, dt::f32, tag::nchw);
-    dnnl::pooling_forward prim;
+    Pool pool;
     {
       const Key5 key{int64_t(alg), in.shape[0], in.shape[1], in.shape[2], in.shape[3], out.shape[2], out.shape[3],
                      a.kernel[0], a.kernel[1], a.stride[0], a.stride[1], a.pad_begin[0], a.pad_begin[1],
@@ -423,15 +416,18 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
                                       {a.kernel[0], a.kernel[1]}, {a.pad_begin[0], a.pad_begin[1]},
                                       {a.pad_end[0], a.pad_end[1]});
         if (cache.size() > 256) cache.clear();
-        it = cache.emplace(key, dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, engine()))).first;
+        dnnl::pooling_forward::primitive_desc pd(d, user_scratchpad_attr(), engine());
+        it = cache.emplace(key, Pool{dnnl::pooling_forward(pd), pd.scratchpad_desc()}).first;
       }
-      prim = it->second;
+      pool = it->second;
     }
     DenseF32 x = dense_f32(in);
     OutF32 o(out);
     dnnl::stream s(engine());
-    prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(src, engine(), const_cast<float*>(x.p))},
-                     {DNNL_ARG_DST, dnnl::memory(dst, engine(), o.p)}});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(src, engine(), const_cast<float*>(x.p))},
+                                               {DNNL_ARG_DST, dnnl::memory(dst, engine(), o.p)}};
+    add_scratchpad(args, pool.scratchpad, engine());
+    pool.prim.execute(s, args);
     s.wait();
     o.finish();
   } catch (const dnnl::error& err) {

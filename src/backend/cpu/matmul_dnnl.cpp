@@ -24,6 +24,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/dnnl_post_ops.h"
+#include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/post_ops.h"
@@ -75,6 +76,7 @@ struct Prim {
   dnnl::matmul prim;
   bool post = false;  // the post-ops run inside the primitive
   std::vector<dnnl::memory::desc> operands;  // per post-op (binary adds only)
+  dnnl::memory::desc scratchpad;
 };
 
 Prim make_prim(const Key& key) {
@@ -96,12 +98,15 @@ Prim make_prim(const Key& key) {
         po.append_binary(dnnl::algorithm::binary_add, md);
         p.operands.push_back(md);
       } else {
-        po.append_eltwise(1.0f, eltwise_alg(kind), float(std::bit_cast<double>(key[at + 1])),
-                          float(std::bit_cast<double>(key[at + 2])));
+        ember_post_op op{};
+        op.kind = kind;
+        op.alpha = std::bit_cast<double>(key[at + 1]);
+        op.beta = std::bit_cast<double>(key[at + 2]);
+        append_eltwise_post_op(po, op);
         p.operands.emplace_back();
       }
     }
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_post_ops(po);
     try {
       dnnl::matmul::primitive_desc pd(d, attr, engine());
@@ -109,13 +114,16 @@ Prim make_prim(const Key& key) {
       if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) {
         p.prim = dnnl::matmul(pd);
         p.post = true;
+        p.scratchpad = pd.scratchpad_desc();
         return p;
       }
     } catch (const dnnl::error&) {  // post-ops not implemented for this case: the loops
     }
     p.operands.clear();
   }
-  p.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()));
+  dnnl::matmul::primitive_desc pd(d, user_scratchpad_attr(), engine());
+  p.prim = dnnl::matmul(pd);
+  p.scratchpad = pd.scratchpad_desc();
   return p;
 }
 
@@ -191,7 +199,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
   if (epi) {
     // Operands as oneDNN descriptors: a broadcast dim (stride 0) has size 1. Any operand that is
     // not a plain 2-D layout keeps the post-ops out of oneDNN.
-    bool plain = true;
+    bool plain = dnnl_post_ops_faithful(*epi->attrs);
     for (int k = 0; k < epi->attrs->n_ops; ++k) {
       const ember_post_op& op = epi->attrs->ops[k];
       int64_t d0 = 0, d1 = 0, s0 = 0, s1 = 0;
@@ -218,9 +226,10 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
     auto ops = epi->args<float>();
     for (int k = 0; k < epi->attrs->n_ops; ++k)
       if (epi->attrs->ops[k].kind == EMBER_POST_ADD)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(k) | DNNL_ARG_SRC_1,
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*epi->attrs, k)) | DNNL_ARG_SRC_1,
                      dnnl::memory(prim.operands[size_t(k)], engine(), const_cast<float*>(ops[size_t(k)].p)));
   }
+  add_scratchpad(args, prim.scratchpad, engine());
   dnnl::stream s(engine());
   prim.prim.execute(s, args);
   s.wait();

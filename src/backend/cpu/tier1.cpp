@@ -326,6 +326,7 @@ class Compiler {
       queue_.clear();
     }
     cv_.notify_all();
+    done_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -342,8 +343,20 @@ class Compiler {
       }
       // A program destroyed meanwhile holds the only other reference: skip it.
       if (t.use_count() > 1) compile(*t);
-      --pending_;
+      else t->state.store(Tier1::kFailed, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        --pending_;
+      }
+      done_.notify_all();
     }
+  }
+
+ public:
+  // Waits until t's compile has finished (or failed), or the compiler is shutting down.
+  void wait_for(const Tier1& t) {
+    std::unique_lock<std::mutex> lock(m_);
+    done_.wait(lock, [&] { return stop_ || t.state.load(std::memory_order_acquire) != Tier1::kPending; });
   }
 
  public:
@@ -352,7 +365,7 @@ class Compiler {
 
  private:
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, done_;
   std::deque<std::shared_ptr<Tier1>> queue_;
   std::thread thread_;
   bool stop_ = false;
@@ -501,22 +514,37 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
     return t->reduce ? t->rfn.load(std::memory_order_acquire) != nullptr
                      : t->fn.load(std::memory_order_acquire) != nullptr;
   };
-  if (!ready()) {
-    const int state = t->state.load(std::memory_order_acquire);
-    if (state != Tier1::kIdle) return false;
+  if (mode == 1) {
+    if (!ready()) {
+      int expected = Tier1::kIdle;
+      if (!t->state.compare_exchange_strong(expected, Tier1::kPending)) return false;
+      compile(*t);
+      if (!ready()) return false;
+    }
+  } else if (!t->switched.load(std::memory_order_acquire)) {
+    // Auto mode, before the switch: count the run; the run kTier1SwitchDelayRuns after the one
+    // that made the program hot waits for the compile, and from then on the kernel runs if it
+    // compiled. A kernel that is ready earlier (the disk cache) waits for that run too.
     int64_t now = 1;
     for (int d = 0; d < l.outer_rank + l.reduce_rank && d < EMBER_MAX_ITER_RANK; ++d) now *= std::max<int64_t>(l.shape[d], 0);
     const int64_t runs = t->runs.fetch_add(1) + 1, points = t->points.fetch_add(now) + now;
-    if (mode == 2 && !hot(runs, points, now)) return false;
-    int expected = Tier1::kIdle;
-    if (!t->state.compare_exchange_strong(expected, Tier1::kPending)) return false;
-    if (mode == 1) {
-      compile(*t);
-      if (!ready()) return false;
-    } else {
-      compiler().enqueue(p.tier1);
+    const int64_t at = t->switch_run.load(std::memory_order_acquire);
+    if (at == 0) {
+      if (!hot(runs, points, now)) return false;
+      int64_t none = 0;
+      if (t->switch_run.compare_exchange_strong(none, runs + kTier1SwitchDelayRuns)) {
+        int expected = Tier1::kIdle;
+        if (t->state.compare_exchange_strong(expected, Tier1::kPending)) compiler().enqueue(p.tier1);
+      }
       return false;
     }
+    if (runs < at) return false;
+    compiler().wait_for(*t);
+    t->switched.store(true, std::memory_order_release);
+    TIER_LOG("%s: run %lld switches to %s", t->name.c_str(), (long long)runs, ready() ? "tier 1" : "tier 0 (no kernel)");
+    if (!ready()) return false;
+  } else if (!ready()) {
+    return false;
   }
   if (t->reduce) return run_reduce_kernel(p, l, t->rfn.load(std::memory_order_acquire), st, rc);
   const ember_c_kernel_fn fn = t->fn.load(std::memory_order_acquire);
