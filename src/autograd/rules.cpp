@@ -139,17 +139,19 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
     }
 
     // ---- indexing ------------------------------------------------------------------------
+    // The forward's line goes with these: an index out of range fails here too (the scatters
+    // check their indices), and the error should name the user's call, not this file.
     case Op::Gather: {
       int dim = int(a.ints[0]);
-      return {scatter_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g), Array()};
+      return {scatter_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g, node.loc), Array()};
     }
     case Op::IndexSelect: {
       int dim = int(a.ints[0]);
-      return {index_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g), Array()};
+      return {index_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g, node.loc), Array()};
     }
     case Op::ScatterAdd: {  // out[p] = sum of src where index hits p: src's gradient gathers
       int dim = int(a.ints[0]);
-      return {gather(g, dim, y), Array()};
+      return {gather(g, dim, y, node.loc), Array()};
     }
 
     // ---- contraction ---------------------------------------------------------------------

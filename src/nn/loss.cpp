@@ -52,7 +52,7 @@ Array one_hot_mask(const Array& target, int64_t classes, int rank, Device device
 
 // Weighted NLL with optional smoothing over log-probabilities with class-index targets.
 Array indexed_nll(const Array& logp, const Array& target, const Array& weight, int64_t ignore_index,
-                  double smoothing, Reduction reduction, const char* op) {
+                  double smoothing, Reduction reduction, const char* op, Loc loc) {
   int64_t c = check_class_target(logp, target, op);
   if (!is_integral(target.dtype()))
     throw Error(fmt::format("{}: class-index targets must be integers, got {}", op, dtype_name(target.dtype())));
@@ -63,6 +63,12 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
   Array picked = neg(sum(where(hot, logp, 0.0), {1}));  // -logp[target]
   Array w_i = weight.defined() ? sum(where(hot, w_class, 0.0), {1}) : ones(target.shape(), {.dtype = logp.dtype(), .device = logp.device()});
   w_i = where(valid, w_i, 0.0);
+  // A class index outside [0, C) must not count as a zero (the one-hot mask has no column for
+  // it): a gather of each index from C zeros raises "index out of range (7 for a dimension of
+  // size 3)" when the loss is computed, at the caller's line; it adds 0 to every weight.
+  Array in_range = gather(zeros({c}, {.dtype = logp.dtype(), .device = logp.device()}), 0,
+                          reshape(where(valid, target, 0), {-1}), loc);
+  w_i = add(w_i, reshape(in_range, target.shape()));
   Array loss = mul(picked, w_i);
   Array smooth;
   if (smoothing > 0) {
@@ -86,7 +92,7 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
 
 }  // namespace
 
-Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts) {
+Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts, Loc loc) {
   if (opts.label_smoothing < 0 || opts.label_smoothing > 1)
     throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", opts.label_smoothing));
   if (logits.rank() < 2)
@@ -94,7 +100,7 @@ Array cross_entropy(const Array& logits, const Array& target, const CrossEntropy
   Array logp = log_softmax(logits, 1);
   if (!is_floating(target.dtype()))
     return indexed_nll(logp, target, opts.weight, opts.ignore_index, opts.label_smoothing, opts.reduction,
-                       "cross_entropy");
+                       "cross_entropy", loc);
   // Probability targets.
   check_same_shape(logits, target, "cross_entropy");
   int64_t c = logits.size(1);
@@ -106,8 +112,8 @@ Array cross_entropy(const Array& logits, const Array& target, const CrossEntropy
   return reduce(loss, opts.reduction);
 }
 
-Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts) {
-  return indexed_nll(log_probs, target, opts.weight, opts.ignore_index, 0.0, opts.reduction, "nll_loss");
+Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts, Loc loc) {
+  return indexed_nll(log_probs, target, opts.weight, opts.ignore_index, 0.0, opts.reduction, "nll_loss", loc);
 }
 
 Array mse_loss(const Array& input, const Array& target, Reduction reduction) {

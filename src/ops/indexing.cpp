@@ -93,7 +93,18 @@ Array matmul(const Array& a, const Array& b, Loc loc) {
 namespace ember {
 
 // The dense scatter-add (Op::ScatterAdd): out has index's shape with dim resized to `size`.
-static Array scatter_sum(const Array& src, int dim, const Array& index, int64_t size, Loc loc) {
+// An index outside [0, size) is an error: the sum compares each index with each target position,
+// so such an index would match none and its value would vanish silently (the gradient of an
+// out-of-range gather or embedding, computed by this scatter, did). A gather of every index
+// from `size` zeros raises "index out of range (9 for a dimension of size 4)" when the sum is
+// computed; subtracting its zeros leaves src unchanged bit for bit (x - 0 == x, -0 - 0 == -0).
+static Array scatter_sum(const Array& given_src, int dim, const Array& index, int64_t size, Loc loc) {
+  Array src = given_src;
+  if (index.numel() > 0) {
+    Array zero = gather(zeros({size}, {.dtype = src.dtype(), .device = src.device()}, loc), 0,
+                        reshape(index, {-1}, loc), loc);
+    src = sub(src, reshape(zero, index.shape(), loc), loc);
+  }
   OpAttrs attrs;
   attrs.ints = {dim};
   attrs.value = {double(size), size};

@@ -2,6 +2,8 @@
 // per step, state dicts (include/ember/optim/optimizer.h).
 #include "ember/optim/optimizer.h"
 
+#include "graph/node.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -167,9 +169,10 @@ void Optimizer::step(const Gradients& grads) {
     }
   }
 
-  std::vector<Array> realize;
+  std::vector<Array> realize, previous;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     Group& g = groups_[gi];
+    previous.push_back(g.flat);
     std::map<std::string, Array> old_state = g.state;
     Array updated = update(g, g.flat, flats[gi].grad, step_);
     if (flats[gi].mask.defined()) {
@@ -182,7 +185,28 @@ void Optimizer::step(const Gradients& grads) {
   }
   if (last_norm_.defined()) realize.push_back(last_norm_);
   for (const nn::ParamRef& b : buffers_) realize.push_back(b.array());
-  eval(realize);
+  // The step waits for its result: an error anywhere in the forward or backward pass (an index
+  // out of range, a bad class label) surfaces here, naming the op and line that failed, and the
+  // parameters stay as they were (their arena is never donated: the parameters are views of it,
+  // and the views are replaced only after the update succeeded). The optimizer's state of a failed
+  // step is gone (its buffers may have been donated to the update): it starts again from its
+  // initial value. A training loop reads its loss every step anyway, which waits as long.
+  std::vector<NodePtr> nodes;
+  for (const Array& a : realize) nodes.push_back(a.node());
+  try {
+    realize_and_wait(nodes);
+  } catch (const Error& e) {
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      Group& g = groups_[gi];
+      g.flat = previous[gi];
+      for (auto& [name, a] : g.state)
+        if (a.node()->current() == Node::State::Failed)
+          a = full({g.numel}, state_initial_value(name), {.dtype = g.dtype, .device = g.device});
+    }
+    --step_;
+    last_norm_ = Array();
+    throw Error(fmt::format("optimizer step: {} (the parameters are unchanged)", e.what()));
+  }
   for (Group& g : groups_) install_views(g);
 }
 

@@ -57,6 +57,37 @@ TEST(LossTest, NllLoss) {
         logits());
 }
 
+// A class index outside [0, C) is an error naming the value and C, raised at the read, at
+// backward and for every reduction; the ignore index still counts as nothing (before, the one-hot
+// mask gave such a sample a loss of 0 and a zero gradient row, silently).
+TEST(LossTest, OutOfRangeClassIndexIsAnError) {
+  const Array z = from_vector<double>({1, 2, 3, 0.5, -1, 2}, {2, 3});
+  for (int64_t bad : {7, -1, 200, 3}) {
+    SCOPED_TRACE(bad);
+    const Array t = from_vector<int64_t>({1, bad}, {2});
+    for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      try {
+        (void)sum(cross_entropy(z, t, {.reduction = r})).item<double>();
+        ADD_FAILURE() << "cross_entropy accepted class " << bad << " of 3";
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("index out of range (" + std::to_string(bad) + " for a dimension of size 3)"), std::string::npos)
+            << m;
+        EXPECT_NE(m.find("loss_test.cpp"), std::string::npos) << "names the caller's line: " << m;
+      }
+    }
+    EXPECT_THROW((void)nll_loss(log_softmax(z, 1), t).item<double>(), Error);
+    Array x = z.require_grad();
+    EXPECT_THROW((void)x.grad(cross_entropy(x, t).backward()).to_vector<double>(), Error);
+  }
+  // The ignore index (even one outside [0, C)) is not an error and contributes nothing:
+  // mean over the one valid sample = logsumexp(1, 2, 3) - 2.
+  const double want = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 2.0;
+  const Array t = from_vector<int64_t>({1, -100}, {2});
+  EXPECT_NEAR(cross_entropy(z, t).item<double>(), want, 1e-12);
+  EXPECT_NEAR(cross_entropy(z, from_vector<int64_t>({1, 7}, {2}), {.ignore_index = 7}).item<double>(), want, 1e-12);
+}
+
 TEST(LossTest, TypedCrossEntropy) {
   Tensor<2> z(cast(logits(), DType::F32));
   Tensor<1, Int> t(target());

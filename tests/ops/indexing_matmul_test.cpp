@@ -88,6 +88,26 @@ TEST_P(OpIndexing, OutOfRangeIndicesFailAtRead) {
   EXPECT_TRUE(same(index_select(x, 0, i64({1}, {1}, dev)), {4, 5, 6}));
 }
 
+// The scatters compare each index with each target position: an index out of range matched no
+// position and its value vanished (the gradient of a bad gather or embedding was silently
+// missing a row). Now it is an error naming the value, and valid scatters keep every bit
+// (including -0 and NaN in the values).
+TEST_P(OpIndexing, ScatterIndicesOutOfRangeFail) {
+  Array z = f32({0, 0, 0, 0, 0, 0, 0, 0}, {4, 2}, dev);
+  EMBER_EXPECT_ERROR(vals(index_add(z, 0, i64({1, 9}, {2}, dev), f32({1, 1, 1, 1}, {2, 2}, dev))), "out of range",
+                     "9", "size 4");
+  EMBER_EXPECT_ERROR(vals(index_add(z, 0, i64({-1}, {1}, dev), f32({1, 1}, {1, 2}, dev))), "out of range", "-1");
+  EMBER_EXPECT_ERROR(vals(scatter_add(z, 0, i64({1, 4}, {2, 1}, dev), f32({1, 1}, {2, 1}, dev))), "out of range", "4");
+  // Rows (-0, 1), (NaN, 2), (5, 6) added at 3, 0, 3.
+  std::vector<double> v = vals(index_add(z, 0, i64({3, 0, 3}, {3}, dev), f32({-0.0f, 1, NAN, 2, 5, 6}, {3, 2}, dev)));
+  ASSERT_EQ(v.size(), 8u);
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 2.0);
+  EXPECT_EQ(v[6], 5.0);
+  EXPECT_EQ(v[7], 7.0);
+  for (int i : {2, 3, 4, 5}) EXPECT_EQ(v[size_t(i)], 0.0);
+}
+
 TEST_P(OpIndexing, Errors) {
   Array x = f32({1, 2, 3, 4, 5, 6}, {2, 3}, dev);
   EMBER_EXPECT_ERROR(gather(x, 1, f32({0}, {1, 1}, dev)), "gather", "integer", "float32");

@@ -171,3 +171,38 @@ TEST(SchedulerTest, MatchTorch) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// An error in the forward pass (an index out of range in an embedding or gather) surfaces at the
+// optimizer step, naming the op, and the parameters keep their values; training goes on after
+// it. Before, backward's scatter dropped the bad index silently and the step moved the weights.
+TEST(OptimizerFailureTest, FailedForwardLeavesParametersUnchanged) {
+  nn::Embedding emb({.num = 4, .dim = 3});
+  optim::Adam opt(emb, {.lr = 0.1});
+  const std::vector<float> before = emb.weight.value().to_vector<float>();
+  Array loss = sum(emb.forward(from_vector<int64_t>({1, 9}, {2})));
+  Gradients g = loss.backward();
+  try {
+    opt.step(g);
+    ADD_FAILURE() << "the step succeeded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out of range (9 for a dimension of size 4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("parameters are unchanged"), std::string::npos) << m;
+  }
+  EXPECT_EQ(emb.weight.value().to_vector<float>(), before);
+  // A good step afterwards moves exactly the rows it touches: Adam's first step is lr * sign(g).
+  opt.step(sum(emb.forward(from_vector<int64_t>({1, 2}, {2}))).backward());
+  const std::vector<float> after = emb.weight.value().to_vector<float>();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) {
+      const size_t i = size_t(r * 3 + c);
+      const float want = (r == 1 || r == 2) ? before[i] - 0.1f : before[i];
+      EXPECT_NEAR(after[i], want, 1e-6) << "row " << r;
+    }
+}
+
+}  // namespace
+}  // namespace ember

@@ -29,8 +29,11 @@ struct BceOptions {
 };
 
 // Integer target: class indices. Floating target (same shape as the scores): probabilities.
-Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts = {});
-Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts = {});
+// A class index outside [0, C) (other than ignore_index) is an error, raised where the loss is
+// computed (the first read, backward or step), naming the index, C and the caller's line.
+Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts = {},
+                    Loc loc = Loc::current());
+Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts = {}, Loc loc = Loc::current());
 Array mse_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean);
 Array l1_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean);
 // 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta.
@@ -44,16 +47,18 @@ Array binary_cross_entropy_with_logits(const Array& logits, const Array& target,
 
 // ---- typed forms (mean or sum reduction) -----------------------------------------------------
 template <int D>
-Tensor<1> cross_entropy(const Tensor<D>& logits, const Tensor<D - 1, Int>& target, const CrossEntropyOptions& opts = {}) {
-  return Tensor<1>(reshape(cross_entropy(logits.array(), target.array(), opts), {-1}));
+Tensor<1> cross_entropy(const Tensor<D>& logits, const Tensor<D - 1, Int>& target, const CrossEntropyOptions& opts = {},
+                        Loc loc = Loc::current()) {
+  return Tensor<1>(reshape(cross_entropy(logits.array(), target.array(), opts, loc), {-1}));
 }
 template <int D>
 Tensor<1> cross_entropy(const Tensor<D>& logits, const Tensor<D>& target_probs, const CrossEntropyOptions& opts = {}) {
   return Tensor<1>(reshape(cross_entropy(logits.array(), target_probs.array(), opts), {-1}));
 }
 template <int D>
-Tensor<1> nll_loss(const Tensor<D>& log_probs, const Tensor<D - 1, Int>& target, const NllOptions& opts = {}) {
-  return Tensor<1>(reshape(nll_loss(log_probs.array(), target.array(), opts), {-1}));
+Tensor<1> nll_loss(const Tensor<D>& log_probs, const Tensor<D - 1, Int>& target, const NllOptions& opts = {},
+                   Loc loc = Loc::current()) {
+  return Tensor<1>(reshape(nll_loss(log_probs.array(), target.array(), opts, loc), {-1}));
 }
 template <int D>
 Tensor<1> mse_loss(const Tensor<D>& input, const Tensor<D>& target) {
