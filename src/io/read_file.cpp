@@ -42,7 +42,8 @@ std::vector<uint8_t> read_regular_file(const std::string& path, const std::strin
   if (f.fd < 0) throw Error(fmt::format("{}: cannot open {}: {}", reader, path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw Error(fmt::format("{}: cannot stat {}: {}", reader, path, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) throw Error(fmt::format("{}: cannot read {}: it is {}, not a regular file", reader, path, file_kind(st.st_mode)));
+  if (!S_ISREG(st.st_mode))
+    throw Error(fmt::format("{}: cannot read {}: it is {}, not a regular file", reader, path, file_kind(st.st_mode)));
   uint64_t size = uint64_t(st.st_size);
   if (size > max_bytes)
     throw Error(fmt::format("{}: {} has {} bytes, more than the limit of {} bytes", reader, path, size, max_bytes));

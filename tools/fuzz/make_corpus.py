@@ -13,7 +13,6 @@ under the sanitizers too. Plain python3, no packages needed."""
 import gzip
 import json
 import os
-import shutil
 import struct
 
 OUT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "tests", "io", "data", "safetensors_corpus"))
@@ -91,9 +90,12 @@ DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "tes
 
 
 def corpus(name):
+    """The corpus folder, emptied of its seeds (fuzz_* files found by libFuzzer stay)."""
     path = os.path.join(DATA, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
+    for f in os.listdir(path):
+        if not f.startswith("fuzz_"):
+            os.remove(os.path.join(path, f))
     return path
 
 
