@@ -2,6 +2,7 @@
 #include <stb/stb_image.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -10,6 +11,8 @@
 #include "ember/data/image.h"
 #include "ember/data/loader.h"
 #include "ember/ops.h"
+#include "data/readers_internal.h"
+#include "io/read_file.h"
 
 namespace ember::data {
 
@@ -106,6 +109,7 @@ std::shared_ptr<FashionMnist> FashionMnist::test(FashionMnistOptions opts) {
 }
 
 FashionMnist::FashionMnist(const std::string& images_path, const std::string& labels_path) {
+  const int64_t num_classes = int64_t(class_names().size());  // MNIST has 10 classes as well
   IdxArray images = read_idx(images_path);
   IdxArray labels = read_idx(labels_path);
   if (images.dtype != DType::U8 || images.dims.size() != 3)
@@ -115,10 +119,19 @@ FashionMnist::FashionMnist(const std::string& images_path, const std::string& la
   if (labels.dims[0] != images.dims[0])
     throw Error(images_path + " holds " + std::to_string(images.dims[0]) + " images but " + labels_path + " " +
                 std::to_string(labels.dims[0]) + " labels");
+  if (images.dims[1] == 0 || images.dims[2] == 0)
+    throw Error(images_path + ": images of " + std::to_string(images.dims[1]) + " x " + std::to_string(images.dims[2]) +
+                " pixels");
   h_ = images.dims[1];
   w_ = images.dims[2];
   pixels_ = std::move(images.bytes);
   labels_ = labels.values<int64_t>();
+  // A label the model has no output for would only fail (or be silently clamped) deep inside a loss.
+  for (size_t i = 0; i < labels_.size(); ++i)
+    if (labels_[i] < 0 || labels_[i] >= num_classes)
+      throw Error(labels_path + ": label " + std::to_string(labels_[i]) + " at index " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(num_classes) + ") (the data set has " + std::to_string(num_classes) +
+                  " classes)");
 }
 
 LabeledImage FashionMnist::get(size_t i) const {
@@ -135,9 +148,20 @@ LabeledImage FashionMnist::get(size_t i) const {
 }
 
 // ---- image folder ----------------------------------------------------------------------------
-Image load_image(const std::string& path, int channels) {
+Image load_image(const std::string& path, int channels) { return detail::load_image(path, channels, detail::kMaxImagePixels); }
+
+Image detail::load_image(const std::string& path, int channels, int64_t max_pixels) {
+  if (channels < 0 || channels > 4) throw Error("load_image: channels must be 0 (as stored) to 4, not " + std::to_string(channels));
+  std::vector<uint8_t> file = io::detail::read_regular_file(path, "load_image");
+  if (file.size() > size_t(INT_MAX)) throw Error(path + ": " + std::to_string(file.size()) + " bytes is too large for the image decoder");
   int w = 0, h = 0, c = 0;
-  stbi_uc* data = stbi_load(path.c_str(), &w, &h, &c, channels);
+  // Check the size from the header first: a small file can declare (and expand to) gigabytes.
+  if (!stbi_info_from_memory(file.data(), int(file.size()), &w, &h, &c))
+    throw Error(path + ": cannot decode the image (" + std::string(stbi_failure_reason()) + ")");
+  if (int64_t(w) * int64_t(h) > max_pixels)
+    throw Error(path + ": " + std::to_string(w) + " x " + std::to_string(h) + " pixels is more than the limit of " +
+                std::to_string(max_pixels) + " pixels");
+  stbi_uc* data = stbi_load_from_memory(file.data(), int(file.size()), &w, &h, &c, channels);
   if (!data) throw Error(path + ": cannot decode the image (" + std::string(stbi_failure_reason()) + ")");
   Image img;
   img.channels = channels ? channels : c;
@@ -156,6 +180,10 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions opts) : opt
   if (!fs::is_directory(root)) throw Error("ImageFolder: " + root + " is not a folder");
   if (opts.channels != 0 && opts.channels != 1 && opts.channels != 3 && opts.channels != 4)
     throw Error("ImageFolder: channels must be 0 (as stored), 1, 3 or 4");
+  if (opts.height < 0 || opts.width < 0 ||
+      (opts.height > 0 && opts.width > 0 && opts.height > detail::kMaxImagePixels / opts.width))
+    throw Error("ImageFolder: height " + std::to_string(opts.height) + " and width " + std::to_string(opts.width) +
+                " must be >= 0 and give at most " + std::to_string(detail::kMaxImagePixels) + " pixels");
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) classes_.push_back(e.path().filename().string());
   std::sort(classes_.begin(), classes_.end());

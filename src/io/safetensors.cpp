@@ -4,16 +4,20 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "io/read_file.h"
 #include "io/safetensors_internal.h"
 
 namespace ember::io {
@@ -55,9 +59,112 @@ uint64_t read_u64_le(const uint8_t* p) {
 uint64_t get_uint(const json& j, const std::string& what) {
   if (!j.is_number_unsigned()) {
     if (j.is_number_integer() && j.get<int64_t>() >= 0) return uint64_t(j.get<int64_t>());
-    bad(what + " must be a non-negative integer");
+    bad(what + " must be a non-negative integer, not " + j.dump());
   }
   return j.get<uint64_t>();
+}
+
+std::string dims_str(const std::vector<uint64_t>& dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+
+// Parses the header text, refusing duplicate keys at any level (nlohmann::json would silently keep
+// the last one): a parser callback sees every key before it is stored.
+json parse_unique_keys(const uint8_t* begin, const uint8_t* end) {
+  struct Level {
+    std::string name;  // the key this object is the value of ("" for the header itself)
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<Level> levels;
+  std::string duplicate;
+  auto check = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      levels.push_back({levels.empty() ? std::string() : levels.back().last_key, {}, {}});
+    } else if (event == json::parse_event_t::object_end) {
+      if (!levels.empty()) levels.pop_back();
+    } else if (event == json::parse_event_t::key && !levels.empty() && duplicate.empty()) {
+      Level& level = levels.back();
+      level.last_key = parsed.get<std::string>();
+      if (!level.keys.insert(level.last_key).second)
+        duplicate = fmt::format("duplicate key '{}' in {}", level.last_key,
+                                levels.size() == 1 ? std::string("the header") : "'" + level.name + "'");
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(begin, end, check);
+  } catch (const json::exception& e) {
+    bad(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) bad(duplicate);
+  return j;
+}
+
+// One tensor entry of the header, checked on its own: dtype, shape (every product overflow-
+// checked), byte range within the data section and its size.
+TensorInfo parse_entry(const std::string& key, const json& v, uint64_t data_size) {
+  if (!v.is_object()) bad(fmt::format("entry '{}' is not an object", key));
+  auto dt = v.find("dtype");
+  auto sh = v.find("shape");
+  auto off = v.find("data_offsets");
+  if (dt == v.end() || sh == v.end() || off == v.end())
+    bad(fmt::format("entry '{}' needs dtype, shape and data_offsets", key));
+  if (!dt->is_string()) bad(fmt::format("entry '{}': dtype is not a string", key));
+  std::optional<DType> dtype = st_dtype(dt->get<std::string>());
+  if (!dtype) bad(fmt::format("entry '{}': unsupported dtype '{}'", key, dt->get<std::string>()));
+  if (!sh->is_array()) bad(fmt::format("entry '{}': shape is not an array", key));
+  if (sh->size() > size_t(kMaxRank)) bad(fmt::format("entry '{}': rank {} exceeds {}", key, sh->size(), kMaxRank));
+  std::vector<uint64_t> dims;
+  for (const json& d : *sh) dims.push_back(get_uint(d, fmt::format("entry '{}': a shape entry", key)));
+  // The element count, and the product of the non-zero sizes (the largest stride, which Shape
+  // computes even for an empty tensor), must both fit in int64.
+  uint64_t numel = 1, extent = 1;
+  for (uint64_t d : dims) {
+    if (d > uint64_t(std::numeric_limits<int64_t>::max()) ||
+        __builtin_mul_overflow(extent, d == 0 ? 1 : d, &extent) || extent > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad(fmt::format("entry '{}': shape {} overflows int64 (its sizes multiply past 2^63 - 1)", key, dims_str(dims)));
+    numel *= d;  // cannot overflow: numel <= extent
+  }
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, uint64_t(dtype_size(*dtype)), &nbytes))
+    bad(fmt::format("entry '{}': {} {} overflows 64-bit byte counts", key, st_name(*dtype), dims_str(dims)));
+  if (!off->is_array() || off->size() != 2) bad(fmt::format("entry '{}': data_offsets must be [begin, end]", key));
+  uint64_t b = get_uint((*off)[0], fmt::format("entry '{}': data_offsets", key));
+  uint64_t e = get_uint((*off)[1], fmt::format("entry '{}': data_offsets", key));
+  if (b > e || e > data_size)
+    bad(fmt::format("entry '{}': data_offsets [{}, {}] outside the data section ({} bytes)", key, b, e, data_size));
+  if (nbytes != e - b)
+    bad(fmt::format("entry '{}': {} {} needs {} bytes, data_offsets give {}", key, st_name(*dtype), dims_str(dims), nbytes,
+                    e - b));
+  std::vector<int64_t> sdims(dims.begin(), dims.end());
+  return {key, *dtype, Shape(std::move(sdims)), b, e};
+}
+
+// As the reference implementation: the byte ranges, in order, must tile the data section exactly
+// (no overlap or alias, no unused byte between, before or after them).
+void check_tiling(const std::vector<TensorInfo>& tensors, uint64_t data_size) {
+  std::vector<const TensorInfo*> order;
+  for (const TensorInfo& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return std::tie(a->begin, a->end, a->name) < std::tie(b->begin, b->end, b->name);
+  });
+  uint64_t covered = 0;
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo* t : order) {
+    if (t->begin < covered)
+      bad(fmt::format("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", prev->name, prev->begin, prev->end, t->name,
+                      t->begin, t->end));
+    if (t->begin > covered)
+      bad(prev ? fmt::format("{} unused bytes [{}, {}] between '{}' and '{}'", t->begin - covered, covered, t->begin,
+                             prev->name, t->name)
+               : fmt::format("{} unused bytes [0, {}] before '{}', the first tensor", t->begin, t->begin, t->name));
+    covered = t->end;
+    prev = t;
+  }
+  if (covered != data_size)
+    bad(prev ? fmt::format("{} bytes after the last tensor '{}' (it ends at {}, the data section holds {})",
+                           data_size - covered, prev->name, covered, data_size)
+             : fmt::format("{} bytes of data but no tensors", data_size));
 }
 
 // Raw little-endian bytes of an array in its own dtype.
@@ -87,12 +194,8 @@ Header parse_header(const uint8_t* data, size_t size) {
   uint64_t n = read_u64_le(data);
   if (n > kMaxHeaderBytes) bad(fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeaderBytes));
   if (n > size - 8) bad(fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
-  json j;
-  try {
-    j = json::parse(data + 8, data + 8 + n);
-  } catch (const json::exception& e) {
-    bad(std::string("header is not valid JSON: ") + e.what());
-  }
+  if (n == 0 || data[8] != '{') bad("header must start with '{'");
+  json j = parse_unique_keys(data + 8, data + 8 + n);
   if (!j.is_object()) bad("header must be a JSON object");
   Header h;
   h.data_offset = 8 + n;
@@ -108,38 +211,9 @@ Header parse_header(const uint8_t* data, size_t size) {
       }
       continue;
     }
-    if (!v.is_object()) bad(fmt::format("entry '{}' is not an object", key));
-    auto dt = v.find("dtype");
-    auto sh = v.find("shape");
-    auto off = v.find("data_offsets");
-    if (dt == v.end() || sh == v.end() || off == v.end())
-      bad(fmt::format("entry '{}' needs dtype, shape and data_offsets", key));
-    if (!dt->is_string()) bad(fmt::format("entry '{}': dtype is not a string", key));
-    std::optional<DType> dtype = st_dtype(dt->get<std::string>());
-    if (!dtype) bad(fmt::format("entry '{}': unsupported dtype '{}'", key, dt->get<std::string>()));
-    if (!sh->is_array()) bad(fmt::format("entry '{}': shape is not an array", key));
-    if (sh->size() > size_t(kMaxRank)) bad(fmt::format("entry '{}': rank {} exceeds {}", key, sh->size(), kMaxRank));
-    std::vector<int64_t> dims;
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (const json& d : *sh) {
-      uint64_t s = get_uint(d, fmt::format("entry '{}': a shape entry", key));
-      if (s > uint64_t(std::numeric_limits<int64_t>::max())) overflow = true;
-      if (s != 0 && numel > std::numeric_limits<uint64_t>::max() / s) overflow = true;
-      numel *= s;
-      dims.push_back(int64_t(s));
-    }
-    if (!off->is_array() || off->size() != 2) bad(fmt::format("entry '{}': data_offsets must be [begin, end]", key));
-    uint64_t b = get_uint((*off)[0], fmt::format("entry '{}': data_offsets", key));
-    uint64_t e = get_uint((*off)[1], fmt::format("entry '{}': data_offsets", key));
-    if (b > e || e > data_size)
-      bad(fmt::format("entry '{}': data_offsets [{}, {}] outside the data section ({} bytes)", key, b, e, data_size));
-    uint64_t esize = dtype_size(*dtype);
-    if (overflow || numel > std::numeric_limits<uint64_t>::max() / esize || numel * esize != e - b)
-      bad(fmt::format("entry '{}': {} {} needs {} bytes, data_offsets give {}", key, dt->get<std::string>(),
-                      Shape(dims).str(), overflow ? std::string("too many") : std::to_string(numel * esize), e - b));
-    h.tensors.push_back({key, *dtype, Shape(dims), b, e});
+    h.tensors.push_back(parse_entry(key, v, data_size));
   }
+  check_tiling(h.tensors, data_size);
   return h;
 }
 
@@ -243,12 +317,7 @@ void save_file(const std::string& path, const TensorMap& tensors, const Metadata
 }
 
 SafetensorsFile load_file(const std::string& path, Device device) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(fmt::format("load: cannot open {}", path));
-  std::streamsize n = in.tellg();
-  in.seekg(0);
-  std::vector<uint8_t> bytes(size_t(std::max<std::streamsize>(n, 0)));
-  if (n > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), n)) throw Error(fmt::format("load: cannot read {}", path));
+  std::vector<uint8_t> bytes = detail::read_regular_file(path, "load");
   try {
     return parse(bytes.data(), bytes.size(), device);
   } catch (const Error& e) {
