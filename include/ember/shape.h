@@ -20,7 +20,7 @@ class Shape {
   int rank() const { return int(dims_.size()); }
   int64_t operator[](int i) const { return dims_[size_t(i)]; }
   int64_t& operator[](int i) { return dims_[size_t(i)]; }
-  int64_t numel() const;
+  int64_t numel() const;  // throws if the product overflows int64
   const std::vector<int64_t>& dims() const { return dims_; }
   std::vector<int64_t> contiguous_strides() const;
   std::string str() const;  // "[2, 3]"
@@ -33,6 +33,9 @@ class Shape {
   std::vector<int64_t> dims_;
 };
 
+// Throws naming `op` unless every dim is >= 0, the product of the non-zero dims fits int64 and
+// so does its byte size with `element_bytes` per element (every node's shape is checked so).
+void check_extent(const Shape& shape, size_t element_bytes, const char* op);
 // Wraps a possibly negative dimension index into [0, rank); throws naming `op` when out of range.
 int wrap_dim(int dim, int rank, const char* op);
 // Broadcast two shapes (numpy rules); throws naming `op` and both shapes when incompatible.

@@ -3,13 +3,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ember/error.h"
 
 namespace ember {
 
+// Element counts are checked: a product that overflows int64 (zeros({1 << 62, 4}) once gave
+// numel 0) is an error, never a wrapped count.
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int64_t d : dims_)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error(fmt::format("shape {}: the element count overflows 64 bits", str()));
   return n;
 }
 
@@ -18,9 +24,25 @@ std::vector<int64_t> Shape::contiguous_strides() const {
   int64_t acc = 1;
   for (size_t i = dims_.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= dims_[i] > 0 ? dims_[i] : 1;
+    if (__builtin_mul_overflow(acc, dims_[i] > 0 ? dims_[i] : 1, &acc))
+      throw Error(fmt::format("shape {}: the strides overflow 64 bits", str()));
   }
   return s;
+}
+
+void check_extent(const Shape& shape, size_t element_bytes, const char* op) {
+  int64_t n = 1;  // the product of the non-zero dims: strides must fit even when a dim is 0
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(fmt::format("{}: negative size in shape {}", op, shape.str()));
+    if (d > 0 && __builtin_mul_overflow(n, d, &n))
+      throw Error(fmt::format("{}: shape {} has too many elements (the product of its dims overflows 64 bits)", op,
+                              shape.str()));
+  }
+  int64_t bytes;
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  if (!empty && __builtin_mul_overflow(n, int64_t(element_bytes), &bytes))
+    throw Error(fmt::format("{}: shape {} of {}-byte elements needs more than 2^63 bytes", op, shape.str(),
+                            element_bytes));
 }
 
 std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }

@@ -111,8 +111,21 @@ RuntimePolicy& runtime_policy() {
   return policy;
 }
 
+namespace {
+// Every node's shape has a countable number of elements and bytes (expand to [2^62, 4] once
+// summed to 0): the error names the op and the user's line.
+void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
+  try {
+    check_extent(shape, dtype_size(dtype), op_name(op));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+  }
+}
+}  // namespace
+
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc) {
+  check_node_extent(shape, dtype, op, loc);
   std::vector<NodePtr> nodes;
   nodes.reserve(inputs.size());
   bool any_grad = false;
