@@ -1,5 +1,6 @@
 # Installation: headers, libember (shared and static), backend plugins in lib/ember/plugins,
-# a CMake package (find_package(Ember) -> Ember::ember, Ember::ember_static) and ember.pc.
+# a CMake package (find_package(Ember) -> Ember::ember, Ember::ember_static), ember.pc and
+# ember-static.pc; bin/ember with a relative RUNPATH.
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/ember DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
@@ -14,6 +15,9 @@ foreach(plugin ember_backend_cpu ember_backend_reference)
   endif()
 endforeach()
 if(TARGET ember-cli)
+  # Relative RUNPATH: bin/ember finds lib/libember.so.0 wherever the prefix is (or moves).
+  file(RELATIVE_PATH _ember_bin_to_lib "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${CMAKE_INSTALL_LIBDIR}")
+  set_target_properties(ember-cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_ember_bin_to_lib}")
   install(TARGETS ember-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
@@ -26,5 +30,17 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/EmberConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/EmberConfig.cmake ${CMAKE_BINARY_DIR}/EmberConfigVersion.cmake
         DESTINATION ${EMBER_CMAKE_DIR})
 
+# pkg-config: ember.pc (shared) and ember-static.pc; the prefix is written relative to the .pc
+# file (${pcfiledir}), so it is right for any --prefix and for a moved tree.
+file(RELATIVE_PATH EMBER_PC_PREFIX_FROM_PCDIR "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+# No trailing slash: a "//" in ember-static.pc's unquoted -D path would start a C++ comment.
+string(REGEX REPLACE "/+$" "" EMBER_PC_PREFIX_FROM_PCDIR "${EMBER_PC_PREFIX_FROM_PCDIR}")
+# What libember.a needs at link time (and libember.so's private dependencies).
+set(EMBER_PC_PRIVATE_LIBS "-lfmt")
+foreach(lib ${CMAKE_DL_LIBS})
+  string(APPEND EMBER_PC_PRIVATE_LIBS " -l${lib}")
+endforeach()
+string(APPEND EMBER_PC_PRIVATE_LIBS " -lz -lstb -pthread")
 configure_file(cmake/ember.pc.in ${CMAKE_BINARY_DIR}/ember.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/ember.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(cmake/ember-static.pc.in ${CMAKE_BINARY_DIR}/ember-static.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/ember.pc ${CMAKE_BINARY_DIR}/ember-static.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

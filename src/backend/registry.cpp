@@ -29,9 +29,14 @@ std::string plugin_file_name(DeviceKind kind) {
   return "?";
 }
 
+// A program linked with libember.a through the CMake package or ember-static.pc defines this as
+// its prefix's plugin folder (include/ember/plugin_dir.h); weak, so it is null otherwise.
+extern "C" __attribute__((weak)) const char* ember_static_plugin_dir;
+
 // Directories searched for plugins: $EMBER_PLUGIN_PATH (':'-separated), then the directory of
 // the Ember library itself and its ember/plugins subdirectory (the installed layout), then the
-// plugin directory of the install prefix this library was configured for (static linking).
+// plugin folder recorded by a statically linked program, then the plugin directory of the
+// install prefix this library was configured for.
 static std::vector<fs::path> plugin_dirs() {
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("EMBER_PLUGIN_PATH")) {
@@ -46,6 +51,7 @@ static std::vector<fs::path> plugin_dirs() {
     dirs.push_back(self / "ember" / "plugins");
     dirs.push_back(self);
   }
+  if (&ember_static_plugin_dir != nullptr && ember_static_plugin_dir) dirs.emplace_back(ember_static_plugin_dir);
 #ifdef EMBER_INSTALLED_PLUGIN_DIR
   dirs.emplace_back(EMBER_INSTALLED_PLUGIN_DIR);
 #endif

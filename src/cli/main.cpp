@@ -1,10 +1,11 @@
 // The `ember` command:
 //   ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]
 //         [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N] [--out DIR] [--resume]
-//         [--seed S] [--limit N] [--plain]
+//         [--seed S] [--limit N] [--plain] [--allow-config-change]
 //   ember eval --checkpoint PATH [--device D] [--batch-size B]
 //   ember info
-// Bad arguments print a usage message and exit with code 2; runtime failures exit with 1.
+// Bad arguments (unknown options, empty or option-like values, values out of range, an option
+// given twice) print a usage message and exit with code 2; runtime failures exit with 1.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -29,6 +30,7 @@ const char* kUsage =
     "usage: ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]\n"
     "                                 [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N]\n"
     "                                 [--out DIR] [--resume] [--seed S] [--limit N] [--plain]\n"
+    "                                 [--allow-config-change]\n"
     "       ember eval --checkpoint PATH [--device D] [--batch-size B]\n"
     "       ember info\n"
     "       ember --help | --version\n";
@@ -59,6 +61,7 @@ Args parse(int argc, char** argv, int first, const std::vector<std::string>& val
       name = name.substr(0, eq);
       has_value = true;
     }
+    if (a.flags.count(name) || a.values.count(name)) throw UsageError("--" + name + " is given twice");
     if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
       if (has_value) throw UsageError("--" + name + " takes no value");
       a.flags[name] = true;
@@ -67,6 +70,9 @@ Args parse(int argc, char** argv, int first, const std::vector<std::string>& val
         if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
         value = argv[++i];
       }
+      // "--out --plain" is a forgotten value, not a folder named --plain; "--out=" is no folder.
+      if (value.empty()) throw UsageError("--" + name + " needs a value (got an empty one)");
+      if (value.rfind("--", 0) == 0) throw UsageError("--" + name + " needs a value (got the option " + value + ")");
       a.values[name] = value;
     } else {
       throw UsageError("unknown option --" + name);
@@ -82,10 +88,11 @@ int64_t to_int(const Args& a, const std::string& name, int64_t fallback, int64_t
     size_t used = 0;
     long long v = std::stoll(it->second, &used);
     if (used != it->second.size()) throw std::invalid_argument("");
-    if (v < lo || v > hi) throw UsageError("--" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    if (v < lo || v > hi) throw std::out_of_range("");
     return v;
-  } catch (const UsageError&) {
-    throw;
+  } catch (const std::out_of_range&) {  // also what stoll throws for numbers beyond int64
+    throw UsageError("--" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                     it->second);
   } catch (const std::exception&) {
     throw UsageError("--" + name + " expects an integer, got '" + it->second + "'");
   }
@@ -116,9 +123,14 @@ Device choose_device(const Args& a) {
   std::string why;
   Backend* b = Backend::try_get(d.kind, &why);
   if (!b) throw Error("device " + d.str() + " is not available: " + (why.empty() ? "its backend plugin was not found" : why));
-  if (d.index >= b->device_count())
-    throw Error("device " + d.str() + " is not available: the " + text + " backend loaded but found " +
-                std::to_string(b->device_count()) + " device(s)");
+  if (d.index >= b->device_count()) {
+    // Named as typed: Device::str() writes cpu:N as plain "cpu".
+    std::string kind = d.str().substr(0, d.str().find(':'));
+    int n = b->device_count();
+    std::string have = n == 0 ? "no devices" : n == 1 ? "1 device (" + kind + ":0)"
+                                                      : std::to_string(n) + " devices (" + kind + ":0 to " + kind + ":" + std::to_string(n - 1) + ")";
+    throw Error("device " + text + " is not available: the " + kind + " backend has " + have);
+  }
   return d;
 }
 
@@ -160,7 +172,7 @@ const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};
 
 int cmd_train(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit"},
-                 {"resume", "plain"});
+                 {"resume", "plain", "allow-config-change"});
   if (a.positional.size() != 1) throw UsageError("train: name one dataset (fashion-mnist)");
   if (a.positional[0] != "fashion-mnist") throw UsageError("train: unknown dataset '" + a.positional[0] + "' (known: fashion-mnist)");
   apply_threads(a, argv);
@@ -172,7 +184,7 @@ int cmd_train(int argc, char** argv) {
   double lr = to_double(a, "lr", 1e-3);
   int64_t workers = to_int(a, "workers", 2, 0, 64);
   uint64_t seed = uint64_t(to_int(a, "seed", 1, 0, INT64_MAX));
-  int64_t limit = to_int(a, "limit", 0, 0, INT64_MAX);
+  int64_t limit = to_int(a, "limit", 0, 1, INT64_MAX);  // absent: the whole training set
   std::string out = a.values.count("out") ? a.values.at("out") : "runs/fashion-" + std::string(cnn ? "cnn" : "mlp");
   Device device = choose_device(a);
 
@@ -195,7 +207,8 @@ int cmd_train(int argc, char** argv) {
       {"dataset", "fashion-mnist"}, {"model", cnn ? "cnn" : "mlp"},     {"epochs", std::to_string(epochs)},
       {"batch_size", std::to_string(batch)}, {"lr", a.values.count("lr") ? a.values.at("lr") : "0.001"},
       {"device", device.str()},     {"seed", std::to_string(seed)},     {"train_items", std::to_string(train_ds->size())},
-      {"parameters", std::to_string(model.num_params())}, {"ember", version()}};
+      {"parameters", std::to_string(model.num_params())}, {"ember", version()},
+      {"limit", limit > 0 ? std::to_string(limit) : "none"}};
   std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
             << train_ds->size() << " training images, " << epochs << " epoch(s), batch " << batch << ", lr " << lr
             << ", " << device.str() << "\n";
@@ -206,6 +219,7 @@ int cmd_train(int argc, char** argv) {
       .seed(seed)
       .scheduler(sched, true)
       .resume(a.flags.count("resume") > 0)
+      .allow_config_change(a.flags.count("allow-config-change") > 0)
       .title("Fashion-MNIST " + std::string(cnn ? "CNN" : "MLP"))
       .config(config);
   if (a.flags.count("plain")) learner.dashboard(train::DashboardMode::Plain);
@@ -219,8 +233,13 @@ int cmd_eval(int argc, char** argv) {
   if (!a.positional.empty()) throw UsageError("eval: unexpected argument '" + a.positional[0] + "'");
   if (!a.values.count("checkpoint")) throw UsageError("eval: --checkpoint PATH is required");
   std::string path = a.values.at("checkpoint");
-  if (!fs::exists(path)) throw Error("eval: no checkpoint at " + path);
   int64_t batch = to_int(a, "batch-size", 500, 1, 65536);
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (!fs::exists(st)) throw Error("eval: no checkpoint at " + path);
+  // The loader reads whole files: a folder or a FIFO (which would block) is refused here.
+  if (!fs::is_regular_file(st))
+    throw Error("eval: " + path + " is not a regular file" + (fs::is_directory(st) ? " (a folder; name the .safetensors file in it)" : ""));
   Device device = choose_device(a);
   io::SafetensorsFile file = io::load_file(path);
   auto it = file.metadata.find("ember.module");

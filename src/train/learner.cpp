@@ -1,5 +1,6 @@
 // The Learner's loop: epochs, metrics, scheduler, clipping, accumulation, dashboard, checkpoints
-// (with resume), early stopping, the metrics log and the report.
+// (with resume and its settings check; the files themselves: checkpoint.cpp), early stopping, the
+// metrics log and the report.
 #include "ember/train/learner.h"
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include "ember/nn/loss.h"
 #include "ember/ops.h"
 #include "ember/train/dashboard.h"
+#include "train/checkpoint.h"
 
 namespace ember::train {
 
@@ -40,6 +43,7 @@ Learner& Learner::accumulate(int64_t n) {
 }
 Learner& Learner::early_stopping(EarlyStopping opts) { early_ = std::move(opts); return *this; }
 Learner& Learner::resume(bool on) { resume_ = on; return *this; }
+Learner& Learner::allow_config_change(bool on) { allow_config_change_ = on; return *this; }
 Learner& Learner::loss(LossFn fn) { loss_ = std::move(fn); return *this; }
 Learner& Learner::forward(ForwardFn fn) { forward_ = std::move(fn); return *this; }
 Learner& Learner::dashboard(DashboardMode mode, std::ostream& out) { dash_ = mode; out_ = &out; return *this; }
@@ -68,17 +72,6 @@ std::string metric_text(const Metric& m) {
   return os.str();
 }
 
-void write_atomic(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f.flush()) throw Error("checkpoint: cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
-
 json record_json(const EpochRecord& r) {
   json j = {{"type", "epoch"}, {"epoch", r.epoch}};
   for (const auto& [k, v] : r.values) j[k] = v;
@@ -94,6 +87,30 @@ EpochRecord record_from(const json& j) {
 
 // The global generator's seed for an epoch (dropout without a seed, other unseeded draws).
 uint64_t epoch_seed(uint64_t seed, int64_t epoch) { return data::mix64(seed ^ 0x4c4541524eULL) + uint64_t(epoch); }
+
+// One setting that differs between a checkpoint and this run.
+struct Change {
+  std::string key, old_value, new_value;
+};
+std::string setting_text(const json& v) { return v.is_null() ? "(none)" : v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The differences between the settings stored in a checkpoint and this run's, key by key.
+std::vector<Change> differences(const json& stored, const json& now) {
+  std::vector<Change> out;
+  std::set<std::string> keys;
+  for (auto it = stored.begin(); it != stored.end(); ++it) keys.insert(it.key());
+  for (auto it = now.begin(); it != now.end(); ++it) keys.insert(it.key());
+  for (const auto& k : keys) {
+    json a = stored.contains(k) ? stored.at(k) : json(nullptr), b = now.contains(k) ? now.at(k) : json(nullptr);
+    if (a != b) out.push_back({k, setting_text(a), setting_text(b)});
+  }
+  return out;
+}
+
+checkpoint::Bytes as_bytes(const std::string& text) { return checkpoint::Bytes(text.begin(), text.end()); }
+
+// The metrics log line of recorded setting changes.
+json change_line(const json& change) { return {{"type", "config_change"}, {"after_epoch", change.at("after_epoch")}, {"changes", change.at("changes")}}; }
 }  // namespace
 
 std::map<std::string, double> Learner::evaluate_source(BatchSource& source) {
@@ -137,13 +154,57 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   int64_t bad_epochs = 0, start_epoch = 0, global_step = 0, sched_steps = 0;
 
   fs::path dir(dir_);
-  if (!dir_.empty()) fs::create_directories(dir / "checkpoints");
-  fs::path ckpt_json = dir / "checkpoint.json";
-  if (resume_ && !dir_.empty() && fs::exists(ckpt_json)) {
-    std::ifstream f(ckpt_json);
-    json j = json::parse(f);
-    load(*model_, (dir / j.at("model").get<std::string>()).string());
-    load(*opt_, (dir / j.at("optimizer").get<std::string>()).string());
+  std::vector<std::string> notes;  // shown once the dashboard is up
+  json config_changes = json::array();
+  // The settings a resume must match (config "epochs" and epochs() may change).
+  json settings = {{"seed", seed_}, {"accumulate", accumulate_}, {"clip_grad_norm", clip_ ? json(*clip_) : json(nullptr)},
+                   {"max_steps_per_epoch", max_steps_}, {"log_every", log_every_}};
+  for (const auto& [k, v] : config_)
+    if (k != "epochs") settings["config." + k] = v;
+  if (!dir_.empty()) {
+    fs::create_directories(dir / "checkpoints");
+    auto removed = checkpoint::remove_temporaries(dir);
+    if (!removed.empty()) {
+      std::string list;
+      for (const auto& r : removed) list += " " + r;
+      notes.push_back("checkpoint: removed " + std::to_string(removed.size()) +
+                      " leftover temporary file(s) of an interrupted write:" + list);
+    }
+  }
+  checkpoint::ResumePoint rp;
+  bool have_checkpoint = resume_ && !dir_.empty() && checkpoint::find_resume_point(dir, rp);
+  notes.insert(notes.end(), rp.notes.begin(), rp.notes.end());
+  if (have_checkpoint) {
+    const json& j = rp.state;
+    json stored = j.contains("settings") ? j.at("settings") : json::object();
+    std::vector<Change> diff = differences(stored, settings);
+    if (!diff.empty() && !allow_config_change_) {
+      std::string text = "Learner::resume: the checkpoint in " + dir_ + " (epoch " + std::to_string(j.at("epoch").get<int64_t>()) +
+                         ") was made with other settings (checkpoint -> this run):";
+      for (const auto& c : diff) text += "\n  " + (c.key.rfind("config.", 0) == 0 ? c.key.substr(7) : c.key) + ": " + c.old_value + " -> " + c.new_value;
+      text += "\nresume with the checkpoint's settings, or allow the change (Learner::allow_config_change, ember train --allow-config-change)";
+      throw Error(text);
+    }
+    int64_t stored_epochs = j.value("epochs", int64_t(0));
+    json change = {{"after_epoch", j.at("epoch")}, {"changes", json::object()}};
+    if (stored_epochs != 0 && stored_epochs != epochs_)
+      change["changes"]["epochs"] = {{"old", std::to_string(stored_epochs)}, {"new", std::to_string(epochs_)}};
+    for (const auto& c : diff)
+      change["changes"][c.key.rfind("config.", 0) == 0 ? c.key.substr(7) : c.key] = {{"old", c.old_value}, {"new", c.new_value}};
+    if (j.contains("config_changes")) config_changes = j.at("config_changes");
+
+    const std::string model_file = j.at("files").at("model").at("path").get<std::string>();
+    const std::string opt_file = j.at("files").at("optimizer").at("path").get<std::string>();
+    try {
+      model_->load_state_dict(io::parse(rp.model.data(), rp.model.size()).tensors, true);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (loading " + (dir / model_file).string() + ")");
+    }
+    io::SafetensorsFile of = io::parse(rp.optimizer.data(), rp.optimizer.size());
+    auto kind = of.metadata.find("ember.optimizer");
+    if (kind != of.metadata.end() && kind->second != opt_->type_name())
+      throw Error("Learner::resume: " + (dir / opt_file).string() + " holds " + kind->second + " state, not " + opt_->type_name());
+    opt_->load_state_dict(of.tensors);
     start_epoch = j.at("epoch").get<int64_t>();
     global_step = j.at("global_step").get<int64_t>();
     sched_steps = j.at("scheduler_steps").get<int64_t>();
@@ -151,9 +212,6 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       if (sched_->epoch() != 0) throw Error("Learner::resume: the scheduler must be fresh (it has stepped already)");
       for (int64_t i = 0; i < sched_steps; ++i) sched_->step();
     }
-    if (j.at("seed").get<uint64_t>() != seed_)
-      throw Error("Learner::resume: the checkpoint in " + dir_ + " was made with seed " +
-                  std::to_string(j.at("seed").get<uint64_t>()) + ", this run uses " + std::to_string(seed_));
     for (const auto& r : j.at("history")) rep.history.push_back(record_from(r));
     for (const auto& p : j.at("steps")) rep.steps.push_back({p.at(0).get<int64_t>(), p.at(1).get<double>()});
     const json& es = j.at("early_stopping");
@@ -161,6 +219,22 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     bad_epochs = es.at("bad_epochs").get<int64_t>();
     rep.stopped_early = j.at("stopped_early").get<bool>();
     rep.resumed = true;
+    if (!change["changes"].empty()) {
+      config_changes.push_back(change);
+      std::string text = "settings changed on resume:";
+      for (auto it = change["changes"].begin(); it != change["changes"].end(); ++it)
+        text += " " + it.key() + " " + it.value()["old"].get<std::string>() + " -> " + it.value()["new"].get<std::string>() + ";";
+      notes.push_back(text.substr(0, text.size() - 1) + " (recorded in checkpoint.json and metrics.jsonl)");
+    }
+  } else if (!dir_.empty()) {
+    // A fresh run: the checkpoints of an earlier run in this folder would otherwise be mixed
+    // with this run's on a later resume.
+    auto old_epochs = checkpoint::epochs_on_disk(dir);
+    bool had = fs::exists(dir / "checkpoint.json") || !old_epochs.empty();
+    for (int64_t e : old_epochs) checkpoint::remove_epoch(dir, e);
+    fs::remove(dir / "checkpoint.json");
+    if (resume_) notes.push_back("no complete checkpoint in " + dir_ + ": starting from the beginning");
+    else if (had) notes.push_back("a fresh run: removed the checkpoints of an earlier run in " + dir_);
   }
   // The metrics log: rewritten from the restored history, then appended to.
   std::ofstream log;
@@ -171,6 +245,8 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       for (; si < rep.steps.size() && rep.steps[si].step <= int64_t(rec.get("global_step")); ++si)
         log << json{{"type", "step"}, {"step", rep.steps[si].step}, {"loss", rep.steps[si].loss}}.dump() << "\n";
       log << record_json(rec).dump() << "\n";
+      for (const auto& c : config_changes)
+        if (c.at("after_epoch").get<int64_t>() == rec.epoch) log << change_line(c).dump() << "\n";
     }
     log.flush();
   }
@@ -179,6 +255,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   bool live = dash_ == DashboardMode::Live || (dash_ == DashboardMode::Auto && out_ == &std::cout && is_terminal(1));
   std::ostream& out = dash_ == DashboardMode::Off ? static_cast<std::ostream&>(null_sink) : *out_;
   Dashboard dash(out, live, title_);
+  for (const auto& n : notes) dash.message(n);
   if (rep.resumed) dash.message("resuming " + dir_ + " after epoch " + std::to_string(start_epoch));
   for (const auto& p : rep.steps) dash.plot_point(p.loss);
 
@@ -292,15 +369,23 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       log.flush();
     }
     if (!dir_.empty()) {
-      char stem[64];
-      std::snprintf(stem, sizeof stem, "checkpoints/epoch-%04lld", (long long)(epoch + 1));
-      std::string model_file = std::string(stem) + ".model.safetensors", opt_file = std::string(stem) + ".optim.safetensors";
-      save(*model_, (dir / model_file).string());
-      save(*opt_, (dir / opt_file).string());
+      // The checkpoint sequence (docs/semantics.md § What a checkpoint guarantees after a crash):
+      // the epoch's data files, its state file, last.safetensors, then checkpoint.json (the
+      // commit point), each written durably; then the files of older epochs are removed.
+      std::string stem = checkpoint::epoch_stem(epoch + 1);
+      checkpoint::Bytes model_bytes =
+          io::serialize(model_->state_dict(), {{"format", "pt"}, {"ember.module", model_->type_name()}});
+      auto model_entry = checkpoint::write_file(dir, stem + ".model.safetensors", model_bytes);
+      auto opt_entry = checkpoint::write_file(
+          dir, stem + ".optim.safetensors", io::serialize(opt_->state_dict(), {{"ember.optimizer", opt_->type_name()}}));
       json j;
+      j["format"] = "ember.checkpoint.v2";
       j["epoch"] = epoch + 1;
-      j["model"] = model_file;
-      j["optimizer"] = opt_file;
+      j["epochs"] = epochs_;
+      j["files"] = {{"model", checkpoint::to_json(model_entry)}, {"optimizer", checkpoint::to_json(opt_entry)}};
+      j["last"] = checkpoint::to_json({"last.safetensors", model_entry.size, model_entry.crc32});
+      j["model"] = model_entry.path;
+      j["optimizer"] = opt_entry.path;
       j["scheduler_steps"] = sched_steps;
       j["global_step"] = global_step;
       j["seed"] = seed_;
@@ -312,13 +397,14 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       j["early_stopping"] = {{"best", std::isnan(best) ? json(nullptr) : json(best)}, {"bad_epochs", bad_epochs}};
       j["stopped_early"] = rep.stopped_early;
       j["config"] = config_;
-      write_atomic(ckpt_json, j.dump(1));  // the commit point: names the files of this epoch
-      save(*model_, (dir / "last.safetensors").string());
-      if (epoch >= 2) {  // keep the files of the last two epochs
-        std::snprintf(stem, sizeof stem, "checkpoints/epoch-%04lld", (long long)(epoch - 1));
-        fs::remove(dir / (std::string(stem) + ".model.safetensors"));
-        fs::remove(dir / (std::string(stem) + ".optim.safetensors"));
-      }
+      j["settings"] = settings;
+      j["config_changes"] = config_changes;
+      checkpoint::Bytes state = as_bytes(j.dump(1));
+      checkpoint::write_file(dir, stem + ".json", state);
+      checkpoint::write_file(dir, "last.safetensors", model_bytes);
+      checkpoint::write_file(dir, "checkpoint.json", state);  // the commit point
+      for (int64_t e : checkpoint::epochs_on_disk(dir))  // keep the files of the last two epochs
+        if (e != epoch + 1 && e != epoch) checkpoint::remove_epoch(dir, e);
     }
     epoch_times.push_back(rec.values["epoch_s"]);
     double mean_epoch = 0;

@@ -34,10 +34,42 @@ check missing-value 2 "needs a value" -- "$ember" train fashion-mnist --epochs
 check bad-device 2 "unknown device" -- "$ember" train fashion-mnist --device tpu
 check eval-no-checkpoint 2 "--checkpoint PATH is required" -- "$ember" eval
 check absent-device 1 "is not available" -- "$ember" train fashion-mnist --device cuda:3
+check absent-cpu-index 1 "device cpu:1 is not available: the cpu backend has 1 device (cpu:0)" -- \
+  "$ember" train fashion-mnist --device cpu:1
+# Option values: empty, looking like an option, out of range, overflowing, given twice.
+check out-empty 2 "--out needs a value" -- "$ember" train fashion-mnist --out=
+check out-option 2 "--out needs a value (got the option --plain)" -- "$ember" train fashion-mnist --out --plain
+check device-empty 2 "--device needs a value" -- "$ember" train fashion-mnist --device=
+check lr-empty 2 "--lr needs a value" -- "$ember" train fashion-mnist --lr ""
+check model-option 2 "--model needs a value" -- "$ember" train fashion-mnist --model --resume
+check limit-zero 2 "--limit must be between 1 and" -- "$ember" train fashion-mnist --limit 0
+check limit-negative 2 "--limit must be between 1 and" -- "$ember" train fashion-mnist --limit -5
+check threads-zero 2 "--threads must be between 1 and 1024" -- "$ember" train fashion-mnist --threads 0
+check workers-huge 2 "--workers must be between 0 and 64" -- "$ember" train fashion-mnist --workers 1000
+check epochs-overflow 2 "--epochs must be between 1 and 10000" -- "$ember" train fashion-mnist --epochs 99999999999999999999
+check seed-negative 2 "--seed must be between 0 and" -- "$ember" train fashion-mnist --seed -1
+check batch-not-integer 2 "--batch-size expects an integer" -- "$ember" train fashion-mnist --batch-size 1e9
+check lr-huge 2 "--lr expects a positive number" -- "$ember" train fashion-mnist --lr 1e999
+check given-twice 2 "--epochs is given twice" -- "$ember" train fashion-mnist --epochs 2 --epochs 3
+check eval-batch-zero 2 "--batch-size must be between 1" -- "$ember" eval --checkpoint x --batch-size 0
+# eval --checkpoint must name a regular file (a folder or a FIFO would fail or hang in the loader).
+check eval-directory 1 "is not a regular file" -- "$ember" eval --checkpoint "$out"
+mkfifo "$out/fifo"
+check eval-fifo 1 "is not a regular file" -- timeout 20 "$ember" eval --checkpoint "$out/fifo"
 if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -n "${EMBER_FASHION_MNIST_DIR:-}" ]; then
   check train-smoke 0 "test accuracy" -- "$ember" train fashion-mnist --model mlp --limit 500 --epochs 1 --out "$out/run" --plain
   check eval 0 "accuracy" -- "$ember" eval --checkpoint "$out/run/last.safetensors"
   check eval-missing 1 "no checkpoint" -- "$ember" eval --checkpoint "$out/none.safetensors"
+  # Resume refuses other settings (listing old and new values), unless explicitly allowed.
+  check resume-changed 1 "batch_size: 64 -> 32" -- \
+    "$ember" train fashion-mnist --model mlp --limit 500 --epochs 1 --out "$out/run" --plain --resume --batch-size 32
+  check resume-changed-limit 1 "limit: 500 -> 400" -- \
+    "$ember" train fashion-mnist --model mlp --limit 400 --epochs 1 --out "$out/run" --plain --resume
+  check resume-allowed 0 "settings changed on resume: batch_size 64 -> 32" -- \
+    "$ember" train fashion-mnist --model mlp --limit 500 --epochs 1 --out "$out/run" --plain --resume --batch-size 32 \
+    --allow-config-change
+  grep -q '"type":"config_change"' "$out/run/metrics.jsonl" && echo "ok   config change logged" ||
+    { echo "FAIL config change not in metrics.jsonl"; fail=1; }
   [ -s "$out/run/report.html" ] && echo "ok   report.html" || { echo "FAIL report.html missing"; fail=1; }
 else
   echo "skip train/eval: dataset-fashion-mnist not installed"

@@ -10,43 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "train/fixtures.h"
+
 namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Points in [-1, 1]^2 labelled by quadrant (targets: class index in a one-element Row target).
-std::shared_ptr<data::InMemory<data::Row>> quadrants(int n, uint64_t seed) {
-  std::vector<data::Row> rows;
-  data::Rng rng(seed);
-  for (int i = 0; i < n; ++i) {
-    float a = float(rng.uniform() * 2 - 1), b = float(rng.uniform() * 2 - 1);
-    rows.push_back({{a, b}, {float((a > 0) * 2 + (b > 0))}});
-  }
-  return data::in_memory(rows);
-}
-
-// Rows -> (features [N, 2], class indices [N]).
-using ClassBatch = data::Batch<2, 1, Int>;
-ClassBatch to_classes(std::vector<data::Row>& rows, Device device) {
-  std::vector<float> x;
-  std::vector<int64_t> y;
-  for (auto& r : rows) {
-    x.insert(x.end(), r.features.begin(), r.features.end());
-    y.push_back(int64_t(r.targets[0]));
-  }
-  int64_t n = int64_t(rows.size());
-  return {Tensor<2>(from_vector(x, {n, 2}, device)), Tensor<1, Int>(from_vector(y, {n}, device))};
-}
-using Loader = data::DataLoader<data::Row, ClassBatch>;
-
-struct Net : nn::Module {
-  nn::Linear fc1{{.in = 2, .out = 32, .seed = 1}};
-  nn::Dropout drop{{.p = 0.1}};  // unseeded: the Learner reseeds the global generator per epoch
-  nn::Linear fc2{{.in = 32, .out = 4, .seed = 3}};
-  EMBER_MODULE(fc1, drop, fc2)
-  Tensor<2> forward(const Tensor<2>& x) { return fc2(drop(relu(fc1(x)))); }
-};
+using fixtures::Loader;
+using fixtures::Net;
+using fixtures::quadrants;
+using fixtures::to_classes;
 
 std::string tmp_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("ember_learner_" + name + "_" + std::to_string(::getpid()));

@@ -16,7 +16,9 @@
 // loader.set_epoch(e), so unseeded random ops (dropout without a seed, augmentations) depend
 // only on (seed, epoch). A checkpoint holds the model, the optimizer state, the scheduler's step
 // count, the seed and the epoch, so a resumed run ends with the same parameters as an
-// uninterrupted one. (A Dropout module built with its own seed keeps a call counter that is not
+// uninterrupted one. Checkpoints survive a crash at any moment: checkpoint.json is written last
+// and names its files with sizes and CRC-32s, which resume verifies (falling back to the newest
+// complete epoch; docs/semantics.md § What a checkpoint guarantees after a crash). (A Dropout module built with its own seed keeps a call counter that is not
 // part of the model's state: leave the seed unset in models you resume.)
 #pragma once
 
@@ -165,8 +167,14 @@ class Learner {
   // Sums the gradients of n batches (each loss scaled by 1/n) before each optimizer step.
   Learner& accumulate(int64_t n);
   Learner& early_stopping(EarlyStopping opts);
-  // Continue from the run folder's checkpoint if there is one.
+  // Continue from the run folder's newest complete checkpoint if there is one (see
+  // docs/training.md § Resume): the settings (seed, accumulate, clipping, steps per epoch,
+  // log_every and every config() entry but "epochs") must equal the checkpoint's, else fit throws
+  // listing the differences; more or fewer epochs are allowed and recorded.
   Learner& resume(bool on = true);
+  // Resume even when settings differ from the checkpoint's; each change (old and new value) is
+  // recorded in checkpoint.json ("config_changes") and metrics.jsonl ({"type":"config_change"}).
+  Learner& allow_config_change(bool on = true);
   // Default: cross-entropy for integer targets, mean squared error otherwise.
   Learner& loss(LossFn fn);
   Learner& forward(ForwardFn fn);
@@ -215,6 +223,7 @@ class Learner {
   int64_t accumulate_ = 1;
   std::optional<EarlyStopping> early_;
   bool resume_ = false;
+  bool allow_config_change_ = false;
   DashboardMode dash_ = DashboardMode::Auto;
   std::ostream* out_ = &std::cout;
   std::string title_ = "training";
