@@ -54,7 +54,7 @@ asan-test: asan
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASAN_FILTER)'
 # The file readers (malformed input, fuzz corpora) run here too.
-ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*
+ASAN_FILTER ?= DType*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP

@@ -19,8 +19,9 @@ void expect_refused(const std::function<Array()>& make, const std::string& want,
     ADD_FAILURE() << "accepted a shape of " << a.shape().str();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-    if (names_line)
+    if (names_line) {
       EXPECT_NE(std::string(e.what()).find("shape_test.cpp"), std::string::npos) << "names the line: " << e.what();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // the same infinities, the same signed zeros, finite values within rounding. oneDNN's relu turned
 // NaN into 0, and its JIT convolutions applied a repeated scale's first parameters to the second;
 // both gave silently wrong results before they were kept out of oneDNN's post-ops.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -155,8 +156,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EpilogueNonFiniteMatmul,
                                            MatmulCase{50, 30, 1},    // matrix-vector
                                            MatmulCase{128, 4, 96}),  // short K: each special shows
                          [](const ::testing::TestParamInfo<MatmulCase>& i) {
-                           return "M" + std::to_string(i.param.M) + "K" + std::to_string(i.param.K) + "N" +
-                                  std::to_string(i.param.N);
+                           // (fmt: g++ 12 flags a chain of std::string + as -Wrestrict)
+                           return fmt::format("M{}K{}N{}", i.param.M, i.param.K, i.param.N);
                          });
 
 struct ConvCase {
