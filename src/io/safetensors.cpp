@@ -3,6 +3,7 @@
 #include "ember/io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -262,6 +263,23 @@ std::vector<uint8_t> serialize(const TensorMap& tensors, const Metadata& metadat
 
 namespace detail {
 
+// The mode every file the program creates gets: 0666 less the umask. mkstemp creates 0600, which
+// hid saved models from the user's group even where the umask allows it. The umask is read from
+// /proc/self/status: umask() itself sets it, racing other threads; 022 where that is unreadable.
+mode_t created_file_mode() {
+  mode_t mask = 022;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "Umask:", 6) == 0) {
+        mask = mode_t(std::strtoul(line + 6, nullptr, 8));
+        break;
+      }
+    std::fclose(f);
+  }
+  return mode_t(0666) & ~mask;
+}
+
 void write_atomically(const std::string& path, const uint8_t* data, size_t size, int64_t crash_after) {
   std::string tmpl = path + ".tmp-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
@@ -275,6 +293,7 @@ void write_atomically(const std::string& path, const uint8_t* data, size_t size,
     std::remove(tmp.c_str());
     throw Error(fmt::format("save: {} {} failed: {}", what, tmp, std::strerror(err)));
   };
+  if (::fchmod(fd, created_file_mode()) != 0) fail("setting the permissions of");
   size_t written = 0;
   while (written < size) {
     size_t chunk = std::min<size_t>(size - written, 1 << 20);

@@ -2,6 +2,7 @@
 // remapped onto an Ember model) giving PyTorch's outputs, atomic saves (a crash mid-save leaves
 // the previous file intact), clear errors for malformed files, and the fuzz corpus replayed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,21 @@ TEST(SafetensorsTest, ModelRoundTripIsBitExact) {
   a.eval();
   b.eval();
   EXPECT_EQ(a.forward(x).to_vector<float>(), b.forward(x).to_vector<float>());
+}
+
+// A saved file gets 0666 less the umask, as any file the program creates (mkstemp's 0600 hid
+// saved models from the user's group even where the umask allowed it).
+TEST(SafetensorsTest, SavedFilesHonorTheUmask) {
+  const std::string path = temp_path("umask.safetensors");
+  for (mode_t mask : {mode_t(022), mode_t(077), mode_t(002)}) {
+    const mode_t old = ::umask(mask);
+    io::save_file(path, {{"w", full({4}, 1.0)}});
+    ::umask(old);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask) << "umask " << std::oct << mask;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(SafetensorsTest, CrashDuringSaveLeavesPreviousFileIntact) {
