@@ -44,8 +44,16 @@ Node::~Node() {
 }
 
 std::string Node::where() const {
+  if (context) return fmt::format("{}: {} (at {})", context, op_name(op), format_location(loc));
   return fmt::format("{} (at {})", op_name(op), format_location(loc));
 }
+
+namespace {
+thread_local const char* t_node_context = nullptr;
+}
+
+NodeContext::NodeContext(const char* name) : previous_(t_node_context) { t_node_context = name; }
+NodeContext::~NodeContext() { t_node_context = previous_; }
 
 namespace {
 
@@ -135,6 +143,7 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
   }
   auto node = std::make_shared<Node>(op, std::move(attrs), std::move(nodes), std::move(shape), dtype,
                                      device, loc);
+  node->context = t_node_context;
   std::shared_ptr<autograd::GradNode> grad;
   if (any_grad && grad_enabled()) grad = autograd::record(op, node->attrs, inputs, node, loc);
   const RuntimePolicy& policy = runtime_policy();

@@ -33,6 +33,7 @@ struct Node {
   DType dtype;
   Device device;
   Loc loc;
+  const char* context = nullptr;  // the library function that made it (NodeContext), for errors
   uint32_t depth = 0;  // longest chain of pending nodes ending here
 
   enum class State : uint8_t { Pending, Queued, Ready, Failed };
@@ -52,8 +53,22 @@ struct Node {
   State current() const { return state.load(std::memory_order_acquire); }
   bool is_ready() const { return current() == State::Ready; }
   bool is_pending() const { return current() == State::Pending; }
-  // "add (at model.cpp:42)"
+  // "add (at model.cpp:42)", or "cross_entropy: gather (at model.cpp:42)" with a context
   std::string where() const;
+};
+
+// Names the library function on the nodes this thread makes while it lives (a static string),
+// so that an error computing one of them says which function the user called: a class index
+// out of range is "cross_entropy: gather (at train.cpp:40): ...", not a bare gather.
+class NodeContext {
+ public:
+  explicit NodeContext(const char* name);
+  ~NodeContext();
+  NodeContext(const NodeContext&) = delete;
+  NodeContext& operator=(const NodeContext&) = delete;
+
+ private:
+  const char* previous_;
 };
 
 // Creates a node for an op whose inputs were checked by the caller, and records its backward

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "graph/node.h"
+
 namespace ember::nn {
 
 namespace {
@@ -66,8 +68,12 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
   // A class index outside [0, C) must not count as a zero (the one-hot mask has no column for
   // it): a gather of each index from C zeros raises "index out of range (7 for a dimension of
   // size 3)" when the loss is computed, at the caller's line; it adds 0 to every weight.
-  Array in_range = gather(zeros({c}, {.dtype = logp.dtype(), .device = logp.device()}), 0,
-                          reshape(where(valid, target, 0), {-1}), loc);
+  Array in_range;
+  {
+    NodeContext context(op);  // the error says "cross_entropy: gather (at ...)"
+    in_range = gather(zeros({c}, {.dtype = logp.dtype(), .device = logp.device()}), 0,
+                      reshape(where(valid, target, 0), {-1}), loc);
+  }
   w_i = add(w_i, reshape(in_range, target.shape()));
   Array loss = mul(picked, w_i);
   Array smooth;

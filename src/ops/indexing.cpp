@@ -101,6 +101,7 @@ namespace ember {
 static Array scatter_sum(const Array& given_src, int dim, const Array& index, int64_t size, Loc loc) {
   Array src = given_src;
   if (index.numel() > 0) {
+    NodeContext context("scatter index check");
     Array zero = gather(zeros({size}, {.dtype = src.dtype(), .device = src.device()}, loc), 0,
                         reshape(index, {-1}, loc), loc);
     src = sub(src, reshape(zero, index.shape(), loc), loc);
