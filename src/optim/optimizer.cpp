@@ -196,6 +196,13 @@ void Optimizer::step(const Gradients& grads) {
   try {
     realize_and_wait(nodes);
   } catch (const Error& e) {
+    // The first failed root throws; the others of the plan may still be finishing (or failing).
+    for (const NodePtr& n : nodes) {
+      try {
+        realize_and_wait({n});
+      } catch (const Error&) {
+      }
+    }
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       Group& g = groups_[gi];
       g.flat = previous[gi];
