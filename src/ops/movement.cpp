@@ -23,8 +23,10 @@ Array reshape(const Array& x, const Shape& shape, Loc loc) {
       infer = int(i);
     } else if (dims[i] < 0) {
       fail("reshape", fmt::format("negative size in {}", shape.str()), loc);
-    } else {
-      known *= dims[i];
+    } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+      fail("reshape", fmt::format("shape {} has too many elements (the product of its dims overflows 64 bits)",
+                                  shape.str()),
+           loc);
     }
   }
   int64_t numel = n->shape.numel();
