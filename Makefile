@@ -71,7 +71,7 @@ TSAN_RUN := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo "setarc
 tsan-test: tsan
 	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
-TSAN_FILTER ?= ThreadStressTest*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
+TSAN_FILTER ?= ThreadStressTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).
