@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,21 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& got, cons
 inline ::testing::AssertionResult all_close(const Array& got, const std::vector<double>& want, double rtol = 1e-5,
                                             double atol = 1e-6) {
   return all_close(got.to_vector<double>(), want, rtol, atol);
+}
+
+// Runs f and returns the ember::Error message it throws; "<no error>" if it does not throw, and a
+// marked message for any other exception type (which checks on the message then reject).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ember::Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<not an ember::Error> ") + e.what();
+  } catch (...) {
+    return "<not an ember::Error>";
+  }
+  return "<no error>";
 }
 
 }  // namespace ember::testing

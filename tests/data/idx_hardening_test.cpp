@@ -9,16 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/idx_test_util.h"
+#include "test_util.h"
+
 namespace ember::data {
 namespace {
 
-std::vector<uint8_t> idx_bytes(uint8_t type, std::vector<uint32_t> dims, std::vector<uint8_t> payload) {
-  std::vector<uint8_t> b = {0, 0, type, uint8_t(dims.size())};
-  for (uint32_t d : dims)
-    for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
-  b.insert(b.end(), payload.begin(), payload.end());
-  return b;
-}
+using ember::data::testing::idx_bytes;
 
 // One complete gzip member holding `bytes` (zlib's deflate with the gzip wrapper).
 std::vector<uint8_t> gzip(const std::vector<uint8_t>& bytes) {
@@ -46,16 +43,7 @@ std::string write_file(const std::string& name, const std::vector<uint8_t>& byte
   return path;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("non-ember exception: ") + e.what();
-  }
-  return "accepted";
-}
+using ember::testing::error_of;
 
 TEST(IdxHardeningTest, DimensionProductsThatWrapAreRefused) {
   // 2^20 * 2^20 * 2^24 = 2^64 wraps to 0, which matched the empty payload.

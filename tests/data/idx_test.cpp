@@ -8,16 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/idx_test_util.h"
+
 namespace ember::data {
 namespace {
 
-std::vector<uint8_t> idx_bytes(uint8_t type, std::vector<uint32_t> dims, std::vector<uint8_t> payload) {
-  std::vector<uint8_t> b = {0, 0, type, uint8_t(dims.size())};
-  for (uint32_t d : dims)
-    for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
-  b.insert(b.end(), payload.begin(), payload.end());
-  return b;
-}
+using ember::data::testing::idx_bytes;
 
 std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes, bool gzip) {
   std::string path = (std::filesystem::temp_directory_path() / name).string();

@@ -12,23 +12,14 @@
 #include <future>
 
 #include "ember/io/safetensors.h"
+#include "test_util.h"
 
 namespace ember {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Runs fn and returns "ok", the ember::Error message, or the name of another exception type.
-std::string outcome_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("non-ember exception: ") + e.what();
-  }
-  return "ok";
-}
+using ember::testing::error_of;
 
 // One loader per reader, each given `path` as its file.
 std::vector<std::pair<std::string, std::function<void(const std::string&)>>> readers() {
@@ -48,7 +39,7 @@ std::string fresh_dir(const std::string& name) {
 TEST(FileTypesTest, DirectoryGivenAsFileIsRefusedNamingThePath) {
   std::string dir = fresh_dir("ember_dir_as_file");
   for (auto& [name, read] : readers()) {
-    std::string msg = outcome_of([&] { read(dir); });
+    std::string msg = error_of([&] { read(dir); });
     EXPECT_NE(msg.find(dir), std::string::npos) << name << ": " << msg;
     EXPECT_NE(msg.find("is a directory, not a regular file"), std::string::npos) << name << ": " << msg;
   }
@@ -58,7 +49,7 @@ TEST(FileTypesTest, FifoIsRefusedWithoutBlocking) {
   std::string path = fresh_dir("ember_fifo") + "/pipe";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   for (auto& [name, read] : readers()) {
-    auto result = std::async(std::launch::async, [&, read = read] { return outcome_of([&] { read(path); }); });
+    auto result = std::async(std::launch::async, [&, read = read] { return error_of([&] { read(path); }); });
     if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       ADD_FAILURE() << name << ": still blocked on the FIFO after 10 s";
       // Release the reader: a writer that opens and closes gives it end of file.
@@ -73,14 +64,14 @@ TEST(FileTypesTest, FifoIsRefusedWithoutBlocking) {
 
 TEST(FileTypesTest, CharacterDeviceIsRefused) {
   for (auto& [name, read] : readers()) {
-    std::string msg = outcome_of([&] { read("/dev/null"); });
+    std::string msg = error_of([&] { read("/dev/null"); });
     EXPECT_NE(msg.find("/dev/null: it is a character device, not a regular file"), std::string::npos) << name << ": " << msg;
   }
 }
 
 TEST(FileTypesTest, MissingFileNamesThePathAndTheReason) {
   for (auto& [name, read] : readers()) {
-    std::string msg = outcome_of([&] { read("/nonexistent/ember-file"); });
+    std::string msg = error_of([&] { read("/nonexistent/ember-file"); });
     EXPECT_NE(msg.find("cannot open /nonexistent/ember-file: No such file or directory"), std::string::npos)
         << name << ": " << msg;
   }

@@ -148,20 +148,7 @@ inline double rtol_for(DType t) {
   }
 }
 
-// Runs f and returns the ember::Error message it throws; "<no error>" if it does not throw, and a
-// marked message for any other exception type (which the checks below then reject).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ember::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not an ember::Error> ") + e.what();
-  } catch (...) {
-    return "<not an ember::Error>";
-  }
-  return "<no error>";
-}
+// error_of(f): test_util.h.
 
 // The message contains every one of `parts`.
 inline ::testing::AssertionResult has_all(const std::string& msg, std::initializer_list<std::string> parts) {
