@@ -19,12 +19,14 @@
 extern "C" {
 #endif
 
-#define EMBER_BACKEND_ABI_VERSION 1u
+#define EMBER_BACKEND_ABI_VERSION 2u
 #define EMBER_MAX_ITER_RANK 16 /* outer dims + reduced dims */
 
 /* ---- status -------------------------------------------------------------------------------- */
 typedef struct ember_status {
   int32_t code; /* 0 = ok */
+  uint32_t reserved;
+  uint64_t tag; /* a deferred error: the tag of the call that failed (see queues below) */
   char message[480];
 } ember_status;
 
@@ -248,42 +250,116 @@ typedef struct ember_attention_attrs {
   int32_t causal; /* 1: key j is visible to query i only when j <= i */
 } ember_attention_attrs;
 
-typedef struct ember_backend_v1 {
+/* ---- devices, queues, events (ABI v2) ------------------------------------------------------
+ * Execution model. Every call that touches device memory or runs work names an in-order queue
+ * (a CUDA stream, a Vulkan queue with a timeline semaphore, the CPU's calling thread). Work on
+ * one queue runs in the order it was enqueued; a call may return before its work is done (the
+ * device advertises `async`). Events order work across queues and let the host wait:
+ * event_record marks the point reached by a queue's enqueued work, queue_wait_event makes a
+ * queue's later work wait for that point, event_synchronize blocks the host until it is reached.
+ *
+ * Memory. buffer_write, buffer_copy and buffer_free are ordered on the queue they name:
+ * buffer_write may return before the copy happens but has taken the source bytes by then (the
+ * caller may reuse them); buffer_free releases the memory only after the work enqueued before
+ * it on that queue is done (like cudaFreeAsync), so the core may drop its last reference to a
+ * buffer that an enqueued kernel still reads. buffer_read blocks until the queue's work enqueued
+ * before it is done, then copies. A freed buffer handle that the core keeps for reuse is only
+ * reused on the same queue, so in-order execution keeps that safe without events.
+ *
+ * Errors. A call that can tell at once that it cannot run (bad arguments, an unsupported op,
+ * out of memory) returns the error. An error found while the work runs (integer division by
+ * zero, a gather index out of range) is *deferred*: the queue remembers the first one (code,
+ * message and the `tag` the core passed with the failing call) and returns it from the next
+ * queue_synchronize or event_synchronize on that queue, then forgets it. Later work on the
+ * queue still runs; the core decides which results the failure invalidates.                */
+typedef struct ember_queue_s* ember_queue;
+typedef struct ember_event_s* ember_event;
+
+/* A bit per dtype (1u << EMBER_F32, ...). */
+#define EMBER_DTYPE_BIT(dt) (1u << (uint32_t)(dt))
+
+typedef struct ember_device_properties {
+  uint32_t struct_size;    /* set by the caller: sizeof its struct; the plugin fills what fits */
+  char name[128];          /* "x86-64 AVX2 (Highway target AVX2), 2 threads" */
+  char kind[16];           /* "cpu", "gpu", "test" */
+  uint64_t memory_total;   /* bytes; 0 = unknown */
+  uint64_t memory_free;    /* bytes; 0 = unknown */
+  uint32_t dtypes;         /* EMBER_DTYPE_BIT of each dtype kernels can compute in */
+  uint32_t index_bits;     /* 64, or 32: launches and buffers must stay below 2^31 elements */
+  uint64_t max_buffer_bytes;   /* largest buffer_alloc */
+  uint64_t max_binding_bytes;  /* largest range one kernel argument may address */
+  uint32_t max_workgroup_size; /* 1 for host backends */
+  uint32_t subgroup_size;      /* 1 for host backends */
+  uint32_t host_visible;   /* 1 if device memory is host memory */
+  uint32_t async;          /* 1 if calls may return before their work is done */
+} ember_device_properties;
+
+typedef struct ember_backend_v2 {
   uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */
-  uint32_t struct_size; /* sizeof(ember_backend_v1) in the plugin */
-  const char* name;     /* "cpu", "reference", ... */
+  uint32_t struct_size; /* sizeof(ember_backend_v2) in the plugin: a newer core reads only the
+                           fields that fit, an older plugin's missing fields count as absent */
+  const char* name;     /* "cpu", "reference", ...: the device kind users write */
 
   int32_t (*device_count)(void);
-  /* Human-readable description of a device ("x86-64 AVX-512, 2 threads"). */
-  const char* (*device_name)(int32_t device);
+  int32_t (*device_properties)(int32_t device, ember_device_properties* out, ember_status* st);
+  /* 1 if `device` runs this KIR instruction (kind EMBER_SUPPORT_KIR, op an ember_kir_op) or
+   * library call (EMBER_SUPPORT_LIBRARY, op an EMBER_LIB_* code) with values of `dtype` (the
+   * instruction's result dtype; a library call's first input's dtype); else 0. The core asks
+   * before compiling a program or calling the library and names what is missing. */
+  int32_t (*supports_op)(int32_t device, int32_t kind, int32_t op, int32_t dtype);
 
+  /* Queues: in-order streams of work on one device. A device has at least one. */
+  int32_t (*queue_create)(int32_t device, ember_queue* out, ember_status* st);
+  void (*queue_destroy)(ember_queue queue); /* after its enqueued work is done */
+  /* Blocks until the work enqueued so far is done; returns the queue's deferred error, if any. */
+  int32_t (*queue_synchronize)(ember_queue queue, ember_status* st);
+
+  /* Buffers (ordering rules above). Offsets and sizes in bytes. */
   int32_t (*buffer_alloc)(int32_t device, size_t bytes, ember_buffer* out, ember_status* st);
-  void (*buffer_free)(ember_buffer buffer);
-  int32_t (*buffer_write)(ember_buffer dst, size_t offset_bytes, const void* src, size_t bytes,
-                          ember_status* st);
-  int32_t (*buffer_read)(ember_buffer src, size_t offset_bytes, void* dst, size_t bytes,
-                         ember_status* st);
+  void (*buffer_free)(ember_queue queue, ember_buffer buffer);
+  int32_t (*buffer_write)(ember_queue queue, ember_buffer dst, size_t dst_offset, const void* src,
+                          size_t bytes, ember_status* st);
+  int32_t (*buffer_read)(ember_queue queue, ember_buffer src, size_t src_offset, void* dst,
+                         size_t bytes, ember_status* st);
 
-  int32_t (*program_create)(const ember_kir_program* program, ember_program* out, ember_status* st);
+  /* Programs are compiled for one device; program_destroy waits for launches still using it. */
+  int32_t (*program_create)(int32_t device, const ember_kir_program* program, ember_program* out,
+                            ember_status* st);
   void (*program_destroy)(ember_program program);
-  int32_t (*program_run)(ember_program program, const ember_kir_launch* launch, ember_status* st);
+  /* `tag` identifies the launch in a deferred error. */
+  int32_t (*program_run)(ember_queue queue, ember_program program, const ember_kir_launch* launch,
+                         uint64_t tag, ember_status* st);
+  /* Contractions and other library-backed ops; EMBER_ERR_UNSUPPORTED if op is unknown. The
+   * descriptors and attrs are read before the call returns. */
+  int32_t (*library_call)(ember_queue queue, int32_t op, const ember_tensor_desc* inputs,
+                          int32_t n_inputs, const ember_tensor_desc* outputs, int32_t n_outputs,
+                          const void* attrs, uint64_t tag, ember_status* st);
 
-  /* Contractions and other library-backed ops; EMBER_ERR_UNSUPPORTED if op is unknown. */
-  int32_t (*library_call)(int32_t op, const ember_tensor_desc* inputs, int32_t n_inputs,
-                          const ember_tensor_desc* outputs, int32_t n_outputs, const void* attrs,
-                          ember_status* st);
-  /* Waits until all work submitted to the device is done. */
-  int32_t (*synchronize)(int32_t device, ember_status* st);
-  /* 1 if the backend runs this KIR instruction (kind EMBER_SUPPORT_KIR, op an ember_kir_op) or
-   * library call (kind EMBER_SUPPORT_LIBRARY, op an EMBER_LIB_* code), else 0. The core asks
-   * before compiling a program or calling the library, and reports what is missing. */
-  int32_t (*supports_op)(int32_t kind, int32_t op);
-} ember_backend_v1;
+  /* ---- optional: a plugin whose struct_size ends before a field does not have it ----------
+   * Without events the core synchronizes whole queues; without buffer_copy it stages copies
+   * through host memory. */
+  /* Events: points in a queue's work. */
+  int32_t (*event_create)(int32_t device, ember_event* out, ember_status* st);
+  /* May be called right after event_record or queue_wait_event: a wait already enqueued keeps
+   * what it needs. */
+  void (*event_destroy)(ember_event event);
+  int32_t (*event_record)(ember_event event, ember_queue queue, ember_status* st);
+  int32_t (*queue_wait_event)(ember_queue queue, ember_event event, ember_status* st);
+  /* Blocks until the recorded point is reached; returns that queue's deferred error, if any. */
+  int32_t (*event_synchronize)(ember_event event, ember_status* st);
+  int32_t (*event_query)(ember_event event); /* 1 reached (or never recorded), 0 not yet */
+
+  /* Between two buffers of this plugin, possibly on two of its devices (queue: the source's). */
+  int32_t (*buffer_copy)(ember_queue queue, ember_buffer dst, size_t dst_offset, ember_buffer src,
+                         size_t src_offset, size_t bytes, ember_status* st);
+} ember_backend_v2;
 
 enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };
 
-/* Every plugin exports this symbol. It returns NULL if it cannot serve `requested_abi`. */
-typedef const ember_backend_v1* (*ember_backend_entry_fn)(uint32_t requested_abi);
+/* Every plugin exports this symbol. It returns NULL if it cannot serve `requested_abi`. A
+ * plugin built for another version returns its own table (or NULL); the core checks
+ * abi_version before reading anything else. */
+typedef const ember_backend_v2* (*ember_backend_entry_fn)(uint32_t requested_abi);
 #define EMBER_BACKEND_ENTRY_SYMBOL "ember_backend_entry"
 
 #ifdef __cplusplus

@@ -5,12 +5,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <vector>
 
+#include "ember/dtype.h"
 #include "ember/error.h"
 #include "graph/stats.h"
 #include "kir/builder.h"
@@ -58,6 +61,10 @@ static std::vector<fs::path> plugin_dirs() {
   return dirs;
 }
 
+// The smallest table a v2 plugin may have: everything up to library_call; the fields after it
+// (events, buffer_copy) are optional.
+constexpr size_t kMinTableSize = offsetof(ember_backend_v2, library_call) + sizeof(void*);
+
 std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::string& name) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) throw Error(fmt::format("backend '{}': cannot load {}: {}", name, path, dlerror()));
@@ -67,20 +74,31 @@ std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::
     throw Error(fmt::format("backend '{}': {} does not export {}", name, path,
                             EMBER_BACKEND_ENTRY_SYMBOL));
   }
-  const ember_backend_v1* table = entry(EMBER_BACKEND_ABI_VERSION);
-  if (!table || table->abi_version != EMBER_BACKEND_ABI_VERSION ||
-      table->struct_size < sizeof(ember_backend_v1)) {
-    uint32_t got = table ? table->abi_version : 0;
+  const ember_backend_v2* table = entry(EMBER_BACKEND_ABI_VERSION);
+  // abi_version is the first field of every version's table: a plugin that does not serve this
+  // version is asked for the older ones so that the message can name the version it was built for.
+  uint32_t got = table ? table->abi_version : 0;
+  for (uint32_t older = 1; !table && older < EMBER_BACKEND_ABI_VERSION && got == 0; ++older)
+    if (const auto* t = reinterpret_cast<const uint32_t*>(entry(older)); t && *t == older) got = older;
+  if (!table || table->abi_version != EMBER_BACKEND_ABI_VERSION) {
     dlclose(lib);
     throw Error(fmt::format(
         "backend '{}': plugin {} has ABI version {} but this Ember needs version {}; rebuild the "
         "plugin against this Ember",
-        name, path, got, EMBER_BACKEND_ABI_VERSION));
+        name, path, got == 0 ? std::string("unknown") : std::to_string(got), EMBER_BACKEND_ABI_VERSION));
+  }
+  if (table->struct_size < kMinTableSize) {
+    uint32_t size = table->struct_size;
+    dlclose(lib);
+    throw Error(fmt::format("backend '{}': plugin {} has a {}-byte table, smaller than the {} bytes ABI "
+                            "version {} requires",
+                            name, path, size, kMinTableSize, EMBER_BACKEND_ABI_VERSION));
   }
   std::unique_ptr<Backend> b(new Backend());
   b->name_ = name;
   b->library_ = lib;
-  b->table_ = table;
+  // Fields beyond the plugin's table stay null: the optional features it does not have.
+  std::memcpy(&b->table_, table, std::min<size_t>(table->struct_size, sizeof(ember_backend_v2)));
   if (const char* env = std::getenv("EMBER_PROGRAM_CACHE"); env && std::atoi(env) > 0)
     b->program_capacity_ = size_t(std::atoi(env));
   return b;
@@ -149,12 +167,53 @@ Backend& Backend::get(DeviceKind kind) {
 
 Backend::~Backend() {
   programs_.clear();  // destroys the programs no launch still holds
-  // The library stays loaded: buffers freed during static destruction may still call into it.
+  // The library and the queues stay: buffers freed during static destruction may still call in.
 }
 
 void Backend::check(int32_t code, const ember_status& st, const char* what) {
   if (code == EMBER_OK) return;
   throw Error(fmt::format("{} backend, {}: {}", name_, what, st.message));
+}
+
+std::string Backend::device_label(int device) const {
+  return device == 0 ? name_ : fmt::format("{}:{}", name_, device);
+}
+
+ember_queue Backend::queue(int device) {
+  std::lock_guard lock(device_mutex_);
+  ember_queue& q = queues_[device];
+  if (!q) {
+    ember_status st{};
+    ember_queue created = nullptr;
+    int32_t code = table_.queue_create(device, &created, &st);
+    if (code != EMBER_OK) {
+      queues_.erase(device);
+      check(code, st, "creating a queue");
+    }
+    q = created;
+  }
+  return q;
+}
+
+const ember_device_properties& Backend::properties(int device) {
+  std::lock_guard lock(device_mutex_);
+  auto& p = properties_[device];
+  if (!p) {
+    auto props = std::make_unique<ember_device_properties>();
+    props->struct_size = sizeof(ember_device_properties);
+    ember_status st{};
+    int32_t code = table_.device_properties(device, props.get(), &st);
+    if (code != EMBER_OK) {
+      properties_.erase(device);
+      check(code, st, "reading device properties");
+    }
+    p = std::move(props);
+  }
+  return *p;
+}
+
+bool Backend::supports(int device, int32_t kind, int32_t op, int32_t dtype) {
+  return table_.supports_op(device, kind, op, dtype) != 0;
 }
 
 BufferCache& Backend::cache(int device) {
@@ -168,11 +227,11 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
   ember_buffer handle = buffer_cache_limit() > 0 ? cache(device.index).take(bytes) : nullptr;
   if (!handle) {
     ember_status st{};
-    int32_t code = table_->buffer_alloc(device.index, bytes, &handle, &st);
+    int32_t code = table_.buffer_alloc(device.index, bytes, &handle, &st);
     if (code == EMBER_ERR_OUT_OF_MEMORY) {  // cached memory may be what is missing
       empty_cache(device.index);
       st = ember_status{};
-      code = table_->buffer_alloc(device.index, bytes, &handle, &st);
+      code = table_.buffer_alloc(device.index, bytes, &handle, &st);
     }
     check(code, st, "allocating memory");
   }
@@ -191,53 +250,128 @@ Buffer::~Buffer() {
   backend->release(device.index, handle, bytes);
 }
 
+// A cached handle is reused only on the same device's queue, whose order keeps the reuse after
+// every earlier use; handles given back to the plugin are freed in that order too.
 void Backend::release(int device, ember_buffer handle, size_t bytes) {
   if (buffer_cache_limit() == 0 || !cache(device).give(handle, bytes))
-    table_->buffer_free(handle);
+    table_.buffer_free(queue(device), handle);
 }
 
 void Backend::empty_cache(int device) {
-  for (ember_buffer b : cache(device).drain()) table_->buffer_free(b);
+  ember_queue q = queue(device);
+  for (ember_buffer b : cache(device).drain()) table_.buffer_free(q, b);
 }
 
 void Backend::write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes) {
   ember_status st{};
-  check(table_->buffer_write(dst.handle, offset_bytes, src, bytes, &st), st, "writing memory");
+  check(table_.buffer_write(queue(dst.device.index), dst.handle, offset_bytes, src, bytes, &st), st,
+        "writing memory");
 }
 
 void Backend::read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes) {
   ember_status st{};
-  check(table_->buffer_read(src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
+  ember_queue q = queue(src.device.index);
+  if (unordered_reads_for_testing_) {
+    std::lock_guard lock(device_mutex_);
+    ember_queue& other = test_read_queues_[src.device.index];
+    if (!other) check(table_.queue_create(src.device.index, &other, &st), st, "creating a queue");
+    q = other;
+  }
+  check(table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
 }
 
-std::shared_ptr<const CompiledProgram> Backend::program(const ember_kir_program& program,
-                                                        uint64_t structure_hash) {
-  std::lock_guard lock(mutex_);
-  auto it = programs_.find(structure_hash);
-  if (it != programs_.end()) {
-    recency_.splice(recency_.begin(), recency_, it->second.recency);
-    return it->second.program;
+void Backend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  if (bytes == 0) return;
+  if (!table_.buffer_copy) {
+    std::vector<unsigned char> staged(bytes);
+    read(src, src_offset, staged.data(), bytes);
+    write(dst, dst_offset, staged.data(), bytes);
+    return;
   }
-  if (table_->supports_op)
-    for (int32_t i = 0; i < program.n_insts; ++i)
-      if (!table_->supports_op(EMBER_SUPPORT_KIR, program.insts[i].op))
-        throw Error(fmt::format("{} backend does not support the KIR instruction '{}' (in {})", name_,
-                                kir::op_name(ember_kir_op(program.insts[i].op)), program.name ? program.name : "a kernel"));
+  ember_queue src_q = queue(src.device.index), dst_q = queue(dst.device.index);
+  ember_status st{};
+  // The copy runs on the source's queue: after the destination's earlier work (an event, or
+  // the whole queue without events), and the destination's later work after the copy.
+  auto order = [&](ember_queue before, int before_device, ember_queue after) {
+    if (before == after) return;
+    if (!table_.event_create) {
+      synchronize(before_device);
+      return;
+    }
+    ember_event ev = nullptr;
+    check(table_.event_create(before_device, &ev, &st), st, "creating an event");
+    int32_t code = table_.event_record(ev, before, &st);
+    if (code == EMBER_OK) code = table_.queue_wait_event(after, ev, &st);
+    table_.event_destroy(ev);  // a recorded event may be destroyed once waited on (abi.h)
+    check(code, st, "ordering a copy between devices");
+  };
+  order(dst_q, dst.device.index, src_q);
+  check(table_.buffer_copy(src_q, dst.handle, dst_offset, src.handle, src_offset, bytes, &st), st,
+        "copying between devices");
+  order(src_q, src.device.index, dst_q);
+}
+
+std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_kir_program& program,
+                                                        uint64_t structure_hash) {
+  auto same = [&](const CachedProgram& c) {
+    if (c.device != device || c.insts.size() != size_t(program.n_insts) ||
+        c.arg_dtypes.size() != size_t(program.n_args))
+      return false;
+    for (int32_t i = 0; i < program.n_insts; ++i) {
+      const ember_kir_inst &x = c.insts[size_t(i)], &y = program.insts[i];
+      if (x.op != y.op || x.dtype != y.dtype || x.phase != y.phase || x.a != y.a || x.b != y.b || x.c != y.c ||
+          x.arg != y.arg || x.aux != y.aux || x.iimm != y.iimm ||
+          std::memcmp(&x.fimm, &y.fimm, sizeof x.fimm) != 0)  // bit for bit: NaN payloads, -0
+        return false;
+    }
+    return std::equal(c.arg_dtypes.begin(), c.arg_dtypes.end(), program.arg_dtypes);
+  };
+  std::lock_guard lock(mutex_);
+  for (auto [it, end] = program_index_.equal_range(structure_hash); it != end; ++it)
+    if (same(*it->second)) {
+      programs_.splice(programs_.begin(), programs_, it->second);
+      return it->second->program;
+    }
+  for (int32_t i = 0; i < program.n_insts; ++i) {
+    const ember_kir_inst& in = program.insts[i];
+    if (!supports(device, EMBER_SUPPORT_KIR, in.op, in.dtype))
+      throw Error(fmt::format("device {} does not support the KIR instruction '{}' on {} (in {})",
+                              device_label(device), kir::op_name(ember_kir_op(in.op)), dtype_name(DType(in.dtype)),
+                              program.name ? program.name : "a kernel"));
+  }
   ember_status st{};
   ember_program prog = nullptr;
-  check(table_->program_create(&program, &prog, &st), st, "compiling a kernel");
+  check(table_.program_create(device, &program, &prog, &st), st, "compiling a kernel");
   ember::stats().programs_created.fetch_add(1, std::memory_order_relaxed);
-  auto compiled = std::make_shared<const CompiledProgram>(table_, prog);
-  recency_.push_front(structure_hash);
-  programs_.emplace(structure_hash, CachedProgram{compiled, recency_.begin()});
+  CachedProgram entry;
+  entry.device = device;
+  entry.hash = structure_hash;
+  entry.insts.assign(program.insts, program.insts + program.n_insts);
+  entry.arg_dtypes.assign(program.arg_dtypes, program.arg_dtypes + program.n_args);
+  bool checked = false;
+  for (int32_t i = 0; i < program.n_insts; ++i) {
+    const ember_kir_inst& in = program.insts[i];
+    const bool integer = in.dtype != EMBER_F32 && in.dtype != EMBER_F64 && in.dtype != EMBER_F16 && in.dtype != EMBER_BF16;
+    checked |= in.op == EMBER_KIR_LOAD_GATHER ||
+               (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
+                            in.op == EMBER_KIR_POW));
+  }
+  entry.program = std::make_shared<const CompiledProgram>(&table_, prog, device, checked);
+  programs_.push_front(std::move(entry));
+  program_index_.emplace(structure_hash, programs_.begin());
   evict_programs();
-  return compiled;
+  return programs_.front().program;
 }
 
 void Backend::evict_programs() {
   while (programs_.size() > program_capacity_) {
-    programs_.erase(recency_.back());  // a launch holding it keeps it alive until it is done
-    recency_.pop_back();
+    auto last = std::prev(programs_.end());
+    for (auto [it, end] = program_index_.equal_range(last->hash); it != end; ++it)
+      if (it->second == last) {
+        program_index_.erase(it);
+        break;
+      }
+    programs_.pop_back();  // a launch holding the program keeps it alive until it is done
   }
 }
 
@@ -257,27 +391,38 @@ size_t Backend::program_count() {
   return programs_.size();
 }
 
-void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch) {
+void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch, uint64_t tag) {
   ember::stats().kernels.fetch_add(1, std::memory_order_relaxed);
   ember_status st{};
-  int32_t code = table_->program_run(program.handle, &launch, &st);
+  ember_queue q = queue(program.device);
+  int32_t code = table_.program_run(q, program.handle, &launch, tag, &st);
+  // On an asynchronous device an error found while running would surface only at the next
+  // synchronize, with no node left to attribute it to; a program that can report one is waited
+  // for here, so its error names the op and line as on a synchronous device. (The deferred
+  // error word with attribution at the next read is the design in abi.h; the core does not
+  // retire work that way yet.)
+  if (code == EMBER_OK && program.checked && properties(program.device).async) code = table_.queue_synchronize(q, &st);
   if (code != EMBER_OK) throw Error(st.message);
 }
 
-void Backend::library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
-                           const ember_tensor_desc* outputs, int n_outputs, const void* attrs) {
+void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+                           const ember_tensor_desc* outputs, int n_outputs, const void* attrs, uint64_t tag) {
   ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
-  if (table_->supports_op && !table_->supports_op(EMBER_SUPPORT_LIBRARY, op))
-    throw Error(fmt::format("{} backend does not support library call {} (an op needing it cannot run on this device)",
-                            name_, op));
+  const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
+  if (!supports(device, EMBER_SUPPORT_LIBRARY, op, dtype))
+    throw Error(fmt::format("device {} does not support library call {} on {} (an op needing it cannot run "
+                            "on this device)",
+                            device_label(device), op, dtype_name(DType(dtype))));
   ember_status st{};
-  int32_t code = table_->library_call(op, inputs, n_inputs, outputs, n_outputs, attrs, &st);
+  int32_t code =
+      table_.library_call(queue(device), op, inputs, n_inputs, outputs, n_outputs, attrs, tag, &st);
   if (code != EMBER_OK) throw Error(st.message);
 }
 
 void Backend::synchronize(int device) {
   ember_status st{};
-  check(table_->synchronize(device, &st), st, "synchronizing");
+  int32_t code = table_.queue_synchronize(queue(device), &st);
+  if (code != EMBER_OK) throw Error(st.message);
 }
 
 void Backend::account(int device, int64_t delta, int delta_buffers) {

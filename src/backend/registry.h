@@ -3,12 +3,14 @@
 // objects that keep the device's memory statistics, and compiled programs are cached.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/abi.h"
 #include "backend/buffer_cache.h"
@@ -27,13 +29,18 @@ struct Buffer {
   ~Buffer();
 };
 
-// A program compiled by one backend, shared by the backend's program cache and the launches
-// using it: the last owner destroys it, so the cache can evict a program another thread is
-// about to run.
+// A program compiled by one backend for one device, shared by the backend's program cache and
+// the launches using it: the last owner destroys it, so the cache can evict a program another
+// thread is about to run.
 struct CompiledProgram {
-  const ember_backend_v1* table = nullptr;
+  const ember_backend_v2* table = nullptr;
   ember_program handle = nullptr;
-  CompiledProgram(const ember_backend_v1* t, ember_program h) : table(t), handle(h) {}
+  int device = 0;
+  // The program has instructions that report errors while running (a gather's bounds, integer
+  // division by zero, an integer power with a negative exponent).
+  bool checked = false;
+  CompiledProgram(const ember_backend_v2* t, ember_program h, int d, bool c)
+      : table(t), handle(h), device(d), checked(c) {}
   ~CompiledProgram() { table->program_destroy(handle); }
   CompiledProgram(const CompiledProgram&) = delete;
   CompiledProgram& operator=(const CompiledProgram&) = delete;
@@ -49,29 +56,50 @@ class Backend {
   static std::unique_ptr<Backend> load_file(const std::string& path, const std::string& name);
 
   const std::string& name() const { return name_; }
-  const ember_backend_v1& table() const { return *table_; }
-  int device_count() const { return table_->device_count(); }
+  // The plugin's table; fields beyond the plugin's struct_size are null (optional features).
+  const ember_backend_v2& table() const { return table_; }
+  int device_count() const { return table_.device_count(); }
+  // The device's properties, queried once.
+  const ember_device_properties& properties(int device);
+  // Whether the device runs KIR instruction / library call `op` on `dtype` (abi.h supports_op).
+  bool supports(int device, int32_t kind, int32_t op, int32_t dtype);
+
+  // The device's in-order queue (created on first use). Every call below is ordered on it.
+  ember_queue queue(int device);
 
   // Memory from the device's cache when a freed buffer of the same size is there (buffer_cache.h).
   std::shared_ptr<Buffer> alloc(Device device, size_t bytes);
-  // Called by ~Buffer: keeps the memory in the cache or gives it back to the plugin.
+  // Called by ~Buffer: keeps the memory in the cache or gives it back to the plugin, ordered on
+  // the device's queue (the plugin frees it after the work enqueued before).
   void release(int device, ember_buffer handle, size_t bytes);
   // Gives every cached buffer of `device` back to the plugin.
   void empty_cache(int device);
   void write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes);
+  // Blocks until the work enqueued before on the buffer's device is done, then copies.
   void read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes);
+  // Copies between two buffers of this backend (possibly two of its devices): with the plugin's
+  // buffer_copy, the source's queue waiting for the destination's work with an event (or a
+  // queue synchronize without events); without it, staged through host memory.
+  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes);
 
-  // Compiled program for a KIR program, cached by structure hash. The cache keeps the most
-  // recently used `program_capacity` programs (EMBER_PROGRAM_CACHE, default 4096): a program
-  // whose structure keeps changing (a baked-in constant) cannot grow it without bound.
-  std::shared_ptr<const CompiledProgram> program(const ember_kir_program& program, uint64_t structure_hash);
-  void run(const CompiledProgram& program, const ember_kir_launch& launch);
+  // Compiled program for a KIR program on one device, cached per device by full structure
+  // (instructions and argument dtypes; `structure_hash` only picks the bucket). The cache keeps
+  // the most recently used `program_capacity` programs (EMBER_PROGRAM_CACHE, default 4096): a
+  // program whose structure keeps changing (a baked-in constant) cannot grow it without bound.
+  std::shared_ptr<const CompiledProgram> program(int device, const ember_kir_program& program,
+                                                 uint64_t structure_hash);
+  void run(const CompiledProgram& program, const ember_kir_launch& launch, uint64_t tag = 0);
   void set_program_capacity(size_t n);  // evicts down to n at once (tests)
   size_t program_capacity();
   size_t program_count();
-  void library_call(int32_t op, const ember_tensor_desc* inputs, int n_inputs,
-                    const ember_tensor_desc* outputs, int n_outputs, const void* attrs);
+  void library_call(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+                    const ember_tensor_desc* outputs, int n_outputs, const void* attrs, uint64_t tag = 0);
+  // Waits for the device's queue; a deferred kernel error becomes ember::Error.
   void synchronize(int device);
+
+  // Test only: reads go through a second queue of the device that does not wait for the work
+  // of the first (a deliberate ordering bug; the asynchronous test device must catch it).
+  void set_unordered_reads_for_testing(bool on) { unordered_reads_for_testing_ = on; }
 
   ~Backend();
 
@@ -83,17 +111,22 @@ class Backend {
  private:
   Backend() = default;
   void check(int32_t code, const ember_status& st, const char* what);
+  std::string device_label(int device) const;  // "reference", "reference:1"
 
   std::string name_;
   void* library_ = nullptr;
-  const ember_backend_v1* table_ = nullptr;
+  ember_backend_v2 table_{};
   std::mutex mutex_;
+  // One cached program: its structure (compared in full on a lookup) and the compiled handle.
   struct CachedProgram {
+    int device = 0;
+    uint64_t hash = 0;
+    std::vector<ember_kir_inst> insts;
+    std::vector<uint8_t> arg_dtypes;
     std::shared_ptr<const CompiledProgram> program;
-    std::list<uint64_t>::iterator recency;  // its place in recency_
   };
-  std::unordered_map<uint64_t, CachedProgram> programs_;
-  std::list<uint64_t> recency_;  // structure hashes, most recently used first
+  std::list<CachedProgram> programs_;  // most recently used first
+  std::unordered_multimap<uint64_t, std::list<CachedProgram>::iterator> program_index_;
   size_t program_capacity_ = 4096;
   void evict_programs();  // under mutex_
   struct Counters { int64_t live = 0, peak = 0, buffers = 0; };
@@ -101,6 +134,12 @@ class Backend {
   std::mutex cache_mutex_;
   std::unordered_map<int, std::unique_ptr<BufferCache>> caches_;
   BufferCache& cache(int device);
+  // Per-device queue and properties, created on first use.
+  std::mutex device_mutex_;
+  std::unordered_map<int, ember_queue> queues_;
+  std::unordered_map<int, ember_queue> test_read_queues_;  // set_unordered_reads_for_testing
+  std::atomic<bool> unordered_reads_for_testing_{false};
+  std::unordered_map<int, std::unique_ptr<ember_device_properties>> properties_;
 };
 
 // Plugin file name for a device kind ("libember_backend_cpu.so").

@@ -281,8 +281,25 @@ int cmd_info(int argc, char** argv) {
     Backend* b = Backend::try_get(k, &why);
     std::string name = Device{k, 0}.str();
     name = name.substr(0, name.find(':'));
-    if (b) std::cout << "  " << name << ": " << b->device_count() << " device(s)\n";
-    else std::cout << "  " << name << ": not available (" << (why.empty() ? "plugin not found" : why) << ")\n";
+    if (!b) {
+      std::cout << "  " << name << ": not available (" << (why.empty() ? "plugin not found" : why) << ")\n";
+      continue;
+    }
+    std::cout << "  " << name << ": " << b->device_count() << " device(s)\n";
+    for (int i = 0; i < b->device_count(); ++i) {
+      const ember_device_properties& p = b->properties(i);
+      std::string dtypes;
+      for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool})
+        if (p.dtypes & EMBER_DTYPE_BIT(int(dt))) {
+          if (!dtypes.empty()) dtypes.push_back(' ');
+          dtypes.append(dtype_name(dt));
+        }
+      std::cout << "    " << Device{k, i}.str() << ": " << p.name << "\n      " << p.kind << ", "
+                << (p.async ? "asynchronous" : "synchronous") << " queue, memory " << (p.memory_total >> 20) << " MiB ("
+                << (p.memory_free >> 20) << " MiB free), largest buffer " << (p.max_buffer_bytes >> 20) << " MiB, "
+                << p.index_bits << "-bit indexing" << (p.host_visible ? ", host-visible memory" : "")
+                << "\n      dtypes: " << dtypes << "\n";
+    }
   }
   std::cout << "devices:";
   for (const Device& d : available_devices()) std::cout << " " << d.str();

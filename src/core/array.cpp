@@ -52,13 +52,22 @@ void Array::read_host(DType as, void* dst) const {
 Array to_device(const Array& x, Device device, Loc loc) {
   const NodePtr& src = node_of(x, "to_device", loc);
   if (src->device == device) return x;
-  Backend::get(device.kind);  // a clear error if the target's plugin is missing
+  Backend& target = Backend::get(device.kind);  // a clear error if the target's plugin is missing
   Array c = contiguous(x, loc);
   realize_and_wait({c.node()});
   const Node& n = *c.node();
   size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
+  const size_t src_offset = size_t(n.view.offset) * dtype_size(n.dtype);
+  if (&target == n.view.buffer->backend) {  // two devices of one plugin: copied by the plugin
+    View v;
+    v.buffer = target.alloc(device, bytes);
+    v.strides = n.shape.contiguous_strides();
+    target.copy(*v.buffer, 0, *n.view.buffer, src_offset, bytes);
+    return make_ready_array(Op::FromData, std::move(v), n.shape, n.dtype, device, loc);
+  }
+  // Between plugins: staged through host memory.
   std::vector<unsigned char> host(bytes);
-  if (bytes) n.view.buffer->backend->read(*n.view.buffer, size_t(n.view.offset) * dtype_size(n.dtype), host.data(), bytes);
+  if (bytes) n.view.buffer->backend->read(*n.view.buffer, src_offset, host.data(), bytes);
   return from_buffer(host.data(), n.shape, n.dtype, device, loc);
 }
 

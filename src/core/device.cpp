@@ -19,7 +19,7 @@ static const char* kind_str(DeviceKind k) {
 }
 
 std::string Device::str() const {
-  if (kind == DeviceKind::Cpu || kind == DeviceKind::Reference) return kind_str(kind);
+  if ((kind == DeviceKind::Cpu || kind == DeviceKind::Reference) && index == 0) return kind_str(kind);
   return fmt::format("{}:{}", kind_str(kind), index);
 }
 

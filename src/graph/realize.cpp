@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "backend/registry.h"
 #include "graph/node.h"
 #include "graph/stats.h"
 #include "graph/trace.h"
@@ -470,16 +471,24 @@ void realize_and_wait(const std::vector<NodePtr>& roots) {
   }
 }
 
-void synchronize(Device device) { queue_for(device).drain(); }
+// The host-side queue first (plans not yet handed to the device), then the device's own queue
+// (work the plugin may still be running); a deferred kernel error surfaces here.
+void synchronize(Device device) {
+  queue_for(device).drain();
+  if (Backend* b = Backend::try_get(device.kind); b && device.index >= 0 && device.index < b->device_count())
+    b->synchronize(device.index);
+}
 
 void synchronize() {
-  std::vector<DeviceQueue*> all;
+  std::vector<std::pair<Device, DeviceQueue*>> all;
   {
     Queues& qs = queues();
     std::lock_guard lock(qs.m);
-    for (auto& [key, q] : qs.by_device) all.push_back(q.get());
+    for (auto& [key, q] : qs.by_device) all.emplace_back(Device{DeviceKind(key.first), key.second}, q.get());
   }
-  for (DeviceQueue* q : all) q->drain();
+  for (auto& [device, q] : all) q->drain();
+  for (auto& [device, q] : all)
+    if (Backend* b = Backend::try_get(device.kind)) b->synchronize(device.index);
 }
 
 }  // namespace ember

@@ -102,9 +102,9 @@ std::optional<ember_post_op> match(const Node& c, const Node* cur, const Node& h
   }
 }
 
-bool backend_supports(Device d, int32_t code) {
-  const ember_backend_v1& t = Backend::get(d.kind).table();
-  return !t.supports_op || t.supports_op(EMBER_SUPPORT_LIBRARY, code);
+// Otherwise the product and its epilogue stay separate kernels (a fallback, not an error).
+bool backend_supports(Device d, int32_t code, DType dtype) {
+  return Backend::get(d.kind).supports(d.index, EMBER_SUPPORT_LIBRARY, code, int32_t(dtype));
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
       absorbed.push_back(cur);
       cur = c;
     }
-    if (ops.empty() || !backend_supports(head->device, code)) continue;
+    if (ops.empty() || !backend_supports(head->device, code, head->dtype)) continue;
     OpAttrs attrs;
     std::vector<int64_t>& ints = attrs.ints;
     ints.push_back(conv && head->inputs.size() == 3 ? 1 : 0);
@@ -230,7 +230,7 @@ void run_epilogue(Node& n) {
   for (size_t k = n_base; k < n.inputs.size(); ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.shape));
   ember_tensor_desc out = desc(n, n.view, n.shape);
   try {
-    backend_for(n.device).library_call(conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
+    backend_for(n.device).library_call(n.device.index, conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
                                        int(ins.size()), &out, 1, &attrs);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));

@@ -79,14 +79,15 @@ void Launch::collapse() {
 }
 
 
-void Launch::run(Backend& be, kir::Builder& b, const std::string& name) {
+void Launch::run(Device device, kir::Builder& b, const std::string& name) {
+  Backend& be = backend_for(device);
   collapse();
   if (shape.size() > EMBER_MAX_ITER_RANK)
     throw Error(fmt::format("{}: iteration space of rank {} exceeds {}", name, shape.size(),
                             EMBER_MAX_ITER_RANK));
   ember_kir_program prog = b.program(name);
   if (env_log_kir()) std::cerr << kir::to_string(prog);
-  std::shared_ptr<const CompiledProgram> compiled = be.program(prog, b.structure_hash());
+  std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, b.structure_hash());
   std::vector<ember_kir_arg> cargs(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
     ember_kir_arg& c = cargs[a];
@@ -120,7 +121,7 @@ void copy_kernel(const Node& src, const View& src_view, const Shape& shape, cons
   l.shape = shape.dims();
   l.add(dst, dst_strides);
   l.add(src_view, src_view.strides);
-  l.run(backend_for(device), b, "copy");
+  l.run(device, b, "copy");
 }
 
 View materialize(const Node& n, const View& v) {

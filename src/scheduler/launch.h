@@ -38,7 +38,7 @@ struct Launch {
   // see few, long dims (a contiguous elementwise op becomes one flat loop).
   void collapse();
   // Collapses, compiles (cached) and runs the program `b` built for these arguments.
-  void run(Backend& be, kir::Builder& b, const std::string& name);
+  void run(Device device, kir::Builder& b, const std::string& name);
 };
 
 // A Full node (pending or ready) folds into its consumers as a constant.

@@ -41,7 +41,7 @@ void run_elementwise(Node& n) {
   }
   kir::Val r = elementwise_expr(n.op, b, n.attrs, t.compute, operands[0], operands[1], operands[2]);
   b.store(out, b.cast(r, n.dtype));
-  l.run(backend_for(n.device), b, op_name(n.op));
+  l.run(n.device, b, op_name(n.op));
 }
 
 void run_generator(Node& n) {
@@ -56,7 +56,7 @@ void run_generator(Node& n) {
   l.outer_rank = n.shape.rank();
   l.shape = n.shape.dims();
   l.add(n.view, n.view.strides);
-  l.run(backend_for(n.device), b, op_name(n.op));
+  l.run(n.device, b, op_name(n.op));
 }
 
 // attrs.ints: the reduced dims (sorted, wrapped); the node's shape has them removed or kept as 1.
@@ -101,7 +101,7 @@ void run_reduce(Node& n) {
   b.phase = 1;
   kir::Val r = reduce_finish(n.op, b, acc, count);
   b.store(out, b.cast(r, n.dtype));
-  l.run(backend_for(n.device), b, op_name(n.op));
+  l.run(n.device, b, op_name(n.op));
 }
 
 // Gather (attrs.ints = {dim}): out[p] = x[p with p[dim] replaced by index[p]].

@@ -81,7 +81,7 @@ class Emitter {
       if (!name.empty()) name += "+";
       name += op_name((*it)->op);
     }
-    launch_.run(backend_for(device), b_, name);
+    launch_.run(device, b_, name);
   }
 
  private:

@@ -38,7 +38,7 @@ void run_matmul(Node& n) {
   int64_t K = a.shape[a.shape.rank() - 1];
   ember_tensor_desc ins[2] = {desc(a, a.view, n.shape[r - 2], K), desc(b, b.view, K, n.shape[r - 1])};
   ember_tensor_desc out = desc(n, n.view, n.shape[r - 2], n.shape[r - 1]);
-  backend_for(n.device).library_call(EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr);
+  backend_for(n.device).library_call(n.device.index, EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr);
 }
 
 namespace {
@@ -120,7 +120,7 @@ void run_library(Node& n) {
       break;
   }
   try {
-    backend_for(n.device).library_call(code, ins.data(), int(ins.size()), &out, 1, attrs);
+    backend_for(n.device).library_call(n.device.index, code, ins.data(), int(ins.size()), &out, 1, attrs);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }

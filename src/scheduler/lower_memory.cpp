@@ -118,7 +118,7 @@ void run_gather(Node& n) {
   int src = b.add_arg(x.dtype);
   int idx = b.add_arg(index.dtype);
   b.store(out, b.load_gather(src, b.cast(b.load(idx), DType::I64)));
-  l.run(backend_for(n.device), b, op_name(n.op));
+  l.run(n.device, b, op_name(n.op));
 }
 
 // ScatterAdd (attrs.ints = {dim}): a reduction over the index's extent k along dim:
@@ -161,7 +161,7 @@ void run_scatter_add(Node& n) {
   kir::Val total = b.acc_sum(v);
   b.phase = 1;
   b.store(out, b.cast(total, n.dtype));
-  l.run(backend_for(n.device), b, op_name(n.op));
+  l.run(n.device, b, op_name(n.op));
 }
 
 // Cat (attrs.ints = {dim}): one copy per input into its slab of the output, except for inputs

@@ -779,7 +779,7 @@ TEST(CpuInterpreter, InPlaceStoreDoesNotChangeLoadedValues) {
     l.n_args = 3;
     l.args = args;
     ember_kir_program prog = b.program("inplace");
-    be->run(*be->program(prog, b.structure_hash()), l);
+    be->run(*be->program(0, prog, b.structure_hash()), l);
     std::vector<float> x_out(n), y_out(n);
     be->read(*x_buf, 0, x_out.data(), n * 4);
     be->read(*y_buf, 0, y_out.data(), n * 4);
@@ -807,14 +807,14 @@ TEST(CpuInterpreter, IotaArgumentNeedsNoBuffer) {
   l.n_args = 2;
   l.args = args;
   ember_kir_program prog = b.program("iota_view");
-  cpu_backend().run(*cpu_backend().program(prog, b.structure_hash()), l);
+  cpu_backend().run(*cpu_backend().program(0, prog, b.structure_hash()), l);
   std::vector<int64_t> got(100);
   cpu_backend().read(*buf, 0, got.data(), 800);
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(got[size_t(i)], 5 + 3 * i);
 }
 
 TEST(CpuInterpreter, DeviceName) {
-  const char* name = cpu_backend().table().device_name(0);
+  const char* name = cpu_backend().properties(0).name;
   EXPECT_NE(std::string(name).find("threads"), std::string::npos) << name;
 }
 

@@ -82,7 +82,7 @@ std::vector<uint8_t> run_matmul(Backend& be, const HTensor& a, const HTensor& b,
     }
   }
   try {
-    be.library_call(EMBER_LIB_MATMUL, d, 2, &d[2], 1, nullptr);
+    be.library_call(0, EMBER_LIB_MATMUL, d, 2, &d[2], 1, nullptr);
   } catch (const Error& e) {
     if (err) *err = e.what();
     return {};

@@ -213,7 +213,7 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   ember_kir_program prog = r.program("argmax");
   ember_program p = nullptr;
   ember_status st{};
-  ASSERT_EQ(cpu_backend().table().program_create(&prog, &p, &st), EMBER_OK) << st.message;
+  ASSERT_EQ(cpu_backend().table().program_create(0, &prog, &p, &st), EMBER_OK) << st.message;
   cpu_backend().table().program_destroy(p);
   Stats s2 = stats();
   EXPECT_EQ(s2.compiles + s2.cache_hits + s2.failures, s1.compiles + s1.cache_hits + s1.failures);
@@ -499,7 +499,7 @@ TEST_F(CpuTier1Test, ThreadsRunAProgramWhileItSwitches) {
   ember_program p = nullptr;
   ember_status st{};
   Backend& be = cpu_backend();
-  ASSERT_EQ(be.table().program_create(&prog, &p, &st), EMBER_OK) << st.message;
+  ASSERT_EQ(be.table().program_create(0, &prog, &p, &st), EMBER_OK) << st.message;
   const int64_t n = 40000;
   const size_t N = static_cast<size_t>(n);
   std::vector<float> xv(N), want(N);
@@ -527,7 +527,7 @@ TEST_F(CpuTier1Test, ThreadsRunAProgramWhileItSwitches) {
     int after = 0;
     while (after < 20 && std::chrono::steady_clock::now() < deadline) {
       ember_status rs{};
-      if (be.table().program_run(p, &l, &rs) != EMBER_OK) ++bad;
+      if (be.table().program_run(be.queue(0), p, &l, 0, &rs) != EMBER_OK) ++bad;
       be.read(*yb, 0, y.data(), size_t(n) * 4);
       if (std::memcmp(y.data(), want.data(), size_t(n) * 4) != 0) ++bad;
       const Stats s = stats();

@@ -84,7 +84,7 @@ inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, c
   Uploaded u = upload(be, h);
   try {
     ember_kir_program prog = b.program(name);
-    std::shared_ptr<const CompiledProgram> p = be.program(prog, b.structure_hash());
+    std::shared_ptr<const CompiledProgram> p = be.program(0, prog, b.structure_hash());
     be.run(*p, u.launch);
   } catch (const Error& e) {
     if (error) *error = e.what();

@@ -101,11 +101,11 @@ inline std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b,
   ember_kir_program prog = b.program("tier1_test");
   ember_program p = nullptr;
   ember_status st{};
-  if (be.table().program_create(&prog, &p, &st) != EMBER_OK) {
+  if (be.table().program_create(0, &prog, &p, &st) != EMBER_OK) {
     if (error) *error = st.message;
     return {};
   }
-  int32_t rc = be.table().program_run(p, &u.launch, &st);
+  int32_t rc = be.table().program_run(be.queue(0), p, &u.launch, 0, &st);
   be.table().program_destroy(p);
   if (rc != EMBER_OK) {
     if (error) *error = st.message;

@@ -6,6 +6,8 @@
 // build (`make tsan-test`) runs these to find data races; the Release build checks the values.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <atomic>
 #include <cmath>
 #include <string>
@@ -20,7 +22,11 @@ namespace {
 
 using ember::testing::all_close;
 
-Device dev() { return Device::cpu().available() ? Device::cpu() : Device::reference(); }
+// EMBER_TEST_DEVICE picks another device (ctest's backend.async_device: the asynchronous one).
+Device dev() {
+  if (const char* d = std::getenv("EMBER_TEST_DEVICE")) return Device::parse(d);
+  return Device::cpu().available() ? Device::cpu() : Device::reference();
+}
 
 constexpr int kThreads = 4;
 constexpr int kSteps = 10;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "backend/abi.h"
 
 struct ember_buffer_s {
@@ -57,14 +59,32 @@ inline int32_t buffer_read(ember_buffer src, size_t off, void* dst, size_t n, em
   return EMBER_OK;
 }
 
-// Host backends run synchronously: their work is done when a call returns.
-inline int32_t synchronize(int32_t, ember_status*) { return EMBER_OK; }
-
-// Every KIR instruction and every library call of this ABI version.
-inline int32_t supports_every_op(int32_t kind, int32_t op) {
+// Every KIR instruction and every library call of this ABI version, on every dtype.
+inline int32_t supports_every_op(int32_t, int32_t kind, int32_t op, int32_t) {
   if (kind == EMBER_SUPPORT_KIR) return op >= 0 && op < EMBER_KIR_NUM_OPS;
   if (kind == EMBER_SUPPORT_LIBRARY) return op >= EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS;
   return 0;
+}
+
+// Physical memory of this machine in bytes (0 if unknown), for device_properties.
+inline uint64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+inline uint64_t available_memory_bytes() {
+  long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+// Fills the fields of `out` that the caller's struct has (its struct_size) from `full`.
+inline int32_t copy_properties(const ember_device_properties& full, ember_device_properties* out, ember_status* st) {
+  if (!out || out->struct_size < sizeof(uint32_t))
+    return set_status(st, EMBER_ERR_INVALID, "device_properties: no struct_size");
+  size_t n = out->struct_size < sizeof full ? out->struct_size : sizeof full;
+  uint32_t caller_size = out->struct_size;
+  std::memcpy(out, &full, n);
+  out->struct_size = caller_size;
+  return EMBER_OK;
 }
 
 }  // namespace ember::host

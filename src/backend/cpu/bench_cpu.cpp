@@ -26,8 +26,14 @@ int main(int argc, char** argv) {
   void* lib = dlopen(path.c_str(), RTLD_NOW);
   if (!lib) { printf("%s\n", dlerror()); return 1; }
   auto entry = (ember_backend_entry_fn)dlsym(lib, "ember_backend_entry");
-  const ember_backend_v1* t = entry(EMBER_BACKEND_ABI_VERSION);
-  printf("device: %s\n", t->device_name(0));
+  const ember_backend_v2* t = entry(EMBER_BACKEND_ABI_VERSION);
+  ember_device_properties props{};
+  props.struct_size = sizeof props;
+  ember_status pst{};
+  t->device_properties(0, &props, &pst);
+  printf("device: %s\n", props.name);
+  ember_queue q = nullptr;
+  t->queue_create(0, &q, &pst);
   const int64_t n = 1 << 24;
   ember_status st{};
   ember_buffer x, y;
@@ -37,7 +43,7 @@ int main(int argc, char** argv) {
   uint8_t dts[2] = {EMBER_F32, EMBER_F32};
   auto bench = [&](const char* name, std::vector<ember_kir_inst> insts, int red, double bytes) {
     ember_kir_program p{name, int32_t(insts.size()), insts.data(), 2, dts, red};
-    ember_program prog; if (t->program_create(&p, &prog, &st)) { printf("%s\n", st.message); return; }
+    ember_program prog; if (t->program_create(0, &p, &prog, &st)) { printf("%s\n", st.message); return; }
     ember_kir_arg args[2] = {};
     args[0].buffer = y; args[1].buffer = x; args[1].strides[0] = 1;
     ember_kir_launch l{};
@@ -46,7 +52,7 @@ int main(int argc, char** argv) {
     double best = 1e9;
     for (int r = 0; r < 8; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      if (t->program_run(prog, &l, &st)) { printf("%s\n", st.message); return; }
+      if (t->program_run(q, prog, &l, 0, &st)) { printf("%s\n", st.message); return; }
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (s < best) best = s;
     }
@@ -74,7 +80,7 @@ int main(int argc, char** argv) {
     double best = 1e9;
     for (int r = 0; r < 6; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      if (t->library_call(EMBER_LIB_MATMUL, d, 2, &d[2], 1, nullptr, &st)) { printf("%s\n", st.message); return 1; }
+      if (t->library_call(q, EMBER_LIB_MATMUL, d, 2, &d[2], 1, nullptr, 0, &st)) { printf("%s\n", st.message); return 1; }
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (s < best) best = s;
     }

@@ -58,8 +58,14 @@ int main(int argc, char** argv) {
   auto entry = (ember_backend_entry_fn)dlsym(lib, "ember_backend_entry");
   auto set_tier = (void (*)(int))dlsym(lib, "ember_cpu_set_tier");
   auto stats = (void (*)(int64_t*))dlsym(lib, "ember_cpu_tier_stats");
-  const ember_backend_v1* t = entry(EMBER_BACKEND_ABI_VERSION);
-  std::printf("device: %s\n", t->device_name(0));
+  const ember_backend_v2* t = entry(EMBER_BACKEND_ABI_VERSION);
+  ember_device_properties props{};
+  props.struct_size = sizeof props;
+  ember_status pst{};
+  t->device_properties(0, &props, &pst);
+  std::printf("device: %s\n", props.name);
+  ember_queue q = nullptr;
+  t->queue_create(0, &q, &pst);
   ember_status st{};
 
   // GELU: args 0 = out, 1 = x.
@@ -127,7 +133,7 @@ int main(int argc, char** argv) {
       stats(s0);
       const double t0 = now();
       ember_program p;
-      if (t->program_create(&prog, &p, &st) || t->program_run(p, &l, &st)) { std::printf("%s\n", st.message); return 1; }
+      if (t->program_create(0, &prog, &p, &st) || t->program_run(q, p, &l, 0, &st)) { std::printf("%s\n", st.message); return 1; }
       const double first = now() - t0;
       // Steady state: best of 10 runs after the switch (auto: run until the kernel is in).
       double switched = 0;
@@ -138,7 +144,7 @@ int main(int argc, char** argv) {
         for (;;) {
           stats(s);
           if (s[0] + s[1] + s[2] > s0[0] + s0[1] + s0[2]) break;
-          t->program_run(p, &l, &st);
+          t->program_run(q, p, &l, 0, &st);
           ++runs;
         }
         switched = now() - t0;
@@ -146,7 +152,7 @@ int main(int argc, char** argv) {
       double best = 1e9;
       for (int r = 0; r < 10; ++r) {
         const double a = now();
-        t->program_run(p, &l, &st);
+        t->program_run(q, p, &l, 0, &st);
         best = std::min(best, now() - a);
       }
       int64_t s1[4];
@@ -157,7 +163,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       t->program_destroy(p);
     }
-    for (auto& b : bufs) t->buffer_free(b);
+    for (auto& b : bufs) t->buffer_free(q, b);
   }
   std::string rm = "rm -rf '" + cache + "'";
   return std::system(rm.c_str()) == 0 ? 0 : 1;

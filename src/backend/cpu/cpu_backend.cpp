@@ -1,8 +1,9 @@
-// The CPU backend plugin's C table (abi.h): host-memory buffers, KIR programs run by the tile
-// interpreter (program.cpp, interpreter.cpp, tile_kernels.cpp), matmul through oneDNN
-// (matmul_dnnl.cpp), conv/pooling (conv_dnnl.cpp) and sorting/scans (library_loops.cpp). Work runs
-// synchronously on the calling thread plus OpenMP threads, so
-// synchronize has nothing to wait for. No exception crosses the C boundary.
+// The CPU backend plugin's C table (abi.h, v2): host-memory buffers, KIR programs run by the tile
+// interpreter (program.cpp, interpreter.cpp, tile_kernels.cpp) or compiled tier-1 kernels,
+// matmul through oneDNN (matmul_dnnl.cpp), conv/pooling (conv_dnnl.cpp) and sorting/scans
+// (library_loops.cpp). Its queue is immediate (host_queue.h): work runs on the calling thread
+// (the core's device worker) plus OpenMP threads before each call returns, so errors come back
+// from the call and events are reached when recorded. No exception crosses the C boundary.
 #include <omp.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
+#include "backend/common/host_queue.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
@@ -36,7 +38,38 @@ const char* device_name(int32_t) {
   return name;
 }
 
-int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_status* st) {
+int32_t device_properties(int32_t device, ember_device_properties* out, ember_status* st) {
+  if (device != 0) return set_status(st, EMBER_ERR_INVALID, "cpu backend: no device %d", device);
+  ember_device_properties p{};
+  p.struct_size = sizeof p;
+  std::snprintf(p.name, sizeof p.name, "%s", device_name(0));
+  std::snprintf(p.kind, sizeof p.kind, "cpu");
+  p.memory_total = ember::host::physical_memory_bytes();
+  p.memory_free = ember::host::available_memory_bytes();
+  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
+    p.dtypes |= EMBER_DTYPE_BIT(dt);
+  p.index_bits = 64;
+  p.max_buffer_bytes = p.memory_total;
+  p.max_binding_bytes = p.memory_total;
+  p.max_workgroup_size = 1;
+  p.subgroup_size = 1;
+  p.host_visible = 1;
+  p.async = 0;
+  return ember::host::copy_properties(p, out, st);
+}
+
+int32_t queue_create(int32_t device, ember_queue* out, ember_status* st) {
+  if (device != 0 || !out) return set_status(st, EMBER_ERR_INVALID, "cpu backend: no device %d", device);
+  *out = new ember_queue_s(device, ember::host::AsyncSettings{});
+  return EMBER_OK;
+}
+void queue_destroy(ember_queue q) { delete q; }
+
+int32_t buffer_alloc(int32_t, size_t bytes, ember_buffer* out, ember_status* st) {
+  return ember::host::buffer_alloc(0, bytes, out, st);
+}
+
+int32_t program_create(int32_t, const ember_kir_program* prog, ember_program* out, ember_status* st) {
   if (!prog || !out) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_create without a program");
   try {
     auto* p = new ember::cpu::Program;
@@ -56,7 +89,7 @@ int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_
 
 void program_destroy(ember_program p) { delete reinterpret_cast<ember::cpu::Program*>(p); }
 
-int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st) {
+int32_t program_run(ember_queue, ember_program p, const ember_kir_launch* l, uint64_t, ember_status* st) {
   if (!p || !l) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_run without a program or launch");
   try {
     const auto& prog = *reinterpret_cast<const ember::cpu::Program*>(p);
@@ -70,8 +103,8 @@ int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st
   }
 }
 
-int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
-                     int32_t n_out, const void* attrs, ember_status* st) {
+int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32_t n_in,
+                     const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t, ember_status* st) {
   try {
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
     if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS && (!in || !out || n_in < 1 || n_out != 1 || !attrs))
@@ -103,14 +136,35 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
 }
 
 
-const ember_backend_v1 table = {
-    EMBER_BACKEND_ABI_VERSION, sizeof(ember_backend_v1), "cpu", device_count, device_name,
-    ember::host::buffer_alloc, ember::host::buffer_free, ember::host::buffer_write, ember::host::buffer_read,
-    program_create, program_destroy, program_run, library_call, ember::host::synchronize,
-    ember::host::supports_every_op};
+const ember_backend_v2 table = {
+    .abi_version = EMBER_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(ember_backend_v2),
+    .name = "cpu",
+    .device_count = device_count,
+    .device_properties = device_properties,
+    .supports_op = ember::host::supports_every_op,
+    .queue_create = queue_create,
+    .queue_destroy = queue_destroy,
+    .queue_synchronize = ember::host::queue_synchronize,
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = ember::host::queued_buffer_free,
+    .buffer_write = ember::host::queued_buffer_write,
+    .buffer_read = ember::host::queued_buffer_read,
+    .program_create = program_create,
+    .program_destroy = program_destroy,
+    .program_run = program_run,
+    .library_call = library_call,
+    .event_create = ember::host::event_create,
+    .event_destroy = ember::host::event_destroy,
+    .event_record = ember::host::event_record,
+    .queue_wait_event = ember::host::queue_wait_event,
+    .event_synchronize = ember::host::event_synchronize,
+    .event_query = ember::host::event_query,
+    .buffer_copy = ember::host::queued_buffer_copy,
+};
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const ember_backend_v1* ember_backend_entry(uint32_t abi) {
+extern "C" __attribute__((visibility("default"))) const ember_backend_v2* ember_backend_entry(uint32_t abi) {
   return abi == EMBER_BACKEND_ABI_VERSION ? &table : nullptr;
 }

@@ -1,6 +1,7 @@
 // The reference backend: a scalar KIR interpreter, written for clarity rather than speed. It is
 // the oracle the tests compare the other backends against, so it evaluates every instruction
 // one point at a time with the C++ standard library's math, in the semantics stated in abi.h.
+// The plugin's C table, its queues and its test modes (asynchronous, weak) are in plugin.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -451,11 +452,12 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
   return EMBER_OK;
 }
 
-// ---- the C table --------------------------------------------------------------------------
-int32_t device_count() { return 1; }
-const char* device_name(int32_t) { return "scalar reference interpreter"; }
+}  // namespace
 
-int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_status*) {
+// ---- entry points for the plugin's C table (plugin.cpp) -----------------------------------
+namespace ember::ref {
+
+int32_t create_program(const ember_kir_program* prog, ember_program* out, ember_status*) {
   auto* p = new Program;
   p->insts.assign(prog->insts, prog->insts + prog->n_insts);
   p->arg_dtypes.assign(prog->arg_dtypes, prog->arg_dtypes + prog->n_args);
@@ -463,11 +465,11 @@ int32_t program_create(const ember_kir_program* prog, ember_program* out, ember_
   *out = reinterpret_cast<ember_program>(p);
   return EMBER_OK;
 }
-void program_destroy(ember_program p) { delete reinterpret_cast<Program*>(p); }
-int32_t program_run(ember_program p, const ember_kir_launch* l, ember_status* st) {
+void destroy_program(ember_program p) { delete reinterpret_cast<Program*>(p); }
+int32_t run_program(ember_program p, const ember_kir_launch* l, ember_status* st) {
   return run(*reinterpret_cast<const Program*>(p), *l, st);
 }
-int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+int32_t call_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                      int32_t n_out, const void* attrs, ember_status* st) {
   if (op == EMBER_LIB_MATMUL) return matmul(in, out, st);
   if (op == EMBER_LIB_MATMUL_EPILOGUE || op == EMBER_LIB_CONV2D_EPILOGUE) {
@@ -482,14 +484,4 @@ int32_t library_call(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
   return ember::ref::library(op, in, n_in, out, n_out, attrs, st);  // library.cpp
 }
 
-const ember_backend_v1 table = {
-    EMBER_BACKEND_ABI_VERSION, sizeof(ember_backend_v1), "reference", device_count, device_name,
-    ember::host::buffer_alloc, ember::host::buffer_free, ember::host::buffer_write, ember::host::buffer_read,
-    program_create, program_destroy, program_run, library_call, ember::host::synchronize,
-    ember::host::supports_every_op};
-
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) const ember_backend_v1* ember_backend_entry(uint32_t abi) {
-  return abi == EMBER_BACKEND_ABI_VERSION ? &table : nullptr;
-}
+}  // namespace ember::ref
