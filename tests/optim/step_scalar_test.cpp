@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "ember/debug.h"
+#include "ember/optim/adadelta.h"
 #include "ember/optim/adam.h"
+#include "ember/optim/adam_family.h"
 #include "ember/optim/scheduler.h"
 #include "ember/optim/sgd.h"
 #include "optim/optimizer_test_util.h"
@@ -52,6 +54,35 @@ TEST(StepScalarTest, TrainingStepsCreateNoProgramsAfterWarmUp) {
     optim::Sgd opt(m, {.lr = 0.1, .momentum = 0.9});
     optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
     EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "SGD with a scheduled learning rate";
+  }
+}
+
+// The same for the optimizers of adadelta.h and adam_family.h. RAdam with its default betas
+// switches from momentum steps to rectified steps at step 6, inside the counted steps: the switch
+// is a device scalar too, so it builds no program.
+TEST(StepScalarTest, AdamVariantsAndAdadeltaCreateNoProgramsAfterWarmUp) {
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Radam opt(m, {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "RAdam";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Nadam opt(m, {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "NAdam";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Adamax opt(m, {.lr = 0.01});
+    EXPECT_EQ(programs_after_warm_up(opt, m), 0) << "Adamax";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Adadelta opt(m, {.weight_decay = 0.01});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "Adadelta";
   }
 }
 
