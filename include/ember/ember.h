@@ -39,6 +39,7 @@
 #include "ember/optim/adadelta.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/adam_family.h"
+#include "ember/optim/lbfgs.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/rmsprop_adagrad_lion.h"
 #include "ember/optim/scheduler.h"
