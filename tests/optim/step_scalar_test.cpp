@@ -9,6 +9,7 @@
 #include "ember/optim/adadelta.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/adam_family.h"
+#include "ember/optim/lbfgs.h"
 #include "ember/optim/scheduler.h"
 #include "ember/optim/sgd.h"
 #include "optim/optimizer_test_util.h"
@@ -83,6 +84,25 @@ TEST(StepScalarTest, AdamVariantsAndAdadeltaCreateNoProgramsAfterWarmUp) {
     optim::Adadelta opt(m, {.weight_decay = 0.01});
     optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
     EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "Adadelta";
+  }
+}
+
+// L-BFGS's step sizes and two-loop coefficients change every iteration; they are device scalars
+// too, so once its history is full (3 pairs after the first step's 4 iterations) a step, closure
+// evaluations included, builds no program. Strong Wolfe tries new step sizes the same way.
+TEST(StepScalarTest, LbfgsCreatesNoProgramsAfterWarmUp) {
+  for (optim::LineSearch search : {optim::LineSearch::None, optim::LineSearch::StrongWolfe}) {
+    nn::Sequential m = reference_mlp();
+    optim::Lbfgs opt(m, {.lr = 0.5, .max_iter = 4, .history_size = 3, .line_search = search});
+    int64_t created = 0;
+    for (int step = 0; step < 5; ++step) {
+      synchronize(Device::cpu());
+      const int64_t before = execution_stats().programs_created;
+      opt.step([&] { return mlp_loss(m); });
+      synchronize(Device::cpu());
+      if (step >= 2) created += execution_stats().programs_created - before;
+    }
+    EXPECT_EQ(created, 0) << (search == optim::LineSearch::None ? "no line search" : "strong Wolfe");
   }
 }
 
