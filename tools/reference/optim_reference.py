@@ -6,7 +6,8 @@ squared error against det((6, 3), 0.61, 0.5) on inputs det((6, 4), 0.37, 0.1)).
 
 For each case: "opt.<name>.losses" (the loss before each step) and "opt.<name>.<parameter>" (the
 parameters after the last step). NAdam's and RAdam's decoupled_weight_decay needs torch >= 2.1;
-the file's first line records the torch version that wrote it.
+the file's first line records the torch version that wrote it. The committed file was written
+with torch 2.15.0+cu132 (the PyPI wheel, run on the CPU) under Python 3.11.
 
 Run with a PyTorch 2.x virtual environment (Debian's python3-torch is 1.13):
   python3 -m venv /work/venv-torch2 && /work/venv-torch2/bin/pip install torch numpy
