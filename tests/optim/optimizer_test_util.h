@@ -37,15 +37,15 @@ inline std::vector<double> run_steps(optim::Optimizer& opt, nn::Sequential& m, i
   return losses;
 }
 
-// Five steps of Opt on reference_mlp(); losses and final parameters against the reference values
-// "opt.<name>.losses" and "opt.<name>.<parameter>" that `ref` looks up.
+// Five (or `steps`) steps of Opt on reference_mlp(); losses and final parameters against the
+// reference values "opt.<name>.losses" and "opt.<name>.<parameter>" that `ref` looks up.
 template <class Opt, class Options>
 void check_trajectory(const std::string& name, Options opts,
-                      const std::function<const std::vector<double>&(const std::string&)>& ref) {
+                      const std::function<const std::vector<double>&(const std::string&)>& ref, int steps = 5) {
   SCOPED_TRACE(name);
   nn::Sequential m = reference_mlp();
   Opt opt(m, opts);
-  std::vector<double> losses = run_steps(opt, m);
+  std::vector<double> losses = run_steps(opt, m, steps);
   EXPECT_TRUE(all_close(losses, ref("opt." + name + ".losses"), 1e-9, 1e-12));
   for (auto& np : m.named_parameters())
     EXPECT_TRUE(all_close(np.param.array(), ref("opt." + name + "." + np.name), 1e-9, 1e-12)) << np.name;

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "ember/debug.h"
+#include "ember/optim/adadelta.h"
 #include "ember/optim/adam.h"
+#include "ember/optim/adam_family.h"
+#include "ember/optim/lbfgs.h"
 #include "ember/optim/scheduler.h"
 #include "ember/optim/sgd.h"
 #include "optim/optimizer_test_util.h"
@@ -52,6 +55,54 @@ TEST(StepScalarTest, TrainingStepsCreateNoProgramsAfterWarmUp) {
     optim::Sgd opt(m, {.lr = 0.1, .momentum = 0.9});
     optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
     EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "SGD with a scheduled learning rate";
+  }
+}
+
+// The same for the optimizers of adadelta.h and adam_family.h. RAdam with its default betas
+// switches from momentum steps to rectified steps at step 6, inside the counted steps: the switch
+// is a device scalar too, so it builds no program.
+TEST(StepScalarTest, AdamVariantsAndAdadeltaCreateNoProgramsAfterWarmUp) {
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Radam opt(m, {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "RAdam";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Nadam opt(m, {.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "NAdam";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Adamax opt(m, {.lr = 0.01});
+    EXPECT_EQ(programs_after_warm_up(opt, m), 0) << "Adamax";
+  }
+  {
+    nn::Sequential m = reference_mlp();
+    optim::Adadelta opt(m, {.weight_decay = 0.01});
+    optim::StepLr sched(opt, {.step_size = 1, .gamma = 0.9});
+    EXPECT_EQ(programs_after_warm_up(opt, m, &sched), 0) << "Adadelta";
+  }
+}
+
+// L-BFGS's step sizes and two-loop coefficients change every iteration; they are device scalars
+// too, so once its history is full (3 pairs after the first step's 4 iterations) a step, closure
+// evaluations included, builds no program. Strong Wolfe tries new step sizes the same way.
+TEST(StepScalarTest, LbfgsCreatesNoProgramsAfterWarmUp) {
+  for (optim::LineSearch search : {optim::LineSearch::None, optim::LineSearch::StrongWolfe}) {
+    nn::Sequential m = reference_mlp();
+    optim::Lbfgs opt(m, {.lr = 0.5, .max_iter = 4, .history_size = 3, .line_search = search});
+    int64_t created = 0;
+    for (int step = 0; step < 5; ++step) {
+      synchronize(Device::cpu());
+      const int64_t before = execution_stats().programs_created;
+      opt.step([&] { return mlp_loss(m); });
+      synchronize(Device::cpu());
+      if (step >= 2) created += execution_stats().programs_created - before;
+    }
+    EXPECT_EQ(created, 0) << (search == optim::LineSearch::None ? "no line search" : "strong Wolfe");
   }
 }
 
