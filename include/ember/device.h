@@ -8,6 +8,9 @@
 
 namespace ember {
 
+// The well-known kinds have names here; the set is open: a plugin file libember_backend_<name>.so
+// in a plugin folder is a kind too, with the next free value, found by Device::parse("<name>")
+// and available_devices() (src/backend/device_kinds.h). Device::str() prints its name.
 enum class DeviceKind : uint8_t { Cpu, Reference, Vulkan, Cuda };
 
 struct Device {
@@ -23,13 +26,14 @@ struct Device {
   std::string str() const;
   // True when the backend plugin for this device loads and has a device with this index.
   bool available() const;
-  // Parses "cpu", "reference", "vulkan:1", "cuda" ...; throws ember::Error otherwise.
+  // Parses "cpu", "reference", "vulkan:1", "cuda", or "<name>:N" for any plugin file
+  // libember_backend_<name>.so in a plugin folder; throws ember::Error naming the kinds found.
   static Device parse(const std::string& text);
 
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-// Devices whose plugin loaded, in a stable order.
+// Devices whose plugin loaded: the well-known kinds first, then discovered plugins by name.
 std::vector<Device> available_devices();
 
 // Waits until all work queued on the device (or on every device) has run. Reading values does

@@ -7,12 +7,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <array>
+#include <deque>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <vector>
 
+#include "backend/device_kinds.h"
 #include "ember/dtype.h"
 #include "ember/error.h"
 #include "graph/stats.h"
@@ -21,45 +22,6 @@
 namespace ember {
 
 namespace fs = std::filesystem;
-
-std::string plugin_file_name(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "libember_backend_cpu.so";
-    case DeviceKind::Reference: return "libember_backend_reference.so";
-    case DeviceKind::Vulkan: return "libember_backend_vulkan.so";
-    case DeviceKind::Cuda: return "libember_backend_cuda.so";
-  }
-  return "?";
-}
-
-// A program linked with libember.a through the CMake package or ember-static.pc defines this as
-// its prefix's plugin folder (include/ember/plugin_dir.h); weak, so it is null otherwise.
-extern "C" __attribute__((weak)) const char* ember_static_plugin_dir;
-
-// Directories searched for plugins: $EMBER_PLUGIN_PATH (':'-separated), then the directory of
-// the Ember library itself and its ember/plugins subdirectory (the installed layout), then the
-// plugin folder recorded by a statically linked program, then the plugin directory of the
-// install prefix this library was configured for.
-static std::vector<fs::path> plugin_dirs() {
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("EMBER_PLUGIN_PATH")) {
-    std::stringstream ss(env);
-    std::string item;
-    while (std::getline(ss, item, ':'))
-      if (!item.empty()) dirs.emplace_back(item);
-  }
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_file_name), &info) && info.dli_fname) {
-    fs::path self = fs::path(info.dli_fname).parent_path();
-    dirs.push_back(self / "ember" / "plugins");
-    dirs.push_back(self);
-  }
-  if (&ember_static_plugin_dir != nullptr && ember_static_plugin_dir) dirs.emplace_back(ember_static_plugin_dir);
-#ifdef EMBER_INSTALLED_PLUGIN_DIR
-  dirs.emplace_back(EMBER_INSTALLED_PLUGIN_DIR);
-#endif
-  return dirs;
-}
 
 // The smallest table a v2 plugin may have: everything up to library_call; the fields after it
 // (events, buffer_copy) are optional.
@@ -110,21 +72,17 @@ struct Slot {
   std::unique_ptr<Backend> backend;
   std::string why;
 };
-// Loaded backends live until the process ends (never destroyed): arrays held in static objects
-// may free their buffers during static destruction, after any destructor here would have run.
+// One slot per device kind value (device_kinds.h), created on first use. Loaded backends live
+// until the process ends (never destroyed): arrays held in static objects may free their
+// buffers during static destruction, after any destructor here would have run.
 Slot& slot(DeviceKind kind) {
-  static auto* slots = new std::array<Slot, 4>;
+  static auto* mutex = new std::mutex;
+  static auto* slots = new std::deque<Slot>;  // grows without moving its elements
+  std::lock_guard lock(*mutex);
+  while (slots->size() <= size_t(kind)) slots->emplace_back();
   return (*slots)[size_t(kind)];
 }
-const char* kind_name(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Reference: return "reference";
-    case DeviceKind::Vulkan: return "vulkan";
-    case DeviceKind::Cuda: return "cuda";
-  }
-  return "?";
-}
+std::string kind_name(DeviceKind kind) { return device_kind_name(kind); }
 }  // namespace
 
 Backend* Backend::try_get(DeviceKind kind, std::string* why) {
@@ -165,9 +123,20 @@ Backend& Backend::get(DeviceKind kind) {
   return *b;
 }
 
+// Only backends made by load_file (tests) are destroyed: the registry's live until the process
+// ends. Their buffers are gone by now (a Buffer holds a plain pointer to its backend), so the
+// cached ones go back to the plugin and the queues are drained and destroyed; the library stays
+// loaded (another Backend may share it).
 Backend::~Backend() {
   programs_.clear();  // destroys the programs no launch still holds
-  // The library and the queues stay: buffers freed during static destruction may still call in.
+  for (auto& [device, c] : caches_)
+    for (ember_buffer b : c->drain()) table_.buffer_free(queue(device), b);
+  for (auto* queues : {&queues_, &test_read_queues_})
+    for (auto& [device, q] : *queues) {
+      ember_status st{};
+      table_.queue_synchronize(q, &st);
+      table_.queue_destroy(q);
+    }
 }
 
 void Backend::check(int32_t code, const ember_status& st, const char* what) {

@@ -142,7 +142,5 @@ class Backend {
   std::unordered_map<int, std::unique_ptr<ember_device_properties>> properties_;
 };
 
-// Plugin file name for a device kind ("libember_backend_cpu.so").
-std::string plugin_file_name(DeviceKind kind);
 
 }  // namespace ember

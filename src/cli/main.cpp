@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_kinds.h"
 #include "backend/registry.h"
 #include "cli/models.h"
 
@@ -276,7 +277,7 @@ int cmd_info(int argc, char** argv) {
 #endif
             << ", " << __VERSION__ << ", C++ " << __cplusplus << "\n";
   std::cout << "backends:\n";
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Reference, DeviceKind::Vulkan, DeviceKind::Cuda}) {
+  for (DeviceKind k : device_kinds()) {  // the well-known kinds and every plugin file found
     std::string why;
     Backend* b = Backend::try_get(k, &why);
     std::string name = Device{k, 0}.str();

@@ -3,24 +3,16 @@
 
 #include <fmt/format.h>
 
+#include "backend/device_kinds.h"
 #include "backend/registry.h"
 #include "ember/error.h"
 
 namespace ember {
 
-static const char* kind_str(DeviceKind k) {
-  switch (k) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Reference: return "reference";
-    case DeviceKind::Vulkan: return "vulkan";
-    case DeviceKind::Cuda: return "cuda";
-  }
-  return "?";
-}
-
 std::string Device::str() const {
-  if ((kind == DeviceKind::Cpu || kind == DeviceKind::Reference) && index == 0) return kind_str(kind);
-  return fmt::format("{}:{}", kind_str(kind), index);
+  std::string name = device_kind_name(kind);
+  if ((kind == DeviceKind::Cpu || kind == DeviceKind::Reference) && index == 0) return name;
+  return fmt::format("{}:{}", name, index);
 }
 
 bool Device::available() const {
@@ -41,15 +33,17 @@ Device Device::parse(const std::string& text) {
       throw Error(fmt::format("device: bad index in '{}' (expected e.g. 'cuda:0')", text));
     }
   }
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Reference, DeviceKind::Vulkan, DeviceKind::Cuda})
-    if (name == kind_str(k)) return Device{k, index};
-  throw Error(fmt::format("device: unknown device '{}' (expected cpu, reference, vulkan[:N] or cuda[:N])",
-                          text));
+  if (std::optional<DeviceKind> k = find_device_kind(name)) return Device{*k, index};
+  std::string found;
+  for (DeviceKind k : device_kinds()) found = fmt::format("{}{}{}", found, found.empty() ? "" : ", ", device_kind_name(k));
+  throw Error(fmt::format("device: unknown device '{}' (known kinds: {}; a kind is a plugin file "
+                          "libember_backend_<kind>.so in a plugin folder, see EMBER_PLUGIN_PATH)",
+                          text, found));
 }
 
 std::vector<Device> available_devices() {
   std::vector<Device> out;
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Reference, DeviceKind::Vulkan, DeviceKind::Cuda})
+  for (DeviceKind k : device_kinds())
     if (Backend* b = Backend::try_get(k))
       for (int i = 0; i < b->device_count(); ++i) out.push_back(Device{k, i});
   return out;
