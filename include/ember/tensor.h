@@ -919,3 +919,5 @@ std::string Tensor<D, K>::fmt_size_error(size_t got, const Shape& shape, Loc loc
 }
 
 }  // namespace ember
+
+#include "ember/tensor_functions.h"  // typed grad and multinomial (they need the whole class)
