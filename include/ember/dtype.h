@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iosfwd>
 #include <string_view>
 #include <type_traits>
 
@@ -16,6 +17,8 @@ inline constexpr int kNumDTypes = 8;
 enum class DTypeCategory : uint8_t { Bool, Integral, Floating };
 
 std::string_view dtype_name(DType t);
+// Prints dtype_name: std::cout << x.dtype() shows float32.
+std::ostream& operator<<(std::ostream& os, DType t);
 size_t dtype_size(DType t);
 DTypeCategory dtype_category(DType t);
 inline bool is_floating(DType t) { return dtype_category(t) == DTypeCategory::Floating; }

@@ -66,6 +66,17 @@ Array one_hot(const Array& index, int64_t num_classes, std::optional<DType> dtyp
 // dtype (p floating) and device. The scalar form draws `shape` elements of opts.dtype (any dtype).
 Array bernoulli(const Array& p, std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 Array bernoulli(const Shape& shape, double p, RandomOptions opts = {}, Loc loc = Loc::current());
+// torch.multinomial: num_samples category indices (i64) for each row of probs, [C] or [N, C]
+// non-negative weights (not necessarily normalized), giving [num_samples] or [N, num_samples].
+// With replacement each draw is independent; without, an index appears at most once per row and
+// the order is that of successive draws. Computed on probs' device: with replacement by inverse
+// CDF (a cumulative sum and a count against uniforms, O(N * num_samples * C) comparisons),
+// without by the exponential race (the num_samples smallest of -log(u) / w, a top-k). The checks
+// read a few reductions to the host (one synchronization): weights must be finite and
+// non-negative, each row's sum positive, and without replacement num_samples at most C and at
+// most the row's number of non-zero weights; the error names the op, the row and the value.
+Array multinomial(const Array& probs, int64_t num_samples, bool replacement = false,
+                  std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 struct RandintOptions {
   std::optional<uint64_t> seed;
   DType dtype = DType::I64;

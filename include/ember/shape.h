@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ class Shape {
  private:
   std::vector<int64_t> dims_;
 };
+
+// Prints str(): std::cout << x.shape() shows [2, 3].
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 // Throws naming `op` unless every dim is >= 0, the product of the non-zero dims fits int64 and
 // so does its byte size with `element_bytes` per element (every node's shape is checked so).

@@ -68,6 +68,15 @@ struct NestedList<T, 0> {  // rank 0 has no nested-list form (from_data needs D 
   using type = T;
 };
 
+// The rank of a broadcast result (numpy and PyTorch rules: the shorter shape is padded with
+// leading size-1 dims), so Tensor<2> + Tensor<3> is a Tensor<3>.
+template <int A, int B>
+inline constexpr int broadcast_rank = A > B ? A : B;
+// The rank of matmul's result (torch.matmul): a 1-D left operand is a row and a 1-D right
+// operand a column, each removed afterwards; batch dims broadcast.
+template <int A, int B>
+inline constexpr int matmul_rank = A == 1 && B == 1 ? 0 : A == 1 ? B - 1 : B == 1 ? A - 1 : broadcast_rank<A, B>;
+
 // Records where an operator was used, so errors from `a + b` name the user's line.
 template <class T>
 struct Located {
@@ -220,9 +229,9 @@ class Tensor {
     return Tensor(ember::fn(a.value.a_, b.a_, a.loc), a.loc);                                             \
   }                                                                                                        \
   template <int D2>                                                                                        \
-    requires(D2 < D && !std::is_same_v<K, Bool>)                                                           \
-  friend Tensor operator op_(Located<Tensor> a, const Tensor<D2, K>& b) {                                \
-    return Tensor(ember::fn(a.value.a_, b.array(), a.loc), a.loc);                                        \
+    requires(D2 != D && !std::is_same_v<K, Bool>)                                                          \
+  friend Tensor<broadcast_rank<D, D2>, K> operator op_(Located<Tensor> a, const Tensor<D2, K>& b) {      \
+    return Tensor<broadcast_rank<D, D2>, K>(ember::fn(a.value.a_, b.array(), a.loc), a.loc);              \
   }                                                                                                        \
   friend Tensor operator op_(Located<Tensor> a, Scalar b)                                                 \
     requires(!std::is_same_v<K, Bool>)                                                                    \
@@ -245,9 +254,9 @@ class Tensor {
     return Tensor(ember::div(a.value.a_, b.a_, a.loc), a.loc);
   }
   template <int D2>
-    requires(D2 < D && std::is_same_v<K, Float>)
-  friend Tensor operator/(Located<Tensor> a, const Tensor<D2, K>& b) {
-    return Tensor(ember::div(a.value.a_, b.array(), a.loc), a.loc);
+    requires(D2 != D && std::is_same_v<K, Float>)
+  friend Tensor<broadcast_rank<D, D2>, K> operator/(Located<Tensor> a, const Tensor<D2, K>& b) {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::div(a.value.a_, b.array(), a.loc), a.loc);
   }
   friend Tensor operator/(Located<Tensor> a, Scalar b)
     requires std::is_same_v<K, Float>
@@ -264,22 +273,50 @@ class Tensor {
   {
     return Tensor(ember::neg(a.value.a_, a.loc), a.loc);
   }
-  Tensor& operator+=(const Tensor& b) { return *this = *this + b; }
-  Tensor& operator-=(const Tensor& b) { return *this = *this - b; }
-  Tensor& operator*=(const Tensor& b) { return *this = *this * b; }
+  // In place: b must broadcast to this tensor's shape, so its rank is at most D.
+  template <int D2>
+    requires(D2 <= D)
+  Tensor& operator+=(const Tensor<D2, K>& b) {
+    return *this = *this + b;
+  }
+  template <int D2>
+    requires(D2 <= D)
+  Tensor& operator-=(const Tensor<D2, K>& b) {
+    return *this = *this - b;
+  }
+  template <int D2>
+    requires(D2 <= D)
+  Tensor& operator*=(const Tensor<D2, K>& b) {
+    return *this = *this * b;
+  }
   Tensor& operator+=(Scalar b) { return *this = *this + b; }
   Tensor& operator-=(Scalar b) { return *this = *this - b; }
   Tensor& operator*=(Scalar b) { return *this = *this * b; }
 
-  Tensor floor_div(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::floor_div(a_, b.a_, loc), loc); }
+  template <int D2>
+  Tensor<broadcast_rank<D, D2>, K> floor_div(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::floor_div(a_, b.array(), loc), loc);
+  }
   Tensor floor_div(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::floor_div(a_, b, loc), loc); }
   // Remainder with the sign of the divisor (Python's %).
-  Tensor rem(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::rem(a_, b.a_, loc), loc); }
+  template <int D2>
+  Tensor<broadcast_rank<D, D2>, K> rem(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::rem(a_, b.array(), loc), loc);
+  }
   Tensor rem(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::rem(a_, b, loc), loc); }
-  Tensor pow(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(ember::pow(a_, b.a_, loc), loc); }
+  template <int D2>
+  Tensor<broadcast_rank<D, D2>, K> pow(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::pow(a_, b.array(), loc), loc);
+  }
   Tensor pow(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::pow(a_, b, loc), loc); }
-  Tensor max_pair(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(maximum(a_, b.a_, loc), loc); }
-  Tensor min_pair(const Tensor& b, Loc loc = Loc::current()) const { return Tensor(minimum(a_, b.a_, loc), loc); }
+  template <int D2>
+  Tensor<broadcast_rank<D, D2>, K> max_pair(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(maximum(a_, b.array(), loc), loc);
+  }
+  template <int D2>
+  Tensor<broadcast_rank<D, D2>, K> min_pair(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(minimum(a_, b.array(), loc), loc);
+  }
   Tensor abs(Loc loc = Loc::current()) const { return Tensor(ember::abs(a_, loc), loc); }
   Tensor clamp(Scalar lo, Scalar hi, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, hi, loc), loc); }
   Tensor clamp_min(Scalar lo, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, std::nullopt, loc), loc); }
@@ -343,10 +380,10 @@ class Tensor {
   {
     return Tensor(ember::elu(a_, alpha, loc), loc);
   }
-  Tensor atan2(const Tensor& x, Loc loc = Loc::current()) const
+  template <int D2>
     requires std::is_same_v<K, Float>
-  {
-    return Tensor(ember::atan2(a_, x.a_, loc), loc);
+  Tensor<broadcast_rank<D, D2>, K> atan2(const Tensor<D2, K>& x, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::atan2(a_, x.array(), loc), loc);
   }
   Tensor square(Loc loc = Loc::current()) const
     requires(!std::is_same_v<K, Bool>)
@@ -359,10 +396,10 @@ class Tensor {
 
   // ---- bit operations (Int; Bool: the logical ops) ---------------------------------------------
 #define EMBER_TENSOR_BITWISE(fn)                                                              \
-  Tensor fn(const Tensor& b, Loc loc = Loc::current()) const                                 \
+  template <int D2>                                                                          \
     requires(!std::is_same_v<K, Float>)                                                      \
-  {                                                                                           \
-    return Tensor(ember::fn(a_, b.a_, loc), loc);                                            \
+  Tensor<broadcast_rank<D, D2>, K> fn(const Tensor<D2, K>& b, Loc loc = Loc::current()) const { \
+    return Tensor<broadcast_rank<D, D2>, K>(ember::fn(a_, b.array(), loc), loc);             \
   }
   EMBER_TENSOR_BITWISE(bitwise_and)
   EMBER_TENSOR_BITWISE(bitwise_or)
@@ -401,8 +438,9 @@ class Tensor {
 
   // ---- comparisons and masks ------------------------------------------------------------------
 #define EMBER_TENSOR_COMPARE(name, fn)                                                                      \
-  Tensor<D, Bool> name(const Tensor& b, Loc loc = Loc::current()) const {                                   \
-    return Tensor<D, Bool>(ember::fn(a_, b.a_, loc), loc);                                                  \
+  template <int D2>                                                                                          \
+  Tensor<broadcast_rank<D, D2>, Bool> name(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {        \
+    return Tensor<broadcast_rank<D, D2>, Bool>(ember::fn(a_, b.array(), loc), loc);                         \
   }                                                                                                          \
   Tensor<D, Bool> name(Scalar b, Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::fn(a_, b, loc), loc); }
   EMBER_TENSOR_COMPARE(equal, eq)
@@ -412,25 +450,25 @@ class Tensor {
   EMBER_TENSOR_COMPARE(lower, lt)
   EMBER_TENSOR_COMPARE(lower_equal, le)
 #undef EMBER_TENSOR_COMPARE
-  Tensor logical_and(const Tensor& b, Loc loc = Loc::current()) const
+  template <int D2>
     requires std::is_same_v<K, Bool>
-  {
-    return Tensor(ember::logical_and(a_, b.a_, loc), loc);
+  Tensor<broadcast_rank<D, D2>, K> logical_and(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_and(a_, b.array(), loc), loc);
   }
-  Tensor logical_or(const Tensor& b, Loc loc = Loc::current()) const
+  template <int D2>
     requires std::is_same_v<K, Bool>
-  {
-    return Tensor(ember::logical_or(a_, b.a_, loc), loc);
+  Tensor<broadcast_rank<D, D2>, K> logical_or(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_or(a_, b.array(), loc), loc);
   }
   Tensor logical_not(Loc loc = Loc::current()) const
     requires std::is_same_v<K, Bool>
   {
     return Tensor(ember::logical_not(a_, loc), loc);
   }
-  Tensor logical_xor(const Tensor& b, Loc loc = Loc::current()) const
+  template <int D2>
     requires std::is_same_v<K, Bool>
-  {
-    return Tensor(ember::logical_xor(a_, b.a_, loc), loc);
+  Tensor<broadcast_rank<D, D2>, K> logical_xor(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_xor(a_, b.array(), loc), loc);
   }
   // Where mask is true take `other`, else this (Burn's mask_where / mask_fill).
   Tensor mask_where(const Tensor<D, Bool>& mask, const Tensor& other, Loc loc = Loc::current()) const {
@@ -690,11 +728,12 @@ class Tensor {
   {
     return Tensor(ember::bmm(a_, b.a_, loc), loc);
   }
-  // Batched matrix product over the last two dims; batch dims broadcast.
-  Tensor matmul(const Tensor& b, Loc loc = Loc::current()) const
-    requires(D >= 2 && !std::is_same_v<K, Bool>)
-  {
-    return Tensor(ember::matmul(a_, b.a_, loc), loc);
+  // Matrix product as torch.matmul: over the last two dims, batch dims broadcast (a [3, 4] by
+  // b [2, 4, 5] is [2, 3, 5]); a 1-D operand is a row (left) or column (right), then removed.
+  template <int D2>
+    requires(D >= 1 && D2 >= 1 && !std::is_same_v<K, Bool>)
+  Tensor<matmul_rank<D, D2>, K> matmul(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
+    return Tensor<matmul_rank<D, D2>, K>(ember::matmul(a_, b.array(), loc), loc);
   }
 
   // ---- library ops (ember/ops_library.h): convolution, pooling, sorting, scans -----------------
@@ -825,14 +864,16 @@ template <int D, class K>
 Tensor<D, K> relu(const Tensor<D, K>& x, Loc loc = Loc::current()) {
   return Tensor<D, K>(ember::relu(x.array(), loc), loc);
 }
-template <int D, class K>
-Tensor<D, K> where(const Tensor<D, Bool>& cond, const Tensor<D, K>& a, const Tensor<D, K>& b, Loc loc = Loc::current()) {
-  return Tensor<D, K>(ember::where(cond.array(), a.array(), b.array(), loc), loc);
+// cond, a and b broadcast together (any ranks).
+template <int DC, int DA, int DB, class K>
+Tensor<broadcast_rank<DC, broadcast_rank<DA, DB>>, K> where(const Tensor<DC, Bool>& cond, const Tensor<DA, K>& a,
+                                                            const Tensor<DB, K>& b, Loc loc = Loc::current()) {
+  return Tensor<broadcast_rank<DC, broadcast_rank<DA, DB>>, K>(ember::where(cond.array(), a.array(), b.array(), loc), loc);
 }
-template <int D, class K>
-  requires(!std::is_same_v<K, Bool>)
-Tensor<D, K> matmul(const Tensor<D, K>& a, const Tensor<D, K>& b, Loc loc = Loc::current()) {
-  return Tensor<D, K>(ember::matmul(a.array(), b.array(), loc), loc);
+template <int DA, int DB, class K>
+  requires(DA >= 1 && DB >= 1 && !std::is_same_v<K, Bool>)
+Tensor<matmul_rank<DA, DB>, K> matmul(const Tensor<DA, K>& a, const Tensor<DB, K>& b, Loc loc = Loc::current()) {
+  return a.matmul(b, loc);
 }
 
 // Library ops as free functions: conv2d(x, w, {.stride = 2}), max_pool2d(h, {.kernel = 2}).
@@ -878,3 +919,5 @@ std::string Tensor<D, K>::fmt_size_error(size_t got, const Shape& shape, Loc loc
 }
 
 }  // namespace ember
+
+#include "ember/tensor_functions.h"  // typed grad and multinomial (they need the whole class)

@@ -2,8 +2,11 @@
 #include "ember/dtype.h"
 
 #include <cmath>
+#include <ostream>
 
 namespace ember {
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 std::string_view dtype_name(DType t) {
   switch (t) {

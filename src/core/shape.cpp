@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ostream>
 
 #include "ember/error.h"
 
@@ -46,6 +47,8 @@ void check_extent(const Shape& shape, size_t element_bytes, const char* op) {
 }
 
 std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape.str(); }
 
 int wrap_dim(int dim, int rank, const char* op) {
   int lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "ember/ops_library.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -188,6 +189,82 @@ Array randperm(int64_t n, RandintOptions opts, Loc loc) {
     std::swap(perm[size_t(i)], perm[size_t(j)]);
   }
   return cast(from_vector(perm, Shape{n}, opts.device, loc), opts.dtype, loc);
+}
+
+// ---- multinomial ------------------------------------------------------------------------------
+namespace {
+// Raises the first problem of a weight matrix w [N, C] (f64), if any. The happy path reads one
+// small summary from the device; the error paths read the weights to name the offending value.
+void check_multinomial_weights(const Array& w, int64_t num_samples, bool replacement, Loc loc) {
+  constexpr const char* op = "multinomial";
+  Array bad = logical_or(logical_not(is_finite(w, loc), loc), lt(w, 0, loc), loc);
+  Array nonzero_per_row = sum(cast(gt(w, 0, loc), DType::I64, loc), {1}, false, loc);
+  Array row_sums = sum(w, {1}, false, loc);
+  Array summary = stack({cast(sum(cast(bad, DType::I64, loc), {}, false, loc), DType::F64, loc),
+                         cast(min(nonzero_per_row, {}, false, loc), DType::F64, loc)},
+                        0, loc);
+  std::vector<double> s = summary.to_vector<double>();
+  const int64_t cols = w.shape()[1];
+  if (s[0] > 0) {
+    std::vector<double> values = w.to_vector<double>();
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]) || values[i] < 0)
+        fail(op, fmt::format("probs must be finite and non-negative; row {} has {} at index {}",
+                             int64_t(i) / cols, values[i], int64_t(i) % cols),
+             loc);
+  }
+  if (s[1] >= double(replacement ? 1 : num_samples)) return;
+  std::vector<int64_t> counts = nonzero_per_row.to_vector<int64_t>();
+  std::vector<double> sums = row_sums.to_vector<double>();
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0)
+      fail(op, fmt::format("row {} of probs sums to {} (every weight is zero); a row needs a positive weight",
+                           r, sums[r]),
+           loc);
+    if (!replacement && counts[r] < num_samples)
+      fail(op, fmt::format("cannot take {} samples without replacement from row {}, which has only {} "
+                           "non-zero weights",
+                           num_samples, r, counts[r]),
+           loc);
+  }
+}
+}  // namespace
+
+Array multinomial(const Array& probs, int64_t num_samples, bool replacement, std::optional<uint64_t> seed, Loc loc) {
+  constexpr const char* op = "multinomial";
+  const NodePtr& n = node_of(probs, op, loc);
+  const int rank = n->shape.rank();
+  if (!is_floating(n->dtype)) fail(op, fmt::format("probs must be floating, got {}", dtype_name(n->dtype)), loc);
+  if (rank != 1 && rank != 2) fail(op, fmt::format("probs must be 1-D or 2-D, got shape {}", n->shape.str()), loc);
+  const int64_t rows = rank == 2 ? n->shape[0] : 1, cols = n->shape[rank - 1];
+  if (num_samples <= 0) fail(op, fmt::format("num_samples must be positive, got {}", num_samples), loc);
+  if (cols == 0) fail(op, fmt::format("probs of shape {} has no categories", n->shape.str()), loc);
+  if (!replacement && num_samples > cols)
+    fail(op, fmt::format("cannot take {} samples without replacement from {} categories", num_samples, cols), loc);
+  const uint64_t draw_seed = next_seed(seed);
+  Shape out_shape = rank == 2 ? Shape{rows, num_samples} : Shape{num_samples};
+  if (rows == 0) return zeros(out_shape, {DType::I64, n->device}, loc);
+
+  Array w = cast(rank == 1 ? unsqueeze(probs, 0, loc) : probs, DType::F64, loc);  // [N, C]
+  check_multinomial_weights(w, num_samples, replacement, loc);
+  Array index;
+  if (replacement) {
+    // Inverse CDF: the sample is the number of categories whose cumulative weight is <= u. Dividing
+    // by the last column makes the row end exactly 1 > u, so trailing zero weights are never drawn.
+    Array cdf = cumsum(w, 1, loc);
+    cdf = div(cdf, slice(cdf, 1, cols - 1, cols, 1, loc), loc);
+    Array u = uniform({rows, num_samples}, 0, 1, {.seed = draw_seed, .dtype = DType::F64, .device = n->device}, loc);
+    Array below = le(unsqueeze(cdf, 1, loc), unsqueeze(u, 2, loc), loc);  // [N, S, C]
+    index = sum(cast(below, DType::I64, loc), {2}, false, loc);
+  } else {
+    // The exponential race: category c finishes at E_c / w_c with E_c ~ Exp(1); the first
+    // num_samples to finish, in order, have the law of successive draws without replacement.
+    // Zero weights finish at +inf (never taken: each row has num_samples non-zero weights).
+    Array u = uniform({rows, cols}, 0, 1, {.seed = draw_seed, .dtype = DType::F64, .device = n->device}, loc);
+    Array finish = div(neg(log(u, loc), loc), w, loc);
+    index = topk(finish, num_samples, 1, /*largest=*/false, /*sorted=*/true, loc).indices;
+  }
+  return reshape(cast(index, DType::I64, loc), out_shape, loc);
 }
 
 }  // namespace ember

@@ -109,7 +109,7 @@ TEST(CpuDnnlThreadsTest, ConvInferenceStress) {
   struct Net : nn::Module {
     nn::Conv2d conv1{{.in = 1, .out = 32, .kernel = 3}};
     nn::Conv2d conv2{{.in = 32, .out = 64, .kernel = 3}};
-    EMBER_MODULE(conv1, conv2)
+    EMBER_MODULE_VISIT(conv1, conv2)  // a local class: no call operator (member template)
     Tensor<4> forward(const Tensor<4>& x) { return relu(conv2(relu(conv1(x)))); }
   };
   Net m;

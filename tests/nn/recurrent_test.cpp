@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <type_traits>
 
 #include "graph/node.h"
 #include "nn/nn_test_util.h"
@@ -193,6 +194,52 @@ TEST(RecurrentTest, UnbatchedInputMatchesTorch) {
   check_sequence("lstm_unbatched", lstm, {5, 3}, true, true, lstm_fwd(lstm));
   GRU gru(seq_opts({.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true}));
   check_sequence("gru_unbatched", gru, {5, 3}, true, false, fwd_no_c(gru));
+}
+
+// The typed forms and call operators run the same cases of the script through Tensor<3>
+// (batched) and Tensor<2> (unbatched) inputs, states and results.
+TEST(RecurrentTest, TypedFormsMatchTorch) {
+  auto untyped = [](const auto& r) { return RecurrentOutput{r.output.array(), r.h_n.array(), r.c_n.array()}; };
+  LSTM lstm(seq_opts({.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true, .bidirectional = true}));
+  check_sequence("lstm_bi", lstm, {2, 5, 3}, true, true, [&](const Array& x, const Array& h0, const Array& c0) {
+    RecurrentResult<3> r = lstm(Tensor<3>(x), Tensor<3>(h0), Tensor<3>(c0));
+    return untyped(r);
+  });
+  GRU gru(seq_opts({.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true}));
+  check_sequence("gru_unbatched", gru, {5, 3}, true, false, [&](const Array& x, const Array& h0, const Array&) {
+    auto [out, h_n, c_n] = gru.forward(Tensor<2>(x), Tensor<2>(h0));
+    static_assert(std::is_same_v<decltype(out), Tensor<2>>);
+    EXPECT_FALSE(c_n.defined());
+    return RecurrentOutput{out.array(), h_n.array(), Array()};
+  });
+  RNN relu_rnn(seq_opts({.input_size = 3, .hidden_size = 4, .num_layers = 2, .bias = false,
+                         .nonlinearity = RecurrentNonlinearity::ReLU}));
+  check_sequence("rnn_relu", relu_rnn, {6, 2, 3}, false, false,
+                 [&](const Array& x, const Array&, const Array&) { return untyped(relu_rnn(Tensor<3>(x))); });
+
+  // Cells: Tensor<2> in and out.
+  Array x = det({3, 3}, 0.37, 0.1);
+  Array h = mul(det({3, 4}, 0.43, 0.7), 0.5);
+  Array c = det({3, 4}, 0.51, 0.3);
+  LSTMCell lstm_cell(cell_opts({.input_size = 3, .hidden_size = 4}));
+  set_weights(lstm_cell);
+  auto [h1, c1] = lstm_cell(Tensor<2>(x), {Tensor<2>(h), Tensor<2>(c)});
+  static_assert(std::is_same_v<decltype(h1), Tensor<2>>);
+  EXPECT_TRUE(all_close(h1.array(), rec_ref("lstmcell.h"), kTol, kTol));
+  EXPECT_TRUE(all_close(c1.array(), rec_ref("lstmcell.c"), kTol, kTol));
+  RNNCell rnn_cell(cell_opts({.input_size = 3, .hidden_size = 4}));
+  set_weights(rnn_cell);
+  Tensor<2> rh = rnn_cell.forward(Tensor<2>(x), Tensor<2>(h));
+  EXPECT_TRUE(all_close(rh.array(), rec_ref("rnncell_tanh.h"), kTol, kTol));
+  GRUCell gru_cell(cell_opts({.input_size = 3, .hidden_size = 4}));
+  set_weights(gru_cell);
+  EXPECT_TRUE(all_close(gru_cell(Tensor<2>(x), Tensor<2>(h)).array(), rec_ref("grucell.h"), kTol, kTol));
+  // Unbatched cell input (Tensor<1>) with the default zero state: row 1 of the batched zero-state result.
+  Tensor<1> one = gru_cell(Tensor<1>(select(x, 0, 1)));
+  Array batched = gru_cell.forward(x, zeros({3, 4}, {.dtype = DType::F64, .device = x.device()}));
+  EXPECT_TRUE(all_close(one.array(), select(batched, 0, 1).to_vector<double>(), 1e-12, 1e-12));
+  LSTMCellState<1> s1 = lstm_cell(Tensor<1>(select(x, 0, 0)));
+  EXPECT_EQ(s1.c.shape(), Shape({4}));
 }
 
 TEST(RecurrentTest, DropoutBetweenLayers) {

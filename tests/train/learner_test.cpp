@@ -160,7 +160,7 @@ TEST(LearnerTest, FashionMnistSubsetLearns) {
   struct Mlp : nn::Module {
     nn::Linear fc1{{.in = 784, .out = 64, .seed = 1}};
     nn::Linear fc2{{.in = 64, .out = 10, .seed = 2}};
-    EMBER_MODULE(fc1, fc2)
+    EMBER_MODULE_VISIT(fc1, fc2)  // a local class: no call operator (member template)
     Tensor<2> forward(const Tensor<4>& x) { return fc2(relu(fc1(x.flatten<2>(1)))); }
   };
   Mlp model;

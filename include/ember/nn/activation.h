@@ -47,6 +47,8 @@ class Activation : public Module {
   Tensor<D> operator()(const Tensor<D>& x) {
     return Tensor<D>(static_cast<Derived*>(this)->forward(x.array()));
   }
+  // The Array form (EMBER_MODULE's call operator would look for forward in this base).
+  Array operator()(const Array& x) { return static_cast<Derived*>(this)->forward(x); }
 };
 
 class ReLU : public Activation<ReLU> {

@@ -48,6 +48,7 @@ class Sequential : public Module {
     for (auto& item : items_) h = item.forward(h);
     return h;
   }
+  Array operator()(const Array& x) { return forward(x); }
   // Typed: same rank in and out, or name the output rank: seq.forward<2>(x).
   template <int D>
   Tensor<D> operator()(const Tensor<D>& x) {

@@ -11,6 +11,8 @@
 //     EMBER_MODULE(fc1, fc2)
 //     Tensor<2> forward(const Tensor<2>& x) { return fc2(relu(fc1(x))); }
 //   };
+//   Mlp model;
+//   Tensor<2> logits = model(x);  // EMBER_MODULE also gives the call operator: model.forward(x)
 #pragma once
 
 #include <cstdint>
@@ -171,6 +173,13 @@ void visit_field(Visitor& v, const std::string& name, std::vector<T>& items) {
   for (size_t i = 0; i < items.size(); ++i) visit_field(v, name + "." + std::to_string(i), items[i]);
 }
 
+// The call operator's target: the module's own forward, found at the call (where the module's
+// class is complete), with SFINAE when no forward takes these arguments.
+template <class M, class... Args>
+auto call_forward(M& module, const Args&... args) -> decltype(module.forward(args...)) {
+  return module.forward(args...);
+}
+
 template <class... Fields>
 void visit_fields(Visitor& v, std::string_view names, Fields&... fields) {
   static thread_local std::map<std::string_view, std::vector<std::string>> cache;
@@ -184,9 +193,34 @@ void visit_fields(Visitor& v, std::string_view names, Fields&... fields) {
 
 }  // namespace ember::nn
 
+// `module(args...)` as `module.forward(args...)`, for any forward overloads of the class it is
+// written in. EMBER_MODULE includes it; modules that write their own visit use it directly.
+//
+// Why a macro: the base class cannot forward to the most-derived type's forward without CRTP
+// (forward is not virtual: its signature is each module's own), so the operator is declared in
+// the module itself. The object expression *this has that class's type; resolving
+// call_forward(*this, args...) waits until the call, when the class is complete, so forward may
+// be declared below the macro. The operator takes `const Args&...`, so an operator() a class
+// declares itself (the built-in layers' typed ones, Tensor<D> -> Tensor<D>) is at least as good a
+// match and, being more specialized (or not a template), is preferred. It is a member template,
+// which C++ does not allow in a class defined inside a function: such a module uses
+// EMBER_MODULE_VISIT and calls forward by name.
+#define EMBER_CALL_OPERATOR                                                                       \
+  template <class... EmberArgs_> /* class inside a function? use EMBER_MODULE_VISIT there */      \
+  auto operator()(const EmberArgs_&... ember_args_)                                               \
+      -> decltype(::ember::nn::detail::call_forward(*this, ember_args_...)) {                      \
+    return ::ember::nn::detail::call_forward(*this, ember_args_...);                               \
+  }
+
 // Generates the visit member from a list of fields (parameters, buffers, submodules, vectors of
-// submodules). Put it inside the struct: EMBER_MODULE(conv1, conv2, fc1)
-#define EMBER_MODULE(...)                                                                        \
+// submodules). Only that: for a module class defined inside a function (see EMBER_CALL_OPERATOR).
+#define EMBER_MODULE_VISIT(...)                                                                  \
   void visit([[maybe_unused]] ::ember::nn::Visitor& ember_visitor_) override {                  \
     ::ember::nn::detail::visit_fields(ember_visitor_, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__); \
   }
+
+// The visit member and the call operator (model(x) is model.forward(x)). Put it inside the
+// struct: EMBER_MODULE(conv1, conv2, fc1)
+#define EMBER_MODULE(...)              \
+  EMBER_MODULE_VISIT(__VA_ARGS__)      \
+  EMBER_CALL_OPERATOR

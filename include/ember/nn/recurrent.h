@@ -13,6 +13,11 @@
 //
 //   nn::LSTM lstm{{.input_size = 8, .hidden_size = 16, .num_layers = 2, .batch_first = true}};
 //   nn::RecurrentOutput r = lstm.forward(x);  // x [N, L, 8]: r.output [N, L, 16], r.h_n, r.c_n [2, N, 16]
+//
+// Every module also has typed forms and a call operator: with x a Tensor<3> (batched; Tensor<2>
+// unbatched) `auto [out, h_n, c_n] = lstm(x);` gives Tensor<3>s (Tensor<2>s), and the cells take
+// and give Tensor<2> (Tensor<1> unbatched): `Tensor<2> h = gru_cell(x, h);`,
+// `auto [h, c] = lstm_cell(x, {h, c});`.
 #pragma once
 
 #include <optional>
@@ -21,6 +26,12 @@
 #include "ember/nn/module.h"
 
 namespace ember::nn {
+
+// The ranks of the typed forms: 3 (cells: 2) batched, 2 (cells: 1) unbatched.
+template <int D>
+concept RecurrentRank = D == 2 || D == 3;
+template <int D>
+concept RecurrentCellRank = D == 1 || D == 2;
 
 enum class RecurrentNonlinearity { Tanh, ReLU };  // RNN and RNNCell only
 
@@ -81,13 +92,27 @@ class RNNCell : public Module {
 
   // h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
   Array forward(const Array& x, const Array& h = {});
-  Tensor<2> operator()(const Tensor<2>& x, const Tensor<2>& h) { return Tensor<2>(forward(x.array(), h.array())); }
+  template <int D>
+    requires RecurrentCellRank<D>
+  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}) {
+    return Tensor<D>(forward(x.array(), h.array()));
+  }
+  template <int D>
+    requires RecurrentCellRank<D>
+  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}) {
+    return forward(x, h);
+  }
   std::string type_name() const override { return "RNNCell"; }
   std::string config() const override { return options.to_json(); }
 };
 
 struct LSTMState {
   Array h, c;
+};
+// The typed state of LSTMCell (undefined tensors mean zeros).
+template <int D>
+struct LSTMCellState {
+  Tensor<D> h, c;
 };
 
 class LSTMCell : public Module {
@@ -101,6 +126,17 @@ class LSTMCell : public Module {
 
   // c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c').
   LSTMState forward(const Array& x, const LSTMState& state = {});
+  template <int D>
+    requires RecurrentCellRank<D>
+  LSTMCellState<D> forward(const Tensor<D>& x, const LSTMCellState<D>& state = {}) {
+    LSTMState next = forward(x.array(), LSTMState{state.h.array(), state.c.array()});
+    return {Tensor<D>(next.h), Tensor<D>(next.c)};
+  }
+  template <int D>
+    requires RecurrentCellRank<D>
+  LSTMCellState<D> operator()(const Tensor<D>& x, const LSTMCellState<D>& state = {}) {
+    return forward(x, state);
+  }
   std::string type_name() const override { return "LSTMCell"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -116,7 +152,16 @@ class GRUCell : public Module {
 
   // h' = (1 - z) n + z h.
   Array forward(const Array& x, const Array& h = {});
-  Tensor<2> operator()(const Tensor<2>& x, const Tensor<2>& h) { return Tensor<2>(forward(x.array(), h.array())); }
+  template <int D>
+    requires RecurrentCellRank<D>
+  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}) {
+    return Tensor<D>(forward(x.array(), h.array()));
+  }
+  template <int D>
+    requires RecurrentCellRank<D>
+  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}) {
+    return forward(x, h);
+  }
   std::string type_name() const override { return "GRUCell"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -128,6 +173,11 @@ class GRUCell : public Module {
 // only, else undefined): [num_layers * D, N, hidden_size]. Unbatched input gives states without N.
 struct RecurrentOutput {
   Array output, h_n, c_n;
+};
+// The typed result: all three have the input's rank (c_n undefined but for LSTM).
+template <int D>
+struct RecurrentResult {
+  Tensor<D> output, h_n, c_n;
 };
 
 // The weights of one layer and direction (weight_hr only for an LSTM with proj_size).
@@ -153,6 +203,10 @@ class RecurrentBase : public Module {
   // x: see RecurrentOutput; h0 [num_layers * D, N, H_out], c0 (LSTM) [num_layers * D, N, hidden];
   // undefined states are zeros.
   RecurrentOutput run(const Array& x, const Array& h0, const Array& c0);
+  template <int D>
+  static RecurrentResult<D> typed(const RecurrentOutput& r) {
+    return {Tensor<D>(r.output), Tensor<D>(r.h_n), Tensor<D>(r.c_n)};
+  }
   Kind kind_ = Kind::RNN;
   uint64_t dropout_calls_ = 0;
 };
@@ -162,6 +216,17 @@ class RNN : public RecurrentBase {
   RNN() = default;
   explicit RNN(RecurrentOptions opts) : RecurrentBase(opts, Kind::RNN) {}
   RecurrentOutput forward(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
+    return typed<D>(run(x.array(), h0.array(), {}));
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
+    return forward(x, h0);
+  }
   std::string type_name() const override { return "RNN"; }
 };
 
@@ -170,6 +235,17 @@ class LSTM : public RecurrentBase {
   LSTM() = default;
   explicit LSTM(RecurrentOptions opts) : RecurrentBase(opts, Kind::LSTM) {}
   RecurrentOutput forward(const Array& x, const Array& h0 = {}, const Array& c0 = {}) { return run(x, h0, c0); }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}, const Array& c0 = {}) { return run(x, h0, c0); }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {}) {
+    return typed<D>(run(x.array(), h0.array(), c0.array()));
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {}) {
+    return forward(x, h0, c0);
+  }
   std::string type_name() const override { return "LSTM"; }
 };
 
@@ -178,6 +254,17 @@ class GRU : public RecurrentBase {
   GRU() = default;
   explicit GRU(RecurrentOptions opts) : RecurrentBase(opts, Kind::GRU) {}
   RecurrentOutput forward(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
+    return typed<D>(run(x.array(), h0.array(), {}));
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
+    return forward(x, h0);
+  }
   std::string type_name() const override { return "GRU"; }
 };
 

@@ -116,6 +116,7 @@ class TransformerEncoder : public Module {
   TransformerStackOptions options;
   void visit(Visitor& v) override;
   Array forward(const Array& src, const EncoderMasks& masks = {});
+  EMBER_CALL_OPERATOR
   std::string type_name() const override { return "TransformerEncoder"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -129,6 +130,7 @@ class TransformerDecoder : public Module {
   TransformerStackOptions options;
   void visit(Visitor& v) override;
   Array forward(const Array& tgt, const Array& memory, const DecoderMasks& masks = {});
+  EMBER_CALL_OPERATOR
   std::string type_name() const override { return "TransformerDecoder"; }
   std::string config() const override { return options.to_json(); }
 };

@@ -1,0 +1,42 @@
+// Printing shapes and dtypes with operator<< (std::cout << x.shape(), std::cout << x.dtype()).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "ember/tensor.h"
+
+namespace ember {
+namespace {
+
+template <class T>
+std::string printed(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+TEST(PrintShapeDTypeTest, ShapesPrintAsTheirDims) {
+  EXPECT_EQ(printed(Shape{2, 3}), "[2, 3]");
+  EXPECT_EQ(printed(Shape{}), "[]");
+  EXPECT_EQ(printed(Shape{0, 1, 7}), "[0, 1, 7]");
+  auto x = Tensor<3>::zeros({4, 1, 5});
+  EXPECT_EQ(printed(x.shape()), "[4, 1, 5]");
+  std::ostringstream os;
+  os << "shape " << x.shape() << " dtype " << x.dtype();  // chains like any stream output
+  EXPECT_EQ(os.str(), "shape [4, 1, 5] dtype float32");
+}
+
+TEST(PrintShapeDTypeTest, DTypesPrintTheirNames) {
+  EXPECT_EQ(printed(DType::F32), "float32");
+  EXPECT_EQ(printed(DType::F64), "float64");
+  EXPECT_EQ(printed(DType::F16), "float16");
+  EXPECT_EQ(printed(DType::BF16), "bfloat16");
+  EXPECT_EQ(printed(DType::I32), "int32");
+  EXPECT_EQ(printed(DType::I64), "int64");
+  EXPECT_EQ(printed(DType::U8), "uint8");
+  EXPECT_EQ(printed(DType::Bool), "bool");
+  EXPECT_EQ(printed(Tensor<1, Int>::from_data({1, 2}).dtype()), "int64");
+}
+
+}  // namespace
+}  // namespace ember
