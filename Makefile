@@ -56,7 +56,9 @@ asan-test: asan
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASYNC_DEVICE_ENV) \
 	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASYNC_FILTER)'
 # The asynchronous test device (tests/CMakeLists.txt, backend.async_device) under the sanitizers:
-# its worker threads, queued copies of launches and poisoned buffers.
+# its worker threads, queued copies of launches and poisoned buffers. Under TSan the test that
+# reads without waiting on purpose is left out (appended after the filter's '-': it is a data
+# race by design, which TSan rightly reports).
 ASYNC_DEVICE_ENV = EMBER_REFERENCE_ASYNC=1 EMBER_REFERENCE_DEVICES=2 EMBER_CACHE_BYTES=0 EMBER_REQUIRE_ASYNC_DEVICE=1 EMBER_TEST_DEVICE=reference
 ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpIndexing*:-*Million*
 # The file readers (malformed input, fuzz corpora) run here too.
@@ -78,7 +80,8 @@ tsan-test: tsan
 	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 	@OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	  $(ASYNC_DEVICE_ENV) $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(ASYNC_FILTER)'
+	  $(ASYNC_DEVICE_ENV) $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 \
+	  --gtest_filter='$(ASYNC_FILTER):AsyncDeviceTest.ReadsThatDoNotWaitForTheirWorkAreCaught'
 TSAN_FILTER ?= ThreadStressTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
