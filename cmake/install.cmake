@@ -9,7 +9,7 @@ install(TARGETS ember ember_static EXPORT EmberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(plugin ember_backend_cpu ember_backend_reference)
+foreach(plugin ember_backend_cpu ember_backend_reference ember_backend_vulkan)
   if(TARGET ${plugin})
     install(TARGETS ${plugin} LIBRARY DESTINATION ${EMBER_PLUGIN_INSTALL_DIR})
   endif()

@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks
   zlib1g-dev libstb-dev                           # data: gzip-compressed IDX files, PNG/JPEG images
   dataset-fashion-mnist                           # the default training data (/usr/share/datasets/fashion-mnist)
+  libvulkan-dev mesa-vulkan-drivers              # Vulkan loader/headers and lavapipe (a CPU Vulkan driver for tests)
+  libshaderc-dev glslang-dev                      # GLSL -> SPIR-V at run time (the Vulkan plugin links them statically)
+  spirv-tools vulkan-validationlayers             # spirv-val and the validation layer (Vulkan test stages)
 )
 
 missing=()

@@ -352,6 +352,10 @@ typedef struct ember_backend_v2 {
   /* Between two buffers of this plugin, possibly on two of its devices (queue: the source's). */
   int32_t (*buffer_copy)(ember_queue queue, ember_buffer dst, size_t dst_offset, ember_buffer src,
                          size_t src_offset, size_t bytes, ember_status* st);
+
+  /* Why device_count() is 0 ("no Vulkan driver found"), for `ember info` and error messages;
+   * NULL when the plugin has devices. The string lives as long as the plugin. */
+  const char* (*no_device_reason)(void);
 } ember_backend_v2;
 
 enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };

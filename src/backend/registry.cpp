@@ -100,8 +100,10 @@ Backend* Backend::try_get(DeviceKind kind, std::string* why) {
       try {
         s.backend = load_file(file.string(), kind_name(kind));
         if (s.backend->device_count() <= 0) {
-          s.why = fmt::format("backend '{}' loaded from {} but found no device", kind_name(kind),
-                              file.string());
+          const auto reason_fn = s.backend->table().no_device_reason;
+          const char* reason = reason_fn ? reason_fn() : nullptr;
+          s.why = fmt::format("backend '{}' loaded from {} but found no device{}{}", kind_name(kind),
+                              file.string(), reason ? ": " : "", reason ? reason : "");
           s.backend.reset();
         }
       } catch (const Error& e) {

@@ -1,0 +1,722 @@
+// The GLSL target of the KIR emitter (emit_glsl.h): the GLSL expression table (an ExprTable, so
+// per-instruction rendering is shared with the C++ target through render_inst) and the two
+// compute-shader loop structures. Formulas follow the interpreter and the reference backend
+// (src/backend/reference/reference.cpp); where GLSL leaves a case undefined (log of a negative
+// number, pow of a negative base, NaN in min/max, integer division by zero) the prelude spells it
+// out. Accuracy where it differs from the CPU is stated in docs/backends.md (Vulkan).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
+#endif
+#include "backend/common/emit_glsl.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "backend/common/emit_c.h"
+#include "backend/common/glsl_f64_math.h"
+
+namespace ember::emit {
+
+namespace {
+
+using W = GlslLaunchWords;
+
+bool is_float(uint8_t dt) { return dt == EMBER_F32 || dt == EMBER_F64; }
+bool is_half(uint8_t dt) { return dt == EMBER_F16 || dt == EMBER_BF16; }
+bool is_acc(uint16_t op) { return op >= EMBER_KIR_ACC_SUM && op <= EMBER_KIR_ACC_ARGMIN; }
+std::string S(int64_t v) { return std::to_string(v); }
+std::string var(int32_t k) { return "v" + S(k); }
+
+std::string hex32(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08xu", v);
+  return b;
+}
+
+std::string float_literal(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return "uintBitsToFloat(" + hex32(bits) + ")";
+}
+
+std::string double_literal(double d) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, 8);
+  return "packDouble2x32(uvec2(" + hex32(uint32_t(bits)) + ", " + hex32(uint32_t(bits >> 32)) + "))";
+}
+
+std::string i64_literal(int64_t v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "int64_t(0x%" PRIx64 "UL)", uint64_t(v));
+  return b;
+}
+
+// Helpers every shader gets. e_fail records the first kernel-side error in the error word.
+const char* kPreludeCommon = R"(
+layout(std430, binding = 0) readonly buffer EmberLaunch { int64_t P[]; };
+layout(std430, binding = 1) buffer EmberErrorWord { uint E[]; };
+#define F(bits) uintBitsToFloat(bits)
+float e_nanf() { return F(0x7fc00000u); }
+float e_inff() { return F(0x7f800000u); }
+void e_fail(uint code, int64_t value, int64_t extra) {
+  if (atomicCompSwap(E[0], 0u, code) == 0u) {
+    E[1] = uint(P[3]);
+    E[2] = uint(value); E[3] = uint(value >> 32);
+    E[4] = uint(extra); E[5] = uint(extra >> 32);
+  }
+}
+int64_t e_gather(int64_t base, int64_t index, int64_t stride, int64_t size) {
+  if (index < 0 || index >= size) { e_fail(1u, index, size); return base; }
+  return base + index * stride;
+}
+float e_maxf(float x, float y) { return (isnan(x) || isnan(y)) ? e_nanf() : (x > y ? x : y); }
+float e_minf(float x, float y) { return (isnan(x) || isnan(y)) ? e_nanf() : (x < y ? x : y); }
+float e_logf(float x) {
+  return (isnan(x) || x < 0.0) ? e_nanf() : x == 0.0 ? -e_inff() : isinf(x) ? x : log(x);
+}
+float e_expf(float x) { return isnan(x) ? x : x > 88.8 ? e_inff() : x < -104.0 ? 0.0 : exp(x); }
+float e_sinf(float x) { return (isinf(x) || isnan(x)) ? e_nanf() : sin(x); }
+float e_cosf(float x) { return (isinf(x) || isnan(x)) ? e_nanf() : cos(x); }
+float e_sqrtf(float x) { return (isnan(x) || x < 0.0) ? e_nanf() : sqrt(x); }
+// tanh: an odd Taylor polynomial near 0 (relative error < 3e-9 below 0.3, where 1 - 2/(e^2x + 1)
+// cancels), saturated past 9 (tanh rounds to 1 there); -0 and NaN pass through.
+float e_tanhf(float x) {
+  precise float a = abs(x);
+  precise float r;
+  if (a < 0.3) {
+    precise float t = x * x;
+    return x + x * t * (-0.333333333 + t * (0.133333333 + t * (-0.053968254 + t * (0.021869489 + t * -0.008863236))));
+  }
+  if (a > 9.0) r = 1.0; else r = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+  return isnan(x) ? x : (x < 0.0 ? -r : r);
+}
+// erf as the CPU's tier-1 kernels compute it (emit_c.cpp, e_erff): at most 1 ulp in f32.
+float e_erff(float x) {
+  precise float ax = abs(x);
+  precise float t = x * x;
+  precise float p = F(0x38a3b8ffu);
+  p = fma(p, t, F(0xba51a8afu)); p = fma(p, t, F(0x3ba9f912u)); p = fma(p, t, F(0xbcdbfb8du));
+  p = fma(p, t, F(0x3de71673u)); p = fma(p, t, F(0xbec0939fu)); p = fma(p, t, F(0x3e0375d4u));
+  precise float lo = fma(x, p, x);
+  precise float z = ax > 4.0 ? 4.0 : ax;
+  precise float s = F(0x39429641u);
+  s = fma(s, z, F(0xbb40a653u)); s = fma(s, z, F(0x3cb2a10eu)); s = fma(s, z, F(0xbdd30542u));
+  s = fma(s, z, F(0x3eb93a7cu)); s = fma(s, z, F(0xbf9042d9u)); s = fma(s, z, F(0xb9b97428u));
+  precise float zz = z * z;
+  precise float zl = fma(z, z, -zz);
+  precise float k = fma(s - zz, F(0x3fb8aa3bu), F(0x4b400000u));
+  precise float n = k - F(0x4b400000u);
+  precise float r = s - fma(n, F(0x3f317200u), zz);
+  r = fma(n, F(0xb5bfbe8eu), r - zl);
+  precise float q = F(0x3a9bb385u);
+  q = fma(q, r, F(0x3c091426u)); q = fma(q, r, F(0x3d2ace47u)); q = fma(q, r, F(0x3e2aaa58u));
+  q = fma(q, r, F(0x3effffd6u)); q = fma(q, r, 1.0); q = fma(q, r, 1.0);
+  precise float e = q * uintBitsToFloat((floatBitsToUint(k) + 127u) << 23);
+  precise float hi = 1.0 - e;
+  if (isnan(x)) return x;
+  return ax < 1.0 ? lo : (x < 0.0 ? -hi : hi);
+}
+// pow with C's special cases (GLSL leaves x < 0 undefined); exp2(y log2 |x|) otherwise.
+float e_powf(float x, float y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return e_nanf();
+  float ax = abs(x), ay = abs(y);
+  bool yint = floor(y) == y;
+  bool yodd = yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0;
+  if (isinf(y)) return ax == 1.0 ? 1.0 : ((ax > 1.0) == (y > 0.0) ? e_inff() : 0.0);
+  if (x == 0.0) return y < 0.0 ? (yodd ? ((floatBitsToUint(x) >> 31) != 0u ? -e_inff() : e_inff()) : e_inff()) : (yodd ? x : 0.0);
+  if (isinf(x)) {
+    if (x > 0.0) return y > 0.0 ? e_inff() : 0.0;
+    return y > 0.0 ? (yodd ? -e_inff() : e_inff()) : (yodd ? -0.0 : 0.0);
+  }
+  if (x < 0.0 && !yint) return e_nanf();
+  float r = exp2(y * log2(ax));
+  return (x < 0.0 && yodd) ? -r : r;
+}
+int e_f2i(float x) { return (x >= -2147483648.0 && x < 2147483648.0) ? int(x) : int(0x80000000u); }
+int64_t e_f2l(float x) {
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? int64_t(x) : int64_t(0x8000000000000000UL);
+}
+// f16/bf16 bits <-> f32, bit for bit as the core's conversions (src/core/dtype.cpp).
+float e_h2f(uint h) {
+  uint sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+  if (em >= 0x7c00u) return uintBitsToFloat(sign | (em << 13) | 0x7f800000u);
+  if (em >= 0x0400u) return uintBitsToFloat(sign | ((em << 13) + 0x38000000u));
+  return uintBitsToFloat(sign | floatBitsToUint(float(int(em)) * F(0x33800000u)));
+}
+uint e_f2h(float f) {
+  uint x = floatBitsToUint(f);
+  uint sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) return sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u);
+  if (absx >= 0x477ff000u) return sign | 0x7c00u;
+  if (absx < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(absx) * 16777216.0));
+  uint mant = absx & 0x7fffffu;
+  uint h = (((absx >> 23) - 112u) << 10) | (mant >> 13), rest = mant & 0x1fffu;
+  uint up = rest > 0x1000u ? 1u : (rest == 0x1000u ? (h & 1u) : 0u);
+  return sign | (h + up);
+}
+float e_b2f(uint b) { return uintBitsToFloat(b << 16); }
+uint e_f2b(float f) {
+  uint x = floatBitsToUint(f);
+  return ((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16) & 0xffffu;
+}
+uvec2 e_philox(uint64_t counter, uint stream, uint64_t key) {
+  uint c0 = uint(counter), c1 = uint(counter >> 32), c2 = stream, c3 = 0u;
+  uint k0 = uint(key), k1 = uint(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint hi0, lo0, hi1, lo1;
+    umulExtended(0xD2511F53u, c0, hi0, lo0);
+    umulExtended(0xCD9E8D57u, c2, hi1, lo1);
+    uint n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c1 = lo1; c3 = lo0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  return uvec2(c0, c1);
+}
+float e_uniform_f32(int64_t c, uint s, uint64_t k) { return float(e_philox(uint64_t(c), s, k).x >> 8) * F(0x33800000u); }
+)";
+
+// Integer division, remainder and power of one register type (int or int64_t); they report
+// division by zero and negative exponents as the interpreter does.
+std::string int_helpers(const char* T, const char* sfx) {
+  std::string s = R"(
+T e_div_SFX(T a, T b) { if (b == T(0)) { e_fail(2u, int64_t(a), int64_t(0)); return T(0); } return b == T(-1) ? -a : a / b; }
+T e_floordiv_SFX(T a, T b) {
+  if (b == T(0)) { e_fail(2u, int64_t(a), int64_t(0)); return T(0); }
+  if (b == T(-1)) return -a;
+  T q = a / b;
+  if (a - q * b != T(0) && ((a < T(0)) != (b < T(0)))) q -= T(1);
+  return q;
+}
+T e_rem_SFX(T a, T b) {
+  if (b == T(0)) { e_fail(3u, int64_t(a), int64_t(0)); return T(0); }
+  if (b == T(-1)) return T(0);
+  T m = a - (a / b) * b;
+  if (m != T(0) && ((m < T(0)) != (b < T(0)))) m += b;
+  return m;
+}
+T e_pow_SFX(T a, T b) {
+  if (b < T(0)) { e_fail(4u, int64_t(b), int64_t(0)); return T(0); }
+  T r = T(1), x = a;
+  for (T e = b; e > T(0); e >>= 1) { if ((e & T(1)) != T(0)) r *= x; x *= x; }
+  return r;
+}
+)";
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, 3, "SFX") == 0) { out += sfx; i += 2; }
+    else if (s[i] == 'T' && (i + 1 == s.size() || !std::isalnum((unsigned char)s[i + 1])) &&
+             (i == 0 || !std::isalnum((unsigned char)s[i - 1])))
+      out += T;
+    else out += s[i];
+  }
+  return out;
+}
+
+const char* kPreludeF64 = R"(
+double e_nand() { return packDouble2x32(uvec2(0u, 0x7ff80000u)); }
+double e_infd() { return packDouble2x32(uvec2(0u, 0x7ff00000u)); }
+double e_maxd(double x, double y) { return (isnan(x) || isnan(y)) ? e_nand() : (x > y ? x : y); }
+double e_mind(double x, double y) { return (isnan(x) || isnan(y)) ? e_nand() : (x < y ? x : y); }
+double e_sqrtd(double x) { return (isnan(x) || x < 0.0LF) ? e_nand() : sqrt(x); }
+int e_d2i(double x) { return (x >= -2147483648.0LF && x < 2147483648.0LF) ? int(x) : int(0x80000000u); }
+int64_t e_d2l(double x) {
+  return (x >= -9223372036854775808.0LF && x < 9223372036854775808.0LF) ? int64_t(x) : int64_t(0x8000000000000000UL);
+}
+// fmod through a truncated quotient (exact while |x / y| < 2^29 for f32 operands), then the sign
+// of the divisor as the interpreter's remainder.
+double e_remd(double x, double y) {
+  double m;
+  if (isnan(x) || isnan(y) || isinf(x) || y == 0.0LF) m = e_nand();
+  else if (isinf(y) || x == 0.0LF) m = x;
+  else { double q = trunc(x / y); m = x - q * y; if (abs(m) >= abs(y)) m = 0.0LF; }
+  if (m != 0.0LF && ((m < 0.0LF) != (y < 0.0LF))) m += y;
+  return m;
+}
+float e_remf(float x, float y) { return float(e_remd(double(x), double(y))); }
+double e_uniform_f64(int64_t c, uint s, uint64_t k) {
+  uvec2 w = e_philox(uint64_t(c), s, k);
+  return double(((uint64_t(w.x) << 32) | uint64_t(w.y)) >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u));
+}
+)";
+
+// Without f64: the remainder in f32 (exact while |x / y| < 2^24).
+const char* kPreludeNoF64 = R"(
+float e_remf(float x, float y) {
+  float m;
+  if (isnan(x) || isnan(y) || isinf(x) || y == 0.0) m = e_nanf();
+  else if (isinf(y) || x == 0.0) m = x;
+  else { float q = trunc(x / y); m = x - q * y; if (abs(m) >= abs(y)) m = 0.0; }
+  if (m != 0.0 && ((m < 0.0) != (y < 0.0))) m += y;
+  return m;
+}
+)";
+
+class GlslTable final : public ExprTable {
+ public:
+  explicit GlslTable(const GlslTarget& t) : t_(t) {}
+
+  const char* reg_type(uint8_t dt) const override {
+    switch (dt) {
+      case EMBER_F32: case EMBER_F16: case EMBER_BF16: return "float";
+      case EMBER_F64: return t_.float64 ? "double" : nullptr;
+      case EMBER_I64: return "int64_t";
+      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int";
+      default: return nullptr;
+    }
+  }
+  const char* storage_type(uint8_t dt) const override {
+    switch (dt) {
+      case EMBER_F32: return "float";
+      case EMBER_F64: return t_.float64 ? "double" : nullptr;
+      case EMBER_I64: return "int64_t";
+      case EMBER_I32: return "int";
+      case EMBER_U8: case EMBER_BOOL: return t_.storage8 ? "uint8_t" : nullptr;
+      case EMBER_F16: case EMBER_BF16: return t_.storage16 ? "uint16_t" : nullptr;
+      default: return nullptr;
+    }
+  }
+  std::string constant(const ember_kir_inst& in) const override {
+    switch (in.dtype) {
+      case EMBER_F32: case EMBER_F16: case EMBER_BF16: return float_literal(float(in.fimm));
+      case EMBER_F64: return t_.float64 ? double_literal(in.fimm) : "";
+      case EMBER_I64: return i64_literal(in.iimm);
+      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int(" + hex32(uint32_t(uint64_t(in.iimm))) + ")";
+      default: return "";
+    }
+  }
+  std::string unary(uint16_t op, uint8_t dt, const std::string& a) const override {
+    if (is_half(dt)) dt = EMBER_F32;
+    if (!reg_type(dt)) return "";
+    if (dt == EMBER_F32) {
+      switch (op) {
+        case EMBER_KIR_NEG: return "-" + a;
+        case EMBER_KIR_ABS: return "abs(" + a + ")";
+        case EMBER_KIR_FLOOR: return "floor(" + a + ")";
+        case EMBER_KIR_CEIL: return "ceil(" + a + ")";
+        case EMBER_KIR_SQRT: return "e_sqrtf(" + a + ")";
+        case EMBER_KIR_EXP: return "e_expf(" + a + ")";
+        case EMBER_KIR_LOG: return "e_logf(" + a + ")";
+        case EMBER_KIR_TANH: return "e_tanhf(" + a + ")";
+        case EMBER_KIR_ERF: return "e_erff(" + a + ")";
+        case EMBER_KIR_SIN: return "e_sinf(" + a + ")";
+        case EMBER_KIR_COS: return "e_cosf(" + a + ")";
+        default: return "";
+      }
+    }
+    if (dt == EMBER_F64) {  // GLSL has no f64 transcendental functions: glsl_f64_math.h has them
+      switch (op) {
+        case EMBER_KIR_NEG: return "-" + a;
+        case EMBER_KIR_ABS: return "abs(" + a + ")";
+        case EMBER_KIR_FLOOR: return "floor(" + a + ")";
+        case EMBER_KIR_CEIL: return "ceil(" + a + ")";
+        case EMBER_KIR_SQRT: return "e_sqrtd(" + a + ")";
+        case EMBER_KIR_EXP: return "e_expd(" + a + ")";
+        case EMBER_KIR_LOG: return "e_logd(" + a + ")";
+        case EMBER_KIR_TANH: return "e_tanhd(" + a + ")";
+        case EMBER_KIR_ERF: return "e_erfd(" + a + ")";
+        case EMBER_KIR_SIN: return "e_sind(" + a + ")";
+        case EMBER_KIR_COS: return "e_cosd(" + a + ")";
+        default: return "";
+      }
+    }
+    const std::string T = reg_type(dt);
+    switch (op) {
+      case EMBER_KIR_NEG: return "(-" + a + ")";
+      case EMBER_KIR_ABS: return "(" + a + " < " + T + "(0) ? -" + a + " : " + a + ")";
+      case EMBER_KIR_NOT: return "int(" + a + " == " + T + "(0))";
+      case EMBER_KIR_FLOOR: case EMBER_KIR_CEIL: return a;
+      default: return "";
+    }
+  }
+  std::string binary(uint16_t op, uint8_t dt, const std::string& a, const std::string& b) const override {
+    if (is_half(dt)) dt = EMBER_F32;
+    if (!reg_type(dt)) return "";
+    const std::string x = a, y = b;
+    if (is_float(dt)) {
+      const bool f = dt == EMBER_F32;
+      switch (op) {
+        case EMBER_KIR_ADD: return x + " + " + y;
+        case EMBER_KIR_SUB: return x + " - " + y;
+        case EMBER_KIR_MUL: return x + " * " + y;
+        case EMBER_KIR_DIV: return x + " / " + y;
+        case EMBER_KIR_FLOORDIV:
+          if (f && t_.float64) return "float(floor(double(" + x + ") / double(" + y + ")))";
+          return "floor(" + x + " / " + y + ")";
+        case EMBER_KIR_REM: return (f ? "e_remf(" : "e_remd(") + x + ", " + y + ")";
+        case EMBER_KIR_POW: return (f ? "e_powf(" : "e_powd(") + x + ", " + y + ")";
+        case EMBER_KIR_MAX: return (f ? "e_maxf(" : "e_maxd(") + x + ", " + y + ")";
+        case EMBER_KIR_MIN: return (f ? "e_minf(" : "e_mind(") + x + ", " + y + ")";
+        default: return "";
+      }
+    }
+    const char* sfx = dt == EMBER_I64 ? "l" : "i";
+    switch (op) {
+      case EMBER_KIR_ADD: return x + " + " + y;
+      case EMBER_KIR_SUB: return x + " - " + y;
+      case EMBER_KIR_MUL: return x + " * " + y;
+      case EMBER_KIR_DIV: return std::string("e_div_") + sfx + "(" + x + ", " + y + ")";
+      case EMBER_KIR_FLOORDIV: return std::string("e_floordiv_") + sfx + "(" + x + ", " + y + ")";
+      case EMBER_KIR_REM: return std::string("e_rem_") + sfx + "(" + x + ", " + y + ")";
+      case EMBER_KIR_POW: return std::string("e_pow_") + sfx + "(" + x + ", " + y + ")";
+      case EMBER_KIR_MAX: return "max(" + x + ", " + y + ")";
+      case EMBER_KIR_MIN: return "min(" + x + ", " + y + ")";
+      case EMBER_KIR_AND: return "int(" + x + " != 0 && " + y + " != 0)";
+      case EMBER_KIR_OR: return "int(" + x + " != 0 || " + y + " != 0)";
+      default: return "";
+    }
+  }
+  std::string compare(uint16_t op, uint8_t operand_dt, const std::string& a, const std::string& b) const override {
+    if (is_half(operand_dt)) operand_dt = EMBER_F32;
+    if (!reg_type(operand_dt)) return "";
+    switch (op) {
+      case EMBER_KIR_LT: return "int(" + a + " < " + b + ")";
+      case EMBER_KIR_LE: return "int(" + a + " <= " + b + ")";
+      case EMBER_KIR_GT: return "int(" + a + " > " + b + ")";
+      case EMBER_KIR_GE: return "int(" + a + " >= " + b + ")";
+      case EMBER_KIR_EQ: return "int(" + a + " == " + b + ")";
+      case EMBER_KIR_NE: return "int(!(" + a + " == " + b + "))";  // true for NaN operands
+      default: return "";
+    }
+  }
+  std::string cast(uint8_t from, uint8_t to, const std::string& a) const override {
+    const char* Sr = reg_type(from);
+    if (!Sr || !reg_type(to)) return "";
+    const bool sf = is_float(from) || is_half(from);
+    const bool sd = from == EMBER_F64;
+    switch (to) {
+      case EMBER_F16: return "e_h2f(e_f2h(float(" + a + ")))";
+      case EMBER_BF16: return "e_b2f(e_f2b(float(" + a + ")))";
+      case EMBER_BOOL: return "int(!(" + a + " == " + Sr + "(0)))";
+      case EMBER_F64: return "double(" + a + ")";
+      case EMBER_F32:  // i64 -> f32 through f64, as the CPU (double rounding included)
+        return from == EMBER_I64 && t_.float64 ? "float(double(" + a + "))" : "float(" + a + ")";
+      case EMBER_I64: return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "int64_t(" + a + ")";
+      case EMBER_U8: return sf ? std::string("(") + (sd ? "e_d2i(" : "e_f2i(") + a + ") & 255)" : "(int(" + a + ") & 255)";
+      default: return sf ? (sd ? "e_d2i(" : "e_f2i(") + a + ")" : "int(" + a + ")";
+    }
+  }
+  std::string select(const std::string& c, const std::string& a, const std::string& b) const override {
+    return "(" + c + " != 0 ? " + a + " : " + b + ")";
+  }
+  std::string rand_uniform(uint8_t dt, const std::string& counter, uint32_t stream, const std::string& key) const override {
+    if (dt == EMBER_F32) return "e_uniform_f32(" + counter + ", " + S(stream) + "u, " + key + ")";
+    if (dt == EMBER_F64 && t_.float64) return "e_uniform_f64(" + counter + ", " + S(stream) + "u, " + key + ")";
+    return "";
+  }
+  std::string load(uint8_t dt, const std::string& ref) const override {
+    if (!storage_type(dt)) return "";
+    switch (dt) {
+      case EMBER_U8: return "int(" + ref + ")";
+      case EMBER_BOOL: return "int(" + ref + " != uint8_t(0))";
+      case EMBER_F16: return "e_h2f(uint(" + ref + "))";
+      case EMBER_BF16: return "e_b2f(uint(" + ref + "))";
+      default: return ref;
+    }
+  }
+  std::string store_value(uint8_t dt, uint8_t value_dt, const std::string& v) const override {
+    std::string x = v;
+    if (value_dt != dt) {
+      x = cast(value_dt, dt, v);
+      if (x.empty()) return "";
+    }
+    switch (dt) {
+      case EMBER_U8: return "uint8_t(" + x + ")";
+      case EMBER_BOOL: return "uint8_t(" + x + " != 0 ? 1 : 0)";
+      case EMBER_F16: return "uint16_t(e_f2h(" + x + "))";
+      case EMBER_BF16: return "uint16_t(e_f2b(" + x + "))";
+      default: return storage_type(dt) ? x : "";
+    }
+  }
+
+ private:
+  GlslTarget t_;
+};
+
+// Renders instruction k: the shared rendering, plus what only the GPU loop structure spells
+// (gathers, device scalars, random numbers with a GLSL key).
+std::string render(const ember_kir_program& p, const GlslTable& t, const ArgRefs& refs, int32_t k) {
+  const ember_kir_inst& in = p.insts[k];
+  const char* T = t.reg_type(in.dtype);
+  std::string e;
+  switch (in.op) {
+    case EMBER_KIR_LOAD_UNIFORM:
+      if (p.arg_dtypes[in.arg] != in.dtype) return "";
+      e = t.load(in.dtype, "g" + S(in.arg) + ".d[uint(P[" + S(W::kArgs + W::kPerArg * in.arg + W::kOffset) + "])]");
+      break;
+    case EMBER_KIR_LOAD_GATHER: {
+      if (p.arg_dtypes[in.arg] != in.dtype || in.a < 0 || p.insts[in.a].dtype != EMBER_I64) return "";
+      const int base = W::kArgs + W::kPerArg * in.arg;
+      e = t.load(in.dtype, "g" + S(in.arg) + ".d[uint(e_gather(" + refs.index(in.arg) + ", " + var(in.a) + ", P[" +
+                               S(base + W::kGatherStride) + "], P[" + S(base + W::kGatherSize) + "]))]");
+      break;
+    }
+    case EMBER_KIR_RAND_UNIFORM: {
+      char lit[40];
+      std::snprintf(lit, sizeof lit, "uint64_t(0x%" PRIx64 "UL)", uint64_t(in.iimm));
+      e = t.rand_uniform(in.dtype, var(in.a), uint32_t(in.aux), in.b >= 0 ? "uint64_t(" + var(in.b) + ")" : std::string(lit));
+      break;
+    }
+    default:
+      e = render_inst(p, t, refs, k, var);
+      if (in.op == EMBER_KIR_STORE) return e;
+  }
+  if (e.empty() || !T) return "";
+  return std::string(T) + " " + var(k) + " = " + e + ";";
+}
+
+bool uses_arg(uint16_t op) {
+  return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
+}
+
+std::string arg_word(int arg, int field, int dim = 0) { return "P[" + S(W::kArgs + W::kPerArg * arg + field + dim) + "]"; }
+
+// Offsets `prefix<arg>` advanced over dims [lo, hi) of the flat index `idx`.
+std::string unravel(const std::vector<uint8_t>& used, const std::string& idx, const std::string& lo,
+                    const std::string& hi, const std::string& prefix, const std::string& ind) {
+  std::string s = ind + "{\n" + ind + "  int64_t rem = " + idx + ";\n" + ind + "  for (int d = " + hi + " - 1; d >= " +
+                  lo + "; --d) {\n" + ind + "    int64_t n = P[" + S(W::kShape) + " + d];\n" + ind +
+                  "    int64_t i = rem % n;\n" + ind + "    rem /= n;\n";
+  for (size_t a = 0; a < used.size(); ++a)
+    if (used[a])
+      s += ind + "    " + prefix + S(int64_t(a)) + " += i * P[" + S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) +
+           " + d];\n";
+  return s + ind + "  }\n" + ind + "}\n";
+}
+
+std::string acc_init(const GlslTable& t, uint16_t op, uint8_t dt) {
+  const bool fl = is_float(dt) || is_half(dt);
+  const std::string T = t.reg_type(dt);
+  const bool d = dt == EMBER_F64;
+  switch (op) {
+    case EMBER_KIR_ACC_SUM: return T + "(0)";
+    case EMBER_KIR_ACC_PROD: return T + "(1)";
+    case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_ARGMAX:
+      return fl ? (d ? "-e_infd()" : "-e_inff()") : dt == EMBER_I64 ? "int64_t(0x8000000000000000UL)" : "int(0x80000000u)";
+    default:
+      return fl ? (d ? "e_infd()" : "e_inff()") : dt == EMBER_I64 ? "int64_t(0x7fffffffffffffffUL)" : "int(0x7fffffffu)";
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ExprTable> make_glsl_table(const GlslTarget& target) { return std::make_unique<GlslTable>(target); }
+
+std::string glsl_header(const std::string& what, const GlslTarget& target, bool need8, bool need16) {
+  std::string src = "#version 450\n// Vulkan compute shader for " + what + ", generated by ember (src/backend/common/emit_glsl.cpp).\n";
+  src += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (need8) src += "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
+  if (need16) src += "#extension GL_EXT_shader_16bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+  src += "layout(local_size_x = " + S(target.workgroup) + ") in;\n";
+  src += kPreludeCommon;
+  src += target.float64 ? kPreludeF64 : kPreludeNoF64;
+  if (target.float64) src += kGlslF64Math;
+  src += int_helpers("int", "i");
+  src += int_helpers("int64_t", "l");
+  return src;
+}
+
+bool emit_glsl_matmul(uint8_t dt, const GlslTarget& target, std::string& src, std::string* why) {
+  GlslTable t(target);
+  const char* ST = t.storage_type(dt);
+  if (!ST || !t.reg_type(dt)) {
+    if (why) *why = "matmul on dtype " + S(dt) + " is not available on this device";
+    return false;
+  }
+  // Accumulator: the register type (f16/bf16 in f32, rounded once at the store).
+  const std::string A = t.reg_type(dt);
+  src = glsl_header("matmul", target, dt == EMBER_U8 || dt == EMBER_BOOL, is_half(dt));
+  for (int a = 0; a < 3; ++a)
+    src += "layout(std430, binding = " + S(2 + a) + ") buffer Arg" + S(a) + " { " + ST + " d[]; } g" + S(a) + ";\n";
+  auto word = [](int arg, int field) { return "P[" + S(W::kArgs + W::kPerArg * arg + field) + "]"; };
+  auto stride = [&](int arg, const std::string& d) { return "P[" + S(W::kArgs + W::kPerArg * arg + W::kStrides) + " + " + d + "]"; };
+  src += "void main() {\n";
+  src += "  int64_t id = (int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x)) * " +
+         S(target.workgroup) + " + int64_t(gl_LocalInvocationID.x);\n";
+  src += "  if (id >= P[0]) return;\n  int r = int(P[1]);\n  int64_t K = P[2];\n";
+  src += "  int64_t M = P[" + S(W::kShape) + " + r - 2], N = P[" + S(W::kShape) + " + r - 1];\n";
+  src += "  int64_t j = id % N, rem = id / N;\n  int64_t i = rem % M;\n  rem /= M;\n";
+  src += "  int64_t oa = " + word(0, W::kOffset) + " + i * " + stride(0, "r - 2") + ";\n";
+  src += "  int64_t ob = " + word(1, W::kOffset) + " + j * " + stride(1, "r - 1") + ";\n";
+  src += "  int64_t oc = " + word(2, W::kOffset) + " + i * " + stride(2, "r - 2") + " + j * " + stride(2, "r - 1") + ";\n";
+  src += "  for (int d = r - 3; d >= 0; --d) {\n    int64_t n = P[" + S(W::kShape) + " + d];\n"
+         "    int64_t x = rem % n;\n    rem /= n;\n";
+  src += "    oa += x * " + stride(0, "d") + ";\n    ob += x * " + stride(1, "d") + ";\n    oc += x * " + stride(2, "d") + ";\n  }\n";
+  src += "  int64_t sak = " + stride(0, "r - 1") + ", sbk = " + stride(1, "r - 2") + ";\n";
+  src += "  " + A + " acc = " + A + "(0);\n";
+  src += "  for (int64_t k0 = 0; k0 < K; k0 += 32768) {\n    int64_t k1 = min(k0 + 32768, K);\n"
+         "    for (int64_t k = k0; k < k1; ++k)\n";
+  src += "      acc += " + t.load(dt, "g0.d[uint(oa + k * sak)]") + " * " + t.load(dt, "g1.d[uint(ob + k * sbk)]") + ";\n  }\n";
+  const std::string v = is_half(dt) ? t.cast(EMBER_F32, dt, "acc") : std::string("acc");
+  src += "  g2.d[uint(oc)] = " + t.store_value(dt, dt, v) + ";\n}\n";
+  return true;
+}
+
+const char* glsl_error_text(uint32_t code) {
+  switch (code) {
+    case kErrGather: return "index out of range";
+    case kErrDivZero: return "integer division by zero";
+    case kErrRemZero: return "integer remainder by zero";
+    case kErrNegativePow: return "integer raised to a negative power";
+    default: return "kernel error";
+  }
+}
+
+bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype) {
+  GlslTable t(target);
+  if (!t.reg_type(dtype)) return false;
+  switch (op) {
+    case EMBER_KIR_CONST: return !t.constant(ember_kir_inst{op, dtype, 0, -1, -1, -1, 0, 0, 0.0, 0}).empty();
+    case EMBER_KIR_LOAD: case EMBER_KIR_LOAD_GATHER: case EMBER_KIR_STORE: case EMBER_KIR_LOAD_UNIFORM:
+      return t.storage_type(dtype) != nullptr;
+    case EMBER_KIR_IOTA: return dtype == EMBER_I64;
+    case EMBER_KIR_CAST: case EMBER_KIR_SELECT: return true;
+    case EMBER_KIR_RAND_UNIFORM: return !t.rand_uniform(dtype, "c", 0, "k").empty();
+    case EMBER_KIR_LT: case EMBER_KIR_LE: case EMBER_KIR_GT: case EMBER_KIR_GE: case EMBER_KIR_EQ: case EMBER_KIR_NE:
+      return true;
+    default:
+      if (is_acc(op)) return true;
+      if (op >= EMBER_KIR_ADD && op <= EMBER_KIR_OR) return !t.binary(op, dtype, "a", "b").empty();
+      if (op >= EMBER_KIR_NEG && op <= EMBER_KIR_NOT) return !t.unary(op, dtype, "a").empty();
+      return false;
+  }
+}
+
+bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std::string& src, bool* can_fail,
+                      std::string* why) {
+  GlslTable t(target);
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  bool need8 = false, need16 = false, fails = false;
+  int max_phase = 0;
+  std::vector<uint8_t> used(size_t(p.n_args), 0);
+  for (int32_t a = 0; a < p.n_args; ++a) {
+    const uint8_t dt = p.arg_dtypes[a];
+    if (!t.storage_type(dt)) return fail("argument " + S(a) + " has a dtype the device cannot store");
+    need8 |= dt == EMBER_U8 || dt == EMBER_BOOL;
+    need16 |= is_half(dt);
+  }
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (in.op >= EMBER_KIR_NUM_OPS) return fail("unknown op " + S(in.op));
+    if (!t.reg_type(in.dtype)) return fail("instruction " + S(k) + " has a dtype the device lacks");
+    max_phase = std::max(max_phase, int(in.phase));
+    if (uses_arg(in.op)) used[size_t(in.arg)] = 1;
+    const bool integer = !is_float(in.dtype) && !is_half(in.dtype);
+    fails |= in.op == EMBER_KIR_LOAD_GATHER ||
+             (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
+                          in.op == EMBER_KIR_POW));
+    if (is_acc(in.op)) {
+      if (in.phase % 2 != 1 || in.a < 0 || in.a >= k || p.insts[in.a].dtype != in.dtype)
+        if (!(in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) || in.phase % 2 != 1 || in.a < 0 ||
+            in.a >= k)
+          return fail("malformed accumulation at instruction " + S(k));
+      continue;
+    }
+  }
+  if (can_fail) *can_fail = fails;
+  const bool reduce = p.has_reduction || max_phase > 0;
+
+  // Argument references: `o<arg>` is the element offset of the current point.
+  ArgRefs refs{[](int a) { return "g" + S(a) + ".d[uint(o" + S(a) + ")]"; }, [](int a) { return "o" + S(a); }};
+  ArgRefs odd_refs{[](int a) { return "g" + S(a) + ".d[uint(b" + S(a) + ")]"; }, [](int a) { return "b" + S(a); }};
+  for (int32_t k = 0; k < p.n_insts; ++k)
+    if (!is_acc(p.insts[k].op) && render(p, t, refs, k).empty())
+      return fail("instruction " + S(k) + " (" + S(p.insts[k].op) + " on dtype " + S(p.insts[k].dtype) +
+                  ") has no GLSL form on this device");
+
+  src = glsl_header("KIR program '" + std::string(p.name ? p.name : "kernel") + "'", target, need8, need16);
+  for (int32_t a = 0; a < p.n_args; ++a)
+    src += "layout(std430, binding = " + S(2 + a) + ") buffer Arg" + S(a) + " { " + t.storage_type(p.arg_dtypes[a]) +
+           " d[]; } g" + S(a) + ";\n";
+  src += "void main() {\n";
+  src += "  int64_t id = (int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x)) * " +
+         S(target.workgroup) + " + int64_t(gl_LocalInvocationID.x);\n";
+  src += "  if (id >= P[" + S(W::kPoints) + "]) return;\n";
+  src += "  int R = int(P[" + S(W::kRank) + "]), ro = int(P[" + S(W::kOuterRank) + "]);\n";
+  const std::string base_prefix = reduce ? "b" : "o";
+  for (int32_t a = 0; a < p.n_args; ++a)
+    if (used[size_t(a)]) src += "  int64_t " + base_prefix + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
+  if (!reduce) {
+    src += unravel(used, "id", "0", "R", "o", "  ");
+    for (int32_t k = 0; k < p.n_insts; ++k) src += "  " + render(p, t, refs, k) + "\n";
+    src += "}\n";
+    return true;
+  }
+  // Reductions: one invocation per outer point; each pass walks the reduce points in row-major
+  // order (the reference backend's order). The reduce loop is cut into chunks of 32768 points so
+  // that no loop runs 65535 times or more (lavapipe stops such loops silently).
+  src += unravel(used, "id", "0", "ro", "b", "  ");
+  src += "  int64_t nred = 1;\n  for (int d = ro; d < R; ++d) nred *= P[" + S(W::kShape) + " + d];\n";
+  for (int pass = 0; 2 * pass <= max_phase; ++pass) {
+    std::vector<int32_t> accs;
+    for (int32_t k = 0; k < p.n_insts; ++k)
+      if (p.insts[k].phase == 2 * pass + 1 && is_acc(p.insts[k].op)) accs.push_back(k);
+    for (int32_t k : accs) {
+      const ember_kir_inst& in = p.insts[k];
+      const uint8_t odt = p.insts[in.a].dtype;
+      if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) {
+        src += "  int64_t " + var(k) + " = -1;\n  " + std::string(t.reg_type(odt)) + " best" + S(k) + " = " +
+               acc_init(t, in.op, odt) + ";\n  bool nan" + S(k) + " = false;\n";
+      } else {
+        src += "  " + std::string(t.reg_type(in.dtype)) + " " + var(k) + " = " + acc_init(t, in.op, in.dtype) + ";\n";
+      }
+    }
+    bool has_even = false;
+    for (int32_t k = 0; k < p.n_insts; ++k) has_even |= p.insts[k].phase == 2 * pass;
+    if (has_even || !accs.empty()) {
+      src += "  for (int64_t r0 = 0; r0 < nred; r0 += 32768) {\n"
+             "    int64_t r1 = min(r0 + 32768, nred);\n"
+             "    for (int64_t r = r0; r < r1; ++r) {\n";
+      for (int32_t a = 0; a < p.n_args; ++a)
+        if (used[size_t(a)]) src += "      int64_t o" + S(a) + " = b" + S(a) + ";\n";
+      src += unravel(used, "r", "ro", "R", "o", "      ");
+      for (int32_t k = 0; k < p.n_insts; ++k)
+        if (p.insts[k].phase == 2 * pass) src += "      " + render(p, t, refs, k) + "\n";
+      for (int32_t k : accs) {
+        const ember_kir_inst& in = p.insts[k];
+        const uint8_t dt = in.dtype;
+        const std::string v = var(k), x = var(in.a);
+        const bool fl = is_float(dt) || is_half(dt);
+        const char* sfx = dt == EMBER_F64 ? "d" : "f";
+        // f16/bf16 sums and products round at every step, as the reference backend does.
+        auto round = [&](const std::string& e) { return is_half(dt) ? t.cast(EMBER_F32, dt, e) : e; };
+        switch (in.op) {
+          case EMBER_KIR_ACC_SUM: src += "      " + v + " = " + round(v + " + " + x) + ";\n"; break;
+          case EMBER_KIR_ACC_PROD: src += "      " + v + " = " + round(v + " * " + x) + ";\n"; break;
+          case EMBER_KIR_ACC_MAX:
+            src += "      " + v + " = " + (fl ? std::string("e_max") + sfx + "(" + v + ", " + x + ")" : "max(" + v + ", " + x + ")") + ";\n";
+            break;
+          case EMBER_KIR_ACC_MIN:
+            src += "      " + v + " = " + (fl ? std::string("e_min") + sfx + "(" + v + ", " + x + ")" : "min(" + v + ", " + x + ")") + ";\n";
+            break;
+          default: {  // argmax/argmin: the first extreme value; the first NaN wins
+            const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
+            const uint8_t odt = p.insts[in.a].dtype;
+            const bool ofl = is_float(odt) || is_half(odt);
+            const std::string b = "best" + S(k), n = "nan" + S(k);
+            src += "      if (!" + n + ") {\n";
+            if (ofl) src += "        if (isnan(" + x + ")) { " + n + " = true; " + v + " = r; }\n        else ";
+            else src += "        ";
+            src += "if (" + x + (mx ? " > " : " < ") + b + " || " + v + " < 0) { " + b + " = " + x + "; " + v + " = r; }\n";
+            src += "      }\n";
+          }
+        }
+      }
+      src += "    }\n  }\n";
+    }
+    for (int32_t k = 0; k < p.n_insts; ++k)
+      if (p.insts[k].phase == 2 * pass + 1 && !is_acc(p.insts[k].op)) src += "  " + render(p, t, odd_refs, k) + "\n";
+  }
+  src += "}\n";
+  return true;
+}
+
+}  // namespace ember::emit

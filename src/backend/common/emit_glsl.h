@@ -1,0 +1,89 @@
+// The GLSL target of the C-like KIR emitter (emit_c.h): the GLSL expression table and the two
+// compute-shader loop structures (elementwise; reductions and multi-phase programs), rendered as
+// GLSL 4.50 compute shaders for Vulkan (compiled to SPIR-V by the plugin).
+//
+// The shader interface every Ember compute shader shares (the Vulkan plugin binds it):
+//   binding 0: launch parameters, int64 words (GlslLaunchWords below), read only;
+//   binding 1: the queue's error word (uint[8], see kErr*), written by the first failing point;
+//   binding 2 + i: argument i, an array of its storage type.
+// One pipeline serves every shape: sizes, strides and offsets are launch parameters.
+// Self-contained (no libember, no Vulkan): compiled into the plugins that use it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/abi.h"
+
+namespace ember::emit {
+
+// What the device's shaders may use (Vulkan features); the emitter refuses what it lacks.
+struct GlslTarget {
+  bool float64 = true;    // shaderFloat64: f64 values (and f32 floor division / remainder via f64)
+  bool storage8 = true;   // 8-bit storage and int8 types: u8 and bool arguments
+  bool storage16 = true;  // 16-bit storage and int16 types: f16 and bf16 arguments (as bits)
+  uint32_t workgroup = 256;
+};
+
+// Layout of the launch parameters (int64 words at binding 0).
+struct GlslLaunchWords {
+  static constexpr int kPoints = 0;      // elementwise: all points; reductions: outer points
+  static constexpr int kRank = 1;        // outer + reduce dims
+  static constexpr int kOuterRank = 2;
+  static constexpr int kLaunchId = 3;    // written to the error word by a failing point
+  static constexpr int kShape = 4;       // [EMBER_MAX_ITER_RANK]
+  static constexpr int kArgs = kShape + EMBER_MAX_ITER_RANK;
+  static constexpr int kPerArg = EMBER_MAX_ITER_RANK + 4;
+  // Within an argument's words: offset, strides[EMBER_MAX_ITER_RANK], gather stride, gather size.
+  static constexpr int kOffset = 0, kStrides = 1, kGatherStride = 1 + EMBER_MAX_ITER_RANK,
+                       kGatherSize = 2 + EMBER_MAX_ITER_RANK;
+  static constexpr int words(int n_args) { return kArgs + kPerArg * n_args; }
+};
+
+// The error word (uint[8] at binding 1): [0] code (0 = none), [1] launch id, [2..3] value (lo, hi),
+// [4..5] extra (lo, hi). The first failing point wins (atomicCompSwap on [0]).
+enum : uint32_t { kErrNone = 0, kErrGather = 1, kErrDivZero = 2, kErrRemZero = 3, kErrNegativePow = 4 };
+constexpr int kErrWords = 8;
+// "index out of range" and so on: the interpreter's wording of each code.
+const char* glsl_error_text(uint32_t code);
+
+// Whether instruction `op` with result dtype `dtype` has a GLSL expression on `target`.
+bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype);
+
+// The compute shader of `prog`; false and *why if it uses what the target cannot spell.
+// *can_fail is set when the program can write the error word (gathers, integer division).
+bool emit_glsl_kernel(const ember_kir_program& prog, const GlslTarget& target, std::string& src, bool* can_fail,
+                      std::string* why);
+
+// ---- Building blocks for hand-written shaders (library calls, emit_glsl_library.cpp) ----------
+class ExprTable;
+// The GLSL expression table of `target` (loads, stores, casts of every storage dtype).
+std::unique_ptr<ExprTable> make_glsl_table(const GlslTarget& target);
+// A shader's first lines: version, extensions (8/16-bit storage when asked), the workgroup
+// size, bindings 0 and 1 and the helper functions of the KIR shaders (e_maxf, e_f2h, e_fail...).
+std::string glsl_header(const std::string& what, const GlslTarget& target, bool need8, bool need16);
+
+// One dispatch of a library call: its shader, launch words (binding 0; word kLaunchId is filled in
+// by the plugin) and number of invocations. Every pass binds the call's inputs then its outputs
+// (whole buffers) at bindings 2, 3, ...; offsets and strides travel in the words.
+struct GlslPass {
+  std::string glsl;
+  std::vector<int64_t> words;
+  int64_t points = 0;
+};
+// The passes of library call `op` (abi.h EMBER_LIB_*), run in order on one queue; false and
+// *why when the op, its dtype or its attributes have no shader on this target.
+bool emit_glsl_library(int32_t op, const ember_tensor_desc* inputs, int32_t n_inputs,
+                       const ember_tensor_desc* outputs, int32_t n_outputs, const void* attrs,
+                       const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
+// Whether emit_glsl_library has op on dtype (the first input's dtype) for `target`.
+bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target);
+
+// The matmul shader (EMBER_LIB_MATMUL) for one dtype: one invocation per output element, the
+// K loop in the row-major order of the reference backend. Launch words: kPoints = batch * M * N,
+// kRank = r, word 2 = K, kShape = the output's shape, then a, b, c (offset and strides each).
+bool emit_glsl_matmul(uint8_t dtype, const GlslTarget& target, std::string& src, std::string* why);
+
+}  // namespace ember::emit

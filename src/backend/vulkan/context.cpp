@@ -1,0 +1,249 @@
+// Vulkan instance and device set-up for the plugin (context.h).
+#include "backend/vulkan/context.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace ember::vk {
+
+int32_t fail(ember_status* st, int32_t code, const char* format, ...) {
+  if (st) {
+    st->code = code;
+    va_list ap;
+    va_start(ap, format);
+    std::vsnprintf(st->message, sizeof st->message, format, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+const char* result_name(VkResult r) {
+  switch (r) {
+    case VK_SUCCESS: return "VK_SUCCESS";
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver found)";
+    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_TIMEOUT: return "VK_TIMEOUT";
+    default: return "a Vulkan error";
+  }
+}
+
+bool DeviceContext::create(VkDeviceSize bytes, bool host, MemoryBlock& out, std::string* why) {
+  out = MemoryBlock{};
+  out.size = bytes < 16 ? 16 : (bytes + 15) / 16 * 16;
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = out.size;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult r = vkCreateBuffer(device, &bi, nullptr, &out.buffer);
+  if (r != VK_SUCCESS) {
+    if (why) *why = std::string("vkCreateBuffer: ") + result_name(r);
+    return false;
+  }
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device, out.buffer, &req);
+  const uint32_t type = host ? host_memory_type : device_memory_type;
+  if (!(req.memoryTypeBits & (1u << type))) {
+    vkDestroyBuffer(device, out.buffer, nullptr);
+    out.buffer = VK_NULL_HANDLE;
+    if (why) *why = "no memory type for storage buffers";
+    return false;
+  }
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = type;
+  r = vkAllocateMemory(device, &ai, nullptr, &out.memory);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(device, out.buffer, nullptr);
+    out.buffer = VK_NULL_HANDLE;
+    if (why) *why = std::string("vkAllocateMemory of ") + std::to_string(req.size) + " bytes: " + result_name(r);
+    return false;
+  }
+  vkBindBufferMemory(device, out.buffer, out.memory, 0);
+  if (host || device_memory_host_visible) {
+    r = vkMapMemory(device, out.memory, 0, VK_WHOLE_SIZE, 0, &out.mapped);
+    if (r != VK_SUCCESS) {
+      destroy(out);
+      if (why) *why = std::string("vkMapMemory: ") + result_name(r);
+      return false;
+    }
+  }
+  return true;
+}
+
+void DeviceContext::destroy(MemoryBlock& b) {
+  if (b.buffer) vkDestroyBuffer(device, b.buffer, nullptr);
+  if (b.memory) vkFreeMemory(device, b.memory, nullptr);  // unmaps too
+  b = MemoryBlock{};
+}
+
+namespace {
+
+// EMBER_VULKAN_DISABLE=f64,int8,int16: take features away from capable devices, so that the
+// weak-device paths are tested on any driver.
+bool disabled(const char* feature) {
+  const char* env = std::getenv("EMBER_VULKAN_DISABLE");
+  if (!env) return false;
+  std::string list = std::string(",") + env + ",";
+  return list.find(std::string(",") + feature + ",") != std::string::npos;
+}
+
+int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mp, VkMemoryPropertyFlags want) {
+  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i)
+    if ((mp.memoryTypes[i].propertyFlags & want) == want) return int32_t(i);
+  return -1;
+}
+
+// Sets up device `phys`; false and *why if it lacks what the plugin needs.
+bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string* why) {
+  d.index = index;
+  d.physical = phys;
+  vkGetPhysicalDeviceProperties(phys, &d.props);
+  if (d.props.apiVersion < VK_API_VERSION_1_2) {
+    *why = std::string(d.props.deviceName) + ": Vulkan 1.2 is needed (timeline semaphores)";
+    return false;
+  }
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  sub.pNext = &drv;
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sub;
+  vkGetPhysicalDeviceProperties2(phys, &p2);
+  d.subgroup_size = sub.subgroupSize;
+  d.name = std::string(d.props.deviceName) + (drv.driverInfo[0] ? std::string(", ") + drv.driverInfo : "");
+
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f11.pNext = &f12;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f2.pNext = &f11;
+  vkGetPhysicalDeviceFeatures2(phys, &f2);
+  if (!f12.timelineSemaphore || !f2.features.shaderInt64) {
+    *why = std::string(d.props.deviceName) + ": timeline semaphores and shaderInt64 are needed";
+    return false;
+  }
+  d.target.float64 = f2.features.shaderFloat64 && !disabled("f64");
+  d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !disabled("int8");
+  d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !disabled("int16");
+  d.target.workgroup = std::min<uint32_t>(256, d.props.limits.maxComputeWorkGroupInvocations);
+
+  uint32_t nfam = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &nfam, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nfam);
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &nfam, fams.data());
+  int32_t family = -1;
+  for (uint32_t i = 0; i < nfam; ++i)
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      family = int32_t(i);
+      break;
+    }
+  if (family < 0) {
+    *why = std::string(d.props.deviceName) + ": no compute queue";
+    return false;
+  }
+  d.family = uint32_t(family);
+
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+  const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int32_t unified = find_memory_type(mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | hv);
+  int32_t local = find_memory_type(mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  int32_t host = find_memory_type(mp, hv);
+  if (host < 0 || local < 0) {
+    *why = std::string(d.props.deviceName) + ": no host-visible coherent memory";
+    return false;
+  }
+  // Unified memory (integrated GPUs, CPU drivers) holds tensors where the host can read them
+  // directly; discrete GPUs keep tensors in device-local memory and stage through host memory.
+  const bool use_unified = unified >= 0 && mp.memoryHeaps[mp.memoryTypes[unified].heapIndex].size >= (1ull << 30);
+  d.device_memory_type = uint32_t(use_unified ? unified : local);
+  d.device_memory_host_visible = use_unified;
+  d.host_memory_type = uint32_t(use_unified ? unified : host);
+  d.heap_bytes = mp.memoryHeaps[mp.memoryTypes[d.device_memory_type].heapIndex].size;
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = d.family;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &priority;
+  // Enable exactly what the shaders may use.
+  VkPhysicalDeviceVulkan11Features e11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  e11.pNext = &e12;
+  e11.storageBuffer16BitAccess = d.target.storage16;
+  e12.timelineSemaphore = VK_TRUE;
+  e12.storageBuffer8BitAccess = d.target.storage8;
+  e12.shaderInt8 = d.target.storage8;
+  VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  e2.pNext = &e11;
+  e2.features.shaderInt64 = VK_TRUE;
+  e2.features.shaderFloat64 = d.target.float64;
+  e2.features.shaderInt16 = d.target.storage16;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.pNext = &e2;
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  VkResult r = vkCreateDevice(phys, &di, nullptr, &d.device);
+  if (r != VK_SUCCESS) {
+    *why = std::string(d.props.deviceName) + ": vkCreateDevice: " + result_name(r);
+    return false;
+  }
+  vkGetDeviceQueue(d.device, d.family, 0, &d.queue);
+  return true;
+}
+
+Context* make_context() {
+  auto* c = new Context;  // lives for the process: drivers may still be called at exit
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "ember";
+  app.pEngineName = "ember";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ci.pApplicationInfo = &app;
+  const char* layers[] = {"VK_LAYER_KHRONOS_validation"};
+  if (const char* v = std::getenv("EMBER_VULKAN_VALIDATION"); v && std::strcmp(v, "1") == 0) {
+    ci.enabledLayerCount = 1;
+    ci.ppEnabledLayerNames = layers;
+  }
+  VkResult r = vkCreateInstance(&ci, nullptr, &c->instance);
+  if (r != VK_SUCCESS) {
+    c->instance = VK_NULL_HANDLE;
+    c->why_none = std::string("vkCreateInstance failed: ") + result_name(r);
+    return c;
+  }
+  uint32_t n = 0;
+  vkEnumeratePhysicalDevices(c->instance, &n, nullptr);
+  std::vector<VkPhysicalDevice> phys(n);
+  vkEnumeratePhysicalDevices(c->instance, &n, phys.data());
+  if (n == 0) c->why_none = "the Vulkan loader found no device (no driver installed, or VK_ICD_FILENAMES names none)";
+  std::string why;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto d = std::make_unique<DeviceContext>();
+    std::string w;
+    if (open_device(phys[i], int(c->devices.size()), *d, &w)) c->devices.push_back(std::move(d));
+    else why += (why.empty() ? "" : "; ") + w;
+  }
+  if (c->devices.empty() && n > 0) c->why_none = "no usable Vulkan device: " + why;
+  return c;
+}
+
+}  // namespace
+
+Context& context() {
+  static Context* c = make_context();
+  return *c;
+}
+
+DeviceContext* device(int32_t index) {
+  Context& c = context();
+  if (index < 0 || size_t(index) >= c.devices.size()) return nullptr;
+  return c.devices[size_t(index)].get();
+}
+
+}  // namespace ember::vk

@@ -1,0 +1,65 @@
+// The Vulkan plugin's view of the machine: one VkInstance, and per physical device a logical
+// device with one compute queue, its features (what the GLSL emitter may use) and the memory
+// types buffers come from. Created once, on the first call that needs it; a machine without a
+// usable device gets a context with no devices and the reason why (plugin.cpp reports it).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdarg>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/abi.h"
+#include "backend/common/emit_glsl.h"
+
+namespace ember::vk {
+
+// One VkBuffer with its own memory. `mapped` is set when the memory is host visible.
+struct MemoryBlock {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;
+};
+
+struct DeviceContext {
+  int index = 0;
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  uint32_t family = 0;
+  VkQueue queue = VK_NULL_HANDLE;
+  std::mutex submit_mutex;  // vkQueueSubmit needs the VkQueue externally synchronized
+
+  VkPhysicalDeviceProperties props{};
+  uint32_t subgroup_size = 1;
+  uint64_t heap_bytes = 0;
+  uint32_t device_memory_type = 0;  // where tensors live
+  uint32_t host_memory_type = 0;    // staging and launch parameters (host visible, coherent)
+  bool device_memory_host_visible = false;
+  emit::GlslTarget target;          // the features shaders may use (EMBER_VULKAN_DISABLE masks some)
+  std::string name;                 // "llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6"
+
+  // Creates a buffer of `bytes` (at least 16) in device memory or, with `host`, in host-visible
+  // memory (mapped). Returns false with *why on failure (out of memory, over the device limits).
+  bool create(VkDeviceSize bytes, bool host, MemoryBlock& out, std::string* why);
+  void destroy(MemoryBlock& block);
+};
+
+struct Context {
+  VkInstance instance = VK_NULL_HANDLE;
+  std::vector<std::unique_ptr<DeviceContext>> devices;
+  std::string why_none;  // set when there is no usable device
+};
+
+// The process-wide context (created on first use, thread safe).
+Context& context();
+DeviceContext* device(int32_t index);  // nullptr if out of range
+
+// Fills *st (if given) and returns code; printf-style message.
+int32_t fail(ember_status* st, int32_t code, const char* format, ...) __attribute__((format(printf, 3, 4)));
+const char* result_name(VkResult r);
+
+}  // namespace ember::vk

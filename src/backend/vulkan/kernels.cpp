@@ -1,0 +1,247 @@
+// Compute pipelines and dispatches of the Vulkan plugin (kernels.h).
+#include "backend/vulkan/kernels.h"
+
+#include <shaderc/shaderc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <vector>
+
+namespace ember::vk {
+
+namespace {
+
+using W = emit::GlslLaunchWords;
+
+shaderc_compiler_t compiler() {
+  static shaderc_compiler_t c = shaderc_compiler_initialize();  // thread safe (shaderc.h)
+  return c;
+}
+
+// EMBER_VULKAN_DUMP=DIR writes every generated shader to DIR (for spirv-val and debugging).
+void dump(const std::string& glsl) {
+  const char* dir = std::getenv("EMBER_VULKAN_DUMP");
+  if (!dir || !*dir) return;
+  const size_t h = std::hash<std::string>{}(glsl);
+  char path[1024];
+  std::snprintf(path, sizeof path, "%s/%016zx.comp", dir, h);
+  if (FILE* f = std::fopen(path, "w")) {
+    std::fwrite(glsl.data(), 1, glsl.size(), f);
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+
+Pipeline::~Pipeline() {
+  if (!device) return;
+  VkDevice d = device->device;
+  if (pipeline) vkDestroyPipeline(d, pipeline, nullptr);
+  if (layout) vkDestroyPipelineLayout(d, layout, nullptr);
+  if (set_layout) vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
+  if (module) vkDestroyShaderModule(d, module, nullptr);
+}
+
+int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
+                       std::shared_ptr<const Pipeline>* out, ember_status* st) {
+  dump(glsl);
+  shaderc_compile_options_t opts = shaderc_compile_options_initialize();
+  shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+  shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_zero);  // the driver optimizes
+  shaderc_compilation_result_t res = shaderc_compile_into_spv(compiler(), glsl.data(), glsl.size(),
+                                                              shaderc_glsl_compute_shader, "ember_kernel.comp", "main", opts);
+  shaderc_compile_options_release(opts);
+  if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
+    int32_t rc = fail(st, EMBER_ERR_INTERNAL, "vulkan: compiling the shader of %s: %.300s", what.c_str(),
+                      shaderc_result_get_error_message(res));
+    shaderc_result_release(res);
+    return rc;
+  }
+  auto p = std::make_shared<Pipeline>();
+  p->device = d;
+  p->n_args = n_args;
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = shaderc_result_get_length(res);
+  mi.pCode = reinterpret_cast<const uint32_t*>(shaderc_result_get_bytes(res));
+  VkResult r = vkCreateShaderModule(d->device, &mi, nullptr, &p->module);
+  shaderc_result_release(res);
+  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
+  std::vector<VkDescriptorSetLayoutBinding> bindings(size_t(n_args) + 2);
+  for (size_t i = 0; i < bindings.size(); ++i)
+    bindings[i] = VkDescriptorSetLayoutBinding{uint32_t(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                               VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = uint32_t(bindings.size());
+  li.pBindings = bindings.data();
+  r = vkCreateDescriptorSetLayout(d->device, &li, nullptr, &p->set_layout);
+  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateDescriptorSetLayout: %s", result_name(r));
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &p->set_layout;
+  r = vkCreatePipelineLayout(d->device, &pli, nullptr, &p->layout);
+  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreatePipelineLayout: %s", result_name(r));
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = p->module;
+  ci.stage.pName = "main";
+  ci.layout = p->layout;
+  r = vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &ci, nullptr, &p->pipeline);
+  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateComputePipelines: %s", result_name(r));
+  *out = std::move(p);
+  return EMBER_OK;
+}
+
+int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, const int64_t* words, size_t n_words,
+                 const ember_buffer* args, int64_t points, bool checked, uint64_t tag, const std::string& name,
+                 ember_status* st) {
+  if (points <= 0) return EMBER_OK;
+  DeviceContext* d = q->device;
+  const uint32_t wg = d->target.workgroup;
+  const uint64_t groups = (uint64_t(points) + wg - 1) / wg;
+  const uint64_t gx = std::min<uint64_t>(groups, d->props.limits.maxComputeWorkGroupCount[0]);
+  const uint64_t gy = (groups + gx - 1) / gx;
+  if (gy > d->props.limits.maxComputeWorkGroupCount[1])
+    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan: %s: %lld points are more than one launch can cover", name.c_str(),
+                (long long)points);
+  std::lock_guard lock(q->mutex);
+  const uint32_t n_bind = uint32_t(pipe->n_args) + 2;
+  if (int32_t rc = reserve_launch(q, n_bind, st); rc != EMBER_OK) return rc;
+  VkDescriptorSet set;
+  if (int32_t rc = descriptor_set(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK) return rc;
+  Chunk* c = nullptr;
+  VkDeviceSize at = 0;
+  const VkDeviceSize align = std::max<VkDeviceSize>(16, d->props.limits.minStorageBufferOffsetAlignment);
+  const VkDeviceSize bytes = n_words * sizeof(int64_t);
+  if (int32_t rc = scratch(q, bytes, align, &c, &at, st); rc != EMBER_OK) return rc;
+  const uint32_t id = q->next_launch++;
+  if (q->next_launch == 0) q->next_launch = 1;
+  auto* w = reinterpret_cast<int64_t*>(static_cast<char*>(c->block.mapped) + at);
+  std::memcpy(w, words, bytes);
+  w[W::kLaunchId] = id;
+
+  std::vector<VkDescriptorBufferInfo> infos(n_bind);
+  infos[0] = {c->block.buffer, at, bytes};
+  infos[1] = {q->error_word.buffer, 0, VK_WHOLE_SIZE};
+  for (int32_t i = 0; i < pipe->n_args; ++i)
+    infos[size_t(i) + 2] = args[i] ? VkDescriptorBufferInfo{args[i]->block.buffer, 0, VK_WHOLE_SIZE}
+                                   : VkDescriptorBufferInfo{q->error_word.buffer, 0, VK_WHOLE_SIZE};
+  std::vector<VkWriteDescriptorSet> writes(n_bind);
+  for (uint32_t i = 0; i < n_bind; ++i) {
+    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(d->device, n_bind, writes.data(), 0, nullptr);
+  VkCommandBuffer cb = q->open.cb;
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cb, uint32_t(gx), uint32_t(gy), 1);
+  q->open.pipelines.push_back(pipe);
+  if (checked) {
+    q->checked[id] = ember_queue_s::Checked{tag, name};
+    q->open.checked_launches.push_back(id);
+  }
+  return end_command(q, st);
+}
+
+int32_t program_create(int32_t device_index, const ember_kir_program* program, ember_program* out, ember_status* st) {
+  DeviceContext* d = device(device_index);
+  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
+  const std::string name = program->name ? program->name : "kernel";
+  std::string glsl, why;
+  bool can_fail = false;
+  if (!emit::emit_glsl_kernel(*program, d->target, glsl, &can_fail, &why))
+    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
+  auto p = std::make_unique<ember_program_s>();
+  if (int32_t rc = build_pipeline(d, glsl, program->n_args, name, &p->pipeline, st); rc != EMBER_OK) return rc;
+  p->name = name;
+  p->can_fail = can_fail;
+  int max_phase = 0;
+  for (int32_t k = 0; k < program->n_insts; ++k) max_phase = std::max(max_phase, int(program->insts[k].phase));
+  p->reduce = program->has_reduction || max_phase > 0;
+  *out = p.release();
+  return EMBER_OK;
+}
+
+void program_destroy(ember_program p) { delete p; }  // batches still running hold the pipeline
+
+int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* l, uint64_t tag, ember_status* st) {
+  if (l->n_args != p->pipeline->n_args)
+    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
+                l->n_args, p->pipeline->n_args);
+  const int rank = l->outer_rank + l->reduce_rank;
+  if (rank < 0 || rank > EMBER_MAX_ITER_RANK)
+    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d", p->name.c_str(), rank);
+  std::vector<int64_t> words(size_t(W::words(l->n_args)), 0);
+  int64_t points = 1;
+  for (int dim = 0; dim < (p->reduce ? l->outer_rank : rank); ++dim) points *= l->shape[dim];
+  for (int dim = 0; dim < rank; ++dim)
+    if (l->shape[dim] == 0) points = p->reduce && dim >= l->outer_rank ? points : 0;
+  words[W::kPoints] = points;
+  words[W::kRank] = rank;
+  words[W::kOuterRank] = l->outer_rank;
+  for (int dim = 0; dim < rank; ++dim) words[size_t(W::kShape + dim)] = l->shape[dim];
+  std::vector<ember_buffer> bufs(size_t(l->n_args));
+  for (int32_t a = 0; a < l->n_args; ++a) {
+    const ember_kir_arg& arg = l->args[a];
+    int64_t* aw = words.data() + W::kArgs + W::kPerArg * a;
+    aw[W::kOffset] = arg.offset;
+    for (int dim = 0; dim < rank; ++dim) aw[W::kStrides + dim] = arg.strides[dim];
+    aw[W::kGatherStride] = arg.gather_stride;
+    aw[W::kGatherSize] = arg.gather_size;
+    bufs[size_t(a)] = arg.buffer;
+    if (arg.buffer && arg.buffer->device != q->device)
+      return fail(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
+  }
+  return dispatch(q, p->pipeline, words.data(), words.size(), bufs.data(), points, p->can_fail, tag, p->name, st);
+}
+
+namespace {
+
+// Library pipelines, built on first use and kept per (device, shader source).
+int32_t library_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, std::shared_ptr<const Pipeline>* out,
+                         ember_status* st) {
+  static std::mutex m;
+  static std::map<std::pair<DeviceContext*, std::string>, std::shared_ptr<const Pipeline>> cache;
+  std::lock_guard lock(m);
+  auto& slot = cache[{d, glsl}];
+  if (!slot) {
+    if (int32_t rc = build_pipeline(d, glsl, n_args, "a library call", &slot, st); rc != EMBER_OK) return rc;
+  }
+  *out = slot;
+  return EMBER_OK;
+}
+
+}  // namespace
+
+int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                     int32_t n_out, const void* attrs, uint64_t tag, ember_status* st) {
+  std::vector<emit::GlslPass> passes;
+  std::string why;
+  if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, q->device->target, passes, &why))
+    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
+  std::vector<ember_buffer> bufs;
+  for (int32_t i = 0; i < n_in; ++i) bufs.push_back(in[i].buffer);
+  for (int32_t i = 0; i < n_out; ++i) bufs.push_back(out[i].buffer);
+  for (ember_buffer b : bufs)
+    if (b && b->device != q->device)
+      return fail(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
+  for (const emit::GlslPass& p : passes) {
+    std::shared_ptr<const Pipeline> pipe;
+    if (int32_t rc = library_pipeline(q->device, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;
+    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), p.points, false, tag,
+                              "library call", st);
+        rc != EMBER_OK)
+      return rc;
+  }
+  return EMBER_OK;
+}
+
+}  // namespace ember::vk

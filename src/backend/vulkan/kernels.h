@@ -1,0 +1,52 @@
+// Compute pipelines of the Vulkan plugin: KIR programs and library shaders (matmul) rendered as
+// GLSL by the shared emitter (emit_glsl.h), compiled to SPIR-V with libshaderc, and dispatched on
+// a queue with their launch parameters in the batch's host-visible memory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/vulkan/queue.h"
+
+namespace ember::vk {
+
+// A compiled shader with its layout: binding 0 launch words, 1 error word, 2.. arguments.
+struct Pipeline {
+  DeviceContext* device = nullptr;
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  int32_t n_args = 0;
+  ~Pipeline();
+};
+
+// GLSL -> SPIR-V -> pipeline; false and *st on failure (the message names `what`).
+int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
+                       std::shared_ptr<const Pipeline>* out, ember_status* st);
+
+// Records one dispatch of `points` invocations with launch words `words` and argument buffers
+// (null entries are bound to a dummy). checked: the launch may write the error word (tag, name).
+int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipeline, const int64_t* words, size_t n_words,
+                 const ember_buffer* args, int64_t points, bool checked, uint64_t tag, const std::string& name,
+                 ember_status* st);
+
+}  // namespace ember::vk
+
+struct ember_program_s {
+  std::shared_ptr<const ember::vk::Pipeline> pipeline;
+  std::string name;
+  bool reduce = false;
+  bool can_fail = false;
+};
+
+namespace ember::vk {
+
+int32_t program_create(int32_t device, const ember_kir_program* program, ember_program* out, ember_status* st);
+void program_destroy(ember_program p);
+int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* launch, uint64_t tag, ember_status* st);
+int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* inputs, int32_t n_inputs,
+                     const ember_tensor_desc* outputs, int32_t n_outputs, const void* attrs, uint64_t tag,
+                     ember_status* st);
+
+}  // namespace ember::vk

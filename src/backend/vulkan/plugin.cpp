@@ -1,0 +1,95 @@
+// The Vulkan plugin's C table (abi.h, v2): every Vulkan physical device with timeline semaphores
+// and shaderInt64 is a device (vulkan:0, ...). Fused KIR programs become GLSL compute shaders
+// (backend/common/emit_glsl.cpp) compiled at run time; matmul is a library shader; other library
+// calls are not implemented yet (supports_op says so, and the core names the op).
+//
+//   EMBER_VULKAN_DISABLE=f64,int8,int16  treat the device as lacking these features
+//   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
+//   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "backend/abi.h"
+#include "backend/common/emit_glsl.h"
+#include "backend/vulkan/context.h"
+#include "backend/vulkan/kernels.h"
+#include "backend/vulkan/queue.h"
+
+namespace ember::vk {
+namespace {
+
+int32_t device_count() { return int32_t(context().devices.size()); }
+
+const char* no_device_reason() {
+  const Context& c = context();
+  return c.devices.empty() ? c.why_none.c_str() : nullptr;
+}
+
+int32_t device_properties(int32_t index, ember_device_properties* out, ember_status* st) {
+  DeviceContext* d = device(index);
+  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", index);
+  if (!out || out->struct_size < sizeof(uint32_t)) return fail(st, EMBER_ERR_INVALID, "device_properties: no struct_size");
+  ember_device_properties p{};
+  p.struct_size = sizeof p;
+  std::snprintf(p.name, sizeof p.name, "%s", d->name.c_str());
+  std::snprintf(p.kind, sizeof p.kind, "%s", d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "gpu (cpu)" : "gpu");
+  p.memory_total = d->heap_bytes;
+  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
+    if (emit::glsl_supports(d->target, EMBER_KIR_LOAD, uint8_t(dt))) p.dtypes |= EMBER_DTYPE_BIT(dt);
+  p.index_bits = 64;
+  p.max_buffer_bytes = d->props.limits.maxStorageBufferRange;
+  p.max_binding_bytes = d->props.limits.maxStorageBufferRange;
+  p.max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
+  p.subgroup_size = d->subgroup_size;
+  p.host_visible = d->device_memory_host_visible ? 1 : 0;
+  p.async = 1;
+  const uint32_t caller = out->struct_size;
+  std::memcpy(out, &p, std::min<size_t>(caller, sizeof p));
+  out->struct_size = caller;
+  return EMBER_OK;
+}
+
+int32_t supports_op(int32_t index, int32_t kind, int32_t op, int32_t dtype) {
+  DeviceContext* d = device(index);
+  if (!d || dtype < 0 || dtype > EMBER_BOOL) return 0;
+  if (kind == EMBER_SUPPORT_KIR) return emit::glsl_supports(d->target, uint16_t(op), uint8_t(dtype)) ? 1 : 0;
+  if (kind == EMBER_SUPPORT_LIBRARY)
+    return emit::glsl_library_supports(op, uint8_t(dtype), d->target) ? 1 : 0;
+  return 0;
+}
+
+const ember_backend_v2 table = {
+    .abi_version = EMBER_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(ember_backend_v2),
+    .name = "vulkan",
+    .device_count = device_count,
+    .device_properties = device_properties,
+    .supports_op = supports_op,
+    .queue_create = queue_create,
+    .queue_destroy = queue_destroy,
+    .queue_synchronize = queue_synchronize,
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = buffer_free,
+    .buffer_write = buffer_write,
+    .buffer_read = buffer_read,
+    .program_create = program_create,
+    .program_destroy = program_destroy,
+    .program_run = program_run,
+    .library_call = library_call,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .queue_wait_event = queue_wait_event,
+    .event_synchronize = event_synchronize,
+    .event_query = event_query,
+    .buffer_copy = buffer_copy,
+    .no_device_reason = no_device_reason,
+};
+
+}  // namespace
+}  // namespace ember::vk
+
+extern "C" __attribute__((visibility("default"))) const ember_backend_v2* ember_backend_entry(uint32_t abi) {
+  return abi == EMBER_BACKEND_ABI_VERSION ? &ember::vk::table : nullptr;
+}

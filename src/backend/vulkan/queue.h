@@ -1,0 +1,116 @@
+// Vulkan queues behind ABI v2's ember_queue: work is recorded into an open command buffer (a
+// batch) and submitted when the batch is full or when the host needs a result; every submission
+// signals the queue's timeline semaphore with the next value. Events are (semaphore, value)
+// pairs; buffer frees, staging memory and descriptor sets are released when the timeline passes
+// the batch that used them. Kernel-side errors land in the queue's error word and are reported
+// (with the failing launch's tag) at the next synchronize.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/vulkan/context.h"
+
+struct ember_buffer_s {
+  ember::vk::DeviceContext* device;
+  ember::vk::MemoryBlock block;
+  size_t bytes;
+};
+
+namespace ember::vk {
+
+struct Pipeline;  // kernels.h
+
+// Host-visible memory that a batch writes launch parameters and staged uploads into.
+struct Chunk {
+  MemoryBlock block;
+  VkDeviceSize used = 0;
+};
+
+struct Batch {
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  uint32_t commands = 0, sets = 0;
+  uint64_t value = 0;  // the timeline value its submission signals
+  std::vector<Chunk*> chunks;
+  std::vector<std::shared_ptr<const Pipeline>> pipelines;  // kept alive while it runs
+  std::vector<uint32_t> checked_launches;                  // launch ids that may fail
+  // Host memory to fill from staging when the batch is done: (chunk, offset, dst, bytes).
+};
+
+// Where a recorded launch's descriptor writes point.
+struct Binding {
+  VkBuffer buffer;
+  VkDeviceSize offset, range;
+};
+
+}  // namespace ember::vk
+
+struct ember_queue_s {
+  ember::vk::DeviceContext* device = nullptr;
+  std::mutex mutex;
+  VkCommandPool command_pool = VK_NULL_HANDLE;
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t submitted = 0;  // the last value a submission signals
+  ember::vk::Batch open;
+  std::deque<ember::vk::Batch> in_flight;
+  std::vector<VkCommandBuffer> spare_cbs;
+  std::vector<VkDescriptorPool> spare_pools;
+  std::vector<ember::vk::Chunk*> spare_chunks;
+  std::deque<std::pair<uint64_t, ember_buffer>> frees;  // released once the timeline reaches .first
+  std::vector<std::pair<VkSemaphore, uint64_t>> waits;  // for the next submission
+  ember::vk::MemoryBlock error_word;                    // uint[kErrWords], host visible
+  uint32_t next_launch = 1;
+  struct Checked {
+    uint64_t tag;
+    std::string name;
+  };
+  std::unordered_map<uint32_t, Checked> checked;
+  bool has_deferred = false;
+  ember_status deferred{};
+};
+
+struct ember_event_s {
+  ember::vk::DeviceContext* device = nullptr;
+  ember_queue queue = nullptr;
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  uint64_t value = 0;
+};
+
+namespace ember::vk {
+
+int32_t queue_create(int32_t device, ember_queue* out, ember_status* st);
+void queue_destroy(ember_queue q);
+int32_t queue_synchronize(ember_queue q, ember_status* st);
+
+int32_t buffer_alloc(int32_t device, size_t bytes, ember_buffer* out, ember_status* st);
+void buffer_free(ember_queue q, ember_buffer b);
+int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* src, size_t n, ember_status* st);
+int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size_t n, ember_status* st);
+int32_t buffer_copy(ember_queue q, ember_buffer dst, size_t dst_off, ember_buffer src, size_t src_off, size_t n,
+                    ember_status* st);
+
+int32_t event_create(int32_t device, ember_event* out, ember_status* st);
+void event_destroy(ember_event e);
+int32_t event_record(ember_event e, ember_queue q, ember_status* st);
+int32_t queue_wait_event(ember_queue q, ember_event e, ember_status* st);
+int32_t event_synchronize(ember_event e, ember_status* st);
+int32_t event_query(ember_event e);
+
+// For kernels.cpp, with q->mutex held: the open batch (started if needed), `bytes` of host-visible
+// memory in it (aligned to `align`), and the end of a recorded command (barrier, flush when full).
+int32_t begin(ember_queue q, ember_status* st);
+// Room for one more launch with `descriptors` bindings in the open batch (flushes a full one).
+int32_t reserve_launch(ember_queue q, uint32_t descriptors, ember_status* st);
+int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** chunk, VkDeviceSize* offset,
+                ember_status* st);
+// A descriptor set of `layout` in the open batch (a new batch when the pool is full).
+int32_t descriptor_set(ember_queue q, VkDescriptorSetLayout layout, uint32_t descriptors, VkDescriptorSet* out,
+                       ember_status* st);
+int32_t end_command(ember_queue q, ember_status* st);
+// Submits the open batch (if it has work or waits).
+int32_t flush(ember_queue q, ember_status* st);
+
+}  // namespace ember::vk
