@@ -60,7 +60,7 @@ asan-test: asan
 # reads without waiting on purpose is left out (appended after the filter's '-': it is a data
 # race by design, which TSan rightly reports).
 ASYNC_DEVICE_ENV = EMBER_REFERENCE_ASYNC=1 EMBER_REFERENCE_DEVICES=2 EMBER_CACHE_BYTES=0 EMBER_REQUIRE_ASYNC_DEVICE=1 EMBER_TEST_DEVICE=reference
-ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpIndexing*:-*Million*
+ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpIndexing*:-*Million*:*vulkan*
 # The file readers (malformed input, fuzz corpora) run here too.
 ASAN_FILTER ?= DType*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*
 

@@ -38,16 +38,22 @@ std::string hex32(uint32_t v) {
   return b;
 }
 
+// Zeros, infinities and NaN are or'ed with e_opaque (a launch word that is always 0): drivers fold
+// x * 0.0 to 0 and x + 0.0 to x when they see the constant (lavapipe does, even with float
+// controls and NoContraction), which is wrong for NaN, infinities and -0.
 std::string float_literal(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  return "uintBitsToFloat(" + hex32(bits) + ")";
+  const bool special = f == 0.0f || std::isinf(f) || std::isnan(f);
+  return "uintBitsToFloat(" + hex32(bits) + (special ? " | e_opaque" : "") + ")";
 }
 
 std::string double_literal(double d) {
   uint64_t bits;
   std::memcpy(&bits, &d, 8);
-  return "packDouble2x32(uvec2(" + hex32(uint32_t(bits)) + ", " + hex32(uint32_t(bits >> 32)) + "))";
+  const bool special = d == 0.0 || std::isinf(d) || std::isnan(d);
+  return "packDouble2x32(uvec2(" + hex32(uint32_t(bits)) + (special ? " | e_opaque" : "") + ", " +
+         hex32(uint32_t(bits >> 32)) + "))";
 }
 
 std::string i64_literal(int64_t v) {
@@ -61,6 +67,7 @@ const char* kPreludeCommon = R"(
 layout(std430, binding = 0) readonly buffer EmberLaunch { int64_t P[]; };
 layout(std430, binding = 1) buffer EmberErrorWord { uint E[]; };
 #define F(bits) uintBitsToFloat(bits)
+uint e_opaque = 0u;  // set from launch word kZero at the start of main()
 float e_nanf() { return F(0x7fc00000u); }
 float e_inff() { return F(0x7f800000u); }
 void e_fail(uint code, int64_t value, int64_t extra) {
@@ -234,8 +241,10 @@ double e_remd(double x, double y) {
   double m;
   if (isnan(x) || isnan(y) || isinf(x) || y == 0.0LF) m = e_nand();
   else if (isinf(y) || x == 0.0LF) m = x;
-  else { double q = trunc(x / y); m = x - q * y; if (abs(m) >= abs(y)) m = 0.0LF; }
+  else { precise double q = trunc(x / y); precise double t = x - q * y; m = t; if (abs(m) >= abs(y)) m = 0.0LF; }
   if (m != 0.0LF && ((m < 0.0LF) != (y < 0.0LF))) m += y;
+  // A zero remainder has the sign of x (C's fmod), whatever the subtraction gave.
+  if (m == 0.0LF) m = packDouble2x32(uvec2(0u, unpackDouble2x32(x).y & 0x80000000u));
   return m;
 }
 float e_remf(float x, float y) { return float(e_remd(double(x), double(y))); }
@@ -251,8 +260,9 @@ float e_remf(float x, float y) {
   float m;
   if (isnan(x) || isnan(y) || isinf(x) || y == 0.0) m = e_nanf();
   else if (isinf(y) || x == 0.0) m = x;
-  else { float q = trunc(x / y); m = x - q * y; if (abs(m) >= abs(y)) m = 0.0; }
+  else { precise float q = trunc(x / y); precise float t = x - q * y; m = t; if (abs(m) >= abs(y)) m = 0.0; }
   if (m != 0.0 && ((m < 0.0) != (y < 0.0))) m += y;
+  if (m == 0.0) m = uintBitsToFloat(floatBitsToUint(x) & 0x80000000u);
   return m;
 }
 )";
@@ -294,6 +304,19 @@ class GlslTable final : public ExprTable {
     if (is_half(dt)) dt = EMBER_F32;
     if (!reg_type(dt)) return "";
     if (dt == EMBER_F32) {
+      if (t_.float64 && t_.f32_math_via_f64) {
+        const char* d = nullptr;
+        switch (op) {
+          case EMBER_KIR_EXP: d = "e_expd"; break;
+          case EMBER_KIR_LOG: d = "e_logd"; break;
+          case EMBER_KIR_TANH: d = "e_tanhd"; break;
+          case EMBER_KIR_ERF: d = "e_erfd"; break;
+          case EMBER_KIR_SIN: d = "e_sind"; break;
+          case EMBER_KIR_COS: d = "e_cosd"; break;
+          default: break;
+        }
+        if (d) return std::string("float(") + d + "(double(" + a + ")))";
+      }
       switch (op) {
         case EMBER_KIR_NEG: return "-" + a;
         case EMBER_KIR_ABS: return "abs(" + a + ")";
@@ -349,7 +372,7 @@ class GlslTable final : public ExprTable {
           if (f && t_.float64) return "float(floor(double(" + x + ") / double(" + y + ")))";
           return "floor(" + x + " / " + y + ")";
         case EMBER_KIR_REM: return (f ? "e_remf(" : "e_remd(") + x + ", " + y + ")";
-        case EMBER_KIR_POW: return (f ? "e_powf(" : "e_powd(") + x + ", " + y + ")";
+        case EMBER_KIR_POW: return (f ? (t_.float64 ? "e_powf_d(" : "e_powf(") : "e_powd(") + x + ", " + y + ")";
         case EMBER_KIR_MAX: return (f ? "e_maxf(" : "e_maxd(") + x + ", " + y + ")";
         case EMBER_KIR_MIN: return (f ? "e_minf(" : "e_mind(") + x + ", " + y + ")";
         default: return "";
@@ -467,25 +490,37 @@ std::string render(const ember_kir_program& p, const GlslTable& t, const ArgRefs
       if (in.op == EMBER_KIR_STORE) return e;
   }
   if (e.empty() || !T) return "";
-  return std::string(T) + " " + var(k) + " = " + e + ";";
+  // `precise` on every float value: the SPIR-V NoContraction that stops drivers from folding
+  // x * -0.0 to 0 or contracting a * b + c (float controls alone do not stop Mesa's NIR).
+  const bool fl = std::strcmp(T, "float") == 0 || std::strcmp(T, "double") == 0;
+  return std::string(fl ? "precise " : "") + T + " " + var(k) + " = " + e + ";";
 }
 
 bool uses_arg(uint16_t op) {
   return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
 }
 
-std::string arg_word(int arg, int field, int dim = 0) { return "P[" + S(W::kArgs + W::kPerArg * arg + field + dim) + "]"; }
+std::string arg_word(int arg, int field, int dim = 0) {
+  return "IX(P[" + S(W::kArgs + W::kPerArg * arg + field + dim) + "])";
+}
 
 // Offsets `prefix<arg>` advanced over dims [lo, hi) of the flat index `idx`.
 std::string unravel(const std::vector<uint8_t>& used, const std::string& idx, const std::string& lo,
                     const std::string& hi, const std::string& prefix, const std::string& ind) {
-  std::string s = ind + "{\n" + ind + "  int64_t rem = " + idx + ";\n" + ind + "  for (int d = " + hi + " - 1; d >= " +
-                  lo + "; --d) {\n" + ind + "    int64_t n = P[" + S(W::kShape) + " + d];\n" + ind +
-                  "    int64_t i = rem % n;\n" + ind + "    rem /= n;\n";
+  // One dim (the common case once the plugin has merged dims): no division.
+  std::string one = ind + "if (" + hi + " - " + lo + " == 1) {\n";
   for (size_t a = 0; a < used.size(); ++a)
     if (used[a])
-      s += ind + "    " + prefix + S(int64_t(a)) + " += i * P[" + S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) +
-           " + d];\n";
+      one += ind + "  " + prefix + S(int64_t(a)) + " += " + idx + " * IX(P[" +
+             S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) + " + " + lo + "]);\n";
+  one += ind + "} else ";
+  std::string s = one + "{\n" + ind + "  IX rem = " + idx + ";\n" + ind + "  for (int d = " + hi + " - 1; d >= " +
+                  lo + "; --d) {\n" + ind + "    IX n = IX(P[" + S(W::kShape) + " + d]);\n" + ind +
+                  "    IX i = rem % n;\n" + ind + "    rem /= n;\n";
+  for (size_t a = 0; a < used.size(); ++a)
+    if (used[a])
+      s += ind + "    " + prefix + S(int64_t(a)) + " += i * IX(P[" + S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) +
+           " + d]);\n";
   return s + ind + "  }\n" + ind + "}\n";
 }
 
@@ -503,6 +538,15 @@ std::string acc_init(const GlslTable& t, uint16_t op, uint8_t dt) {
   }
 }
 
+// The grid-stride loop over points `id` (closed by the caller with "  }\n"): a launch has as
+// many workgroups as the plugin chooses, each invocation takes points id, id + threads, ...
+std::string grid_loop_begin(const GlslTarget& target) {
+  const std::string WG = S(target.workgroup);
+  return "  IX nthreads = IX(gl_NumWorkGroups.x) * IX(gl_NumWorkGroups.y) * " + WG + ";\n"
+         "  for (IX id = (IX(gl_WorkGroupID.y) * IX(gl_NumWorkGroups.x) + IX(gl_WorkGroupID.x)) * " + WG +
+         " + IX(gl_LocalInvocationID.x); id < IX(P[" + S(W::kPoints) + "]); id += nthreads) {\n";
+}
+
 }  // namespace
 
 std::unique_ptr<ExprTable> make_glsl_table(const GlslTarget& target) { return std::make_unique<GlslTable>(target); }
@@ -510,9 +554,20 @@ std::unique_ptr<ExprTable> make_glsl_table(const GlslTarget& target) { return st
 std::string glsl_header(const std::string& what, const GlslTarget& target, bool need8, bool need16) {
   std::string src = "#version 450\n// Vulkan compute shader for " + what + ", generated by ember (src/backend/common/emit_glsl.cpp).\n";
   src += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (target.preserve_inf_nan32 || target.preserve_inf_nan64) {
+    // ExecutionMode SignedZeroInfNanPreserve (4461) with capability 4466, per float width.
+    src += "#extension GL_EXT_spirv_intrinsics : require\n";
+    if (target.preserve_inf_nan32)
+      src += "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 32);\n";
+    if (target.preserve_inf_nan64 && target.float64)
+      src += "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 64);\n";
+  }
   if (need8) src += "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
   if (need16) src += "#extension GL_EXT_shader_16bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
   src += "layout(local_size_x = " + S(target.workgroup) + ") in;\n";
+  // Index arithmetic in 32 bits where every offset of the launch fits (the plugin checks; 64-bit
+  // division is many times slower on most devices), else in 64 bits.
+  src += target.index32 ? "#define IX int\n" : "#define IX int64_t\n";
   src += kPreludeCommon;
   src += target.float64 ? kPreludeF64 : kPreludeNoF64;
   if (target.float64) src += kGlslF64Math;
@@ -533,27 +588,27 @@ bool emit_glsl_matmul(uint8_t dt, const GlslTarget& target, std::string& src, st
   src = glsl_header("matmul", target, dt == EMBER_U8 || dt == EMBER_BOOL, is_half(dt));
   for (int a = 0; a < 3; ++a)
     src += "layout(std430, binding = " + S(2 + a) + ") buffer Arg" + S(a) + " { " + ST + " d[]; } g" + S(a) + ";\n";
-  auto word = [](int arg, int field) { return "P[" + S(W::kArgs + W::kPerArg * arg + field) + "]"; };
-  auto stride = [&](int arg, const std::string& d) { return "P[" + S(W::kArgs + W::kPerArg * arg + W::kStrides) + " + " + d + "]"; };
-  src += "void main() {\n";
-  src += "  int64_t id = (int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x)) * " +
-         S(target.workgroup) + " + int64_t(gl_LocalInvocationID.x);\n";
-  src += "  if (id >= P[0]) return;\n  int r = int(P[1]);\n  int64_t K = P[2];\n";
-  src += "  int64_t M = P[" + S(W::kShape) + " + r - 2], N = P[" + S(W::kShape) + " + r - 1];\n";
-  src += "  int64_t j = id % N, rem = id / N;\n  int64_t i = rem % M;\n  rem /= M;\n";
-  src += "  int64_t oa = " + word(0, W::kOffset) + " + i * " + stride(0, "r - 2") + ";\n";
-  src += "  int64_t ob = " + word(1, W::kOffset) + " + j * " + stride(1, "r - 1") + ";\n";
-  src += "  int64_t oc = " + word(2, W::kOffset) + " + i * " + stride(2, "r - 2") + " + j * " + stride(2, "r - 1") + ";\n";
-  src += "  for (int d = r - 3; d >= 0; --d) {\n    int64_t n = P[" + S(W::kShape) + " + d];\n"
-         "    int64_t x = rem % n;\n    rem /= n;\n";
+  auto word = [](int arg, int field) { return "IX(P[" + S(W::kArgs + W::kPerArg * arg + field) + "])"; };
+  auto stride = [&](int arg, const std::string& d) {
+    return "IX(P[" + S(W::kArgs + W::kPerArg * arg + W::kStrides) + " + " + d + "])";
+  };
+  src += "void main() {\n  e_opaque = uint(P[" + S(W::kZero) + "]);\n";
+  src += "  int r = int(P[1]);\n  IX K = IX(P[2]);\n";
+  src += grid_loop_begin(target);
+  src += "  IX M = IX(P[" + S(W::kShape) + " + r - 2]), N = IX(P[" + S(W::kShape) + " + r - 1]);\n";
+  src += "  IX j = id % N, rem = id / N;\n  IX i = rem % M;\n  rem /= M;\n";
+  src += "  IX oa = " + word(0, W::kOffset) + " + i * " + stride(0, "r - 2") + ";\n";
+  src += "  IX ob = " + word(1, W::kOffset) + " + j * " + stride(1, "r - 1") + ";\n";
+  src += "  IX oc = " + word(2, W::kOffset) + " + i * " + stride(2, "r - 2") + " + j * " + stride(2, "r - 1") + ";\n";
+  src += "  for (int d = r - 3; d >= 0; --d) {\n    IX n = IX(P[" + S(W::kShape) + " + d]);\n"
+         "    IX x = rem % n;\n    rem /= n;\n";
   src += "    oa += x * " + stride(0, "d") + ";\n    ob += x * " + stride(1, "d") + ";\n    oc += x * " + stride(2, "d") + ";\n  }\n";
-  src += "  int64_t sak = " + stride(0, "r - 1") + ", sbk = " + stride(1, "r - 2") + ";\n";
+  src += "  IX sak = " + stride(0, "r - 1") + ", sbk = " + stride(1, "r - 2") + ";\n";
   src += "  " + A + " acc = " + A + "(0);\n";
-  src += "  for (int64_t k0 = 0; k0 < K; k0 += 32768) {\n    int64_t k1 = min(k0 + 32768, K);\n"
-         "    for (int64_t k = k0; k < k1; ++k)\n";
-  src += "      acc += " + t.load(dt, "g0.d[uint(oa + k * sak)]") + " * " + t.load(dt, "g1.d[uint(ob + k * sbk)]") + ";\n  }\n";
+  src += "  for (IX k = 0; k < K; ++k)\n";
+  src += "    acc += " + t.load(dt, "g0.d[uint(oa + k * sak)]") + " * " + t.load(dt, "g1.d[uint(ob + k * sbk)]") + ";\n";
   const std::string v = is_half(dt) ? t.cast(EMBER_F32, dt, "acc") : std::string("acc");
-  src += "  g2.d[uint(oc)] = " + t.store_value(dt, dt, v) + ";\n}\n";
+  src += "  g2.d[uint(oc)] = " + t.store_value(dt, dt, v) + ";\n  }\n}\n";
   return true;
 }
 
@@ -636,25 +691,52 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
   for (int32_t a = 0; a < p.n_args; ++a)
     src += "layout(std430, binding = " + S(2 + a) + ") buffer Arg" + S(a) + " { " + t.storage_type(p.arg_dtypes[a]) +
            " d[]; } g" + S(a) + ";\n";
-  src += "void main() {\n";
-  src += "  int64_t id = (int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x)) * " +
-         S(target.workgroup) + " + int64_t(gl_LocalInvocationID.x);\n";
-  src += "  if (id >= P[" + S(W::kPoints) + "]) return;\n";
-  src += "  int R = int(P[" + S(W::kRank) + "]), ro = int(P[" + S(W::kOuterRank) + "]);\n";
-  const std::string base_prefix = reduce ? "b" : "o";
-  for (int32_t a = 0; a < p.n_args; ++a)
-    if (used[size_t(a)]) src += "  int64_t " + base_prefix + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
   if (!reduce) {
+    src += "void main() {\n  e_opaque = uint(P[" + S(W::kZero) + "]);\n";
+    src += "  int R = int(P[" + S(W::kRank) + "]);\n";
+    src += grid_loop_begin(target);
+    for (int32_t a = 0; a < p.n_args; ++a)
+      if (used[size_t(a)]) src += "  IX o" + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
     src += unravel(used, "id", "0", "R", "o", "  ");
     for (int32_t k = 0; k < p.n_insts; ++k) src += "  " + render(p, t, refs, k) + "\n";
-    src += "}\n";
+    src += "  }\n}\n";
     return true;
   }
-  // Reductions: one invocation per outer point; each pass walks the reduce points in row-major
-  // order (the reference backend's order). The reduce loop is cut into chunks of 32768 points so
-  // that no loop runs 65535 times or more (lavapipe stops such loops silently).
+  // Reductions, in one of two modes (launch word kMode, the same for a whole launch):
+  //  0: an invocation per outer point walks the reduce points in row-major order (the reference
+  //     backend's order); for short rows;
+  //  1: a workgroup per outer point: invocation l takes reduce points l, l + WG, ...; the partial
+  //     results are combined by a fixed tree in shared memory (a deterministic order), and every
+  //     invocation then computes the per-outer-point values; only invocation 0 stores them.
+  // (Per-invocation loop counts stay small: lavapipe stops a shader after 65535 loop iterations
+  // in all, which the plugin checks before it launches.)
+  const std::string WG = S(target.workgroup);
+  std::string shared_decl;
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (!is_acc(in.op)) continue;
+    const uint8_t odt = p.insts[in.a].dtype;
+    if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN)
+      shared_decl += "shared " + std::string(t.reg_type(odt)) + " shb" + S(k) + "[" + WG + "];\nshared int64_t shi" + S(k) +
+                     "[" + WG + "];\nshared uint shn" + S(k) + "[" + WG + "];\n";
+    else
+      shared_decl += "shared " + std::string(t.reg_type(in.dtype)) + " sh" + S(k) + "[" + WG + "];\n";
+  }
+  src += shared_decl;
+  src += "void main() {\n  e_opaque = uint(P[" + S(W::kZero) + "]);\n";
+  src += "  bool tree = P[" + S(W::kMode) + "] != 0;\n  uint lid = gl_LocalInvocationID.x;\n";
+  src += "  IX wg = IX(gl_WorkGroupID.y) * IX(gl_NumWorkGroups.x) + IX(gl_WorkGroupID.x);\n";
+  src += "  IX ngroups = IX(gl_NumWorkGroups.x) * IX(gl_NumWorkGroups.y);\n";
+  // Outer points in a grid-stride loop: a workgroup's (mode 1) or an invocation's (mode 0); in
+  // mode 1 every invocation of a workgroup takes the same points, so the barriers stay uniform.
+  src += "  IX id_step = tree ? ngroups : ngroups * " + WG + ";\n";
+  src += "  IX r_start = tree ? IX(lid) : 0, r_step = tree ? " + WG + " : 1;\n";
+  src += "  int R = int(P[" + S(W::kRank) + "]), ro = int(P[" + S(W::kOuterRank) + "]);\n";
+  src += "  IX nred = 1;\n  for (int d = ro; d < R; ++d) nred *= IX(P[" + S(W::kShape) + " + d]);\n";
+  src += "  for (IX id = tree ? wg : wg * " + WG + " + IX(lid); id < IX(P[" + S(W::kPoints) + "]); id += id_step) {\n";
+  for (int32_t a = 0; a < p.n_args; ++a)
+    if (used[size_t(a)]) src += "  IX b" + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
   src += unravel(used, "id", "0", "ro", "b", "  ");
-  src += "  int64_t nred = 1;\n  for (int d = ro; d < R; ++d) nred *= P[" + S(W::kShape) + " + d];\n";
   for (int pass = 0; 2 * pass <= max_phase; ++pass) {
     std::vector<int32_t> accs;
     for (int32_t k = 0; k < p.n_insts; ++k)
@@ -671,50 +753,89 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
     }
     bool has_even = false;
     for (int32_t k = 0; k < p.n_insts; ++k) has_even |= p.insts[k].phase == 2 * pass;
+    // `x (op) y` of accumulation k, for the fold and for the tree.
+    auto combine = [&](int32_t k, const std::string& x, const std::string& y) {
+      const ember_kir_inst& in = p.insts[k];
+      const uint8_t dt = in.dtype;
+      const bool fl = is_float(dt) || is_half(dt);
+      const char* sfx = dt == EMBER_F64 ? "d" : "f";
+      // f16/bf16 sums and products round at every step, as the reference backend does.
+      auto round = [&](const std::string& e) { return is_half(dt) ? t.cast(EMBER_F32, dt, e) : e; };
+      switch (in.op) {
+        case EMBER_KIR_ACC_SUM: return round(x + " + " + y);
+        case EMBER_KIR_ACC_PROD: return round(x + " * " + y);
+        case EMBER_KIR_ACC_MAX: return fl ? std::string("e_max") + sfx + "(" + x + ", " + y + ")" : "max(" + x + ", " + y + ")";
+        default: return fl ? std::string("e_min") + sfx + "(" + x + ", " + y + ")" : "min(" + x + ", " + y + ")";
+      }
+    };
     if (has_even || !accs.empty()) {
-      src += "  for (int64_t r0 = 0; r0 < nred; r0 += 32768) {\n"
-             "    int64_t r1 = min(r0 + 32768, nred);\n"
-             "    for (int64_t r = r0; r < r1; ++r) {\n";
+      src += "  for (IX r = r_start; r < nred; r += r_step) {\n";
       for (int32_t a = 0; a < p.n_args; ++a)
-        if (used[size_t(a)]) src += "      int64_t o" + S(a) + " = b" + S(a) + ";\n";
-      src += unravel(used, "r", "ro", "R", "o", "      ");
+        if (used[size_t(a)]) src += "    IX o" + S(a) + " = b" + S(a) + ";\n";
+      src += unravel(used, "r", "ro", "R", "o", "    ");
       for (int32_t k = 0; k < p.n_insts; ++k)
-        if (p.insts[k].phase == 2 * pass) src += "      " + render(p, t, refs, k) + "\n";
+        if (p.insts[k].phase == 2 * pass) {
+          std::string line = render(p, t, refs, k);
+          // Even-phase stores happen at every reduce point, once each: every mode stores them.
+          src += "    " + line + "\n";
+        }
       for (int32_t k : accs) {
         const ember_kir_inst& in = p.insts[k];
-        const uint8_t dt = in.dtype;
         const std::string v = var(k), x = var(in.a);
-        const bool fl = is_float(dt) || is_half(dt);
-        const char* sfx = dt == EMBER_F64 ? "d" : "f";
-        // f16/bf16 sums and products round at every step, as the reference backend does.
-        auto round = [&](const std::string& e) { return is_half(dt) ? t.cast(EMBER_F32, dt, e) : e; };
-        switch (in.op) {
-          case EMBER_KIR_ACC_SUM: src += "      " + v + " = " + round(v + " + " + x) + ";\n"; break;
-          case EMBER_KIR_ACC_PROD: src += "      " + v + " = " + round(v + " * " + x) + ";\n"; break;
-          case EMBER_KIR_ACC_MAX:
-            src += "      " + v + " = " + (fl ? std::string("e_max") + sfx + "(" + v + ", " + x + ")" : "max(" + v + ", " + x + ")") + ";\n";
-            break;
-          case EMBER_KIR_ACC_MIN:
-            src += "      " + v + " = " + (fl ? std::string("e_min") + sfx + "(" + v + ", " + x + ")" : "min(" + v + ", " + x + ")") + ";\n";
-            break;
-          default: {  // argmax/argmin: the first extreme value; the first NaN wins
-            const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
-            const uint8_t odt = p.insts[in.a].dtype;
-            const bool ofl = is_float(odt) || is_half(odt);
-            const std::string b = "best" + S(k), n = "nan" + S(k);
-            src += "      if (!" + n + ") {\n";
-            if (ofl) src += "        if (isnan(" + x + ")) { " + n + " = true; " + v + " = r; }\n        else ";
-            else src += "        ";
-            src += "if (" + x + (mx ? " > " : " < ") + b + " || " + v + " < 0) { " + b + " = " + x + "; " + v + " = r; }\n";
-            src += "      }\n";
-          }
+        if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) {
+          // The first extreme value; the first NaN wins.
+          const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
+          const uint8_t odt = p.insts[in.a].dtype;
+          const bool ofl = is_float(odt) || is_half(odt);
+          const std::string b = "best" + S(k), n = "nan" + S(k);
+          src += "    if (!" + n + ") {\n";
+          if (ofl) src += "      if (isnan(" + x + ")) { " + n + " = true; " + v + " = r; }\n      else ";
+          else src += "      ";
+          src += "if (" + x + (mx ? " > " : " < ") + b + " || " + v + " < 0) { " + b + " = " + x + "; " + v + " = r; }\n";
+          src += "    }\n";
+        } else {
+          src += "    " + v + " = " + combine(k, v, x) + ";\n";
         }
       }
-      src += "    }\n  }\n";
+      src += "  }\n";
+    }
+    if (!accs.empty()) {
+      src += "  if (tree) {\n";
+      for (int32_t k : accs) {
+        const ember_kir_inst& in = p.insts[k];
+        const std::string K = S(k);
+        if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) {
+          const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
+          src += "    shb" + K + "[lid] = best" + K + "; shi" + K + "[lid] = " + var(k) + "; shn" + K + "[lid] = nan" + K +
+                 " ? 1u : 0u;\n";
+          src += "    barrier();\n    for (uint s = " + WG + "u / 2u; s > 0u; s >>= 1) {\n      if (lid < s) {\n";
+          src += "        int64_t i1 = shi" + K + "[lid], i2 = shi" + K + "[lid + s];\n";
+          src += "        uint n1 = shn" + K + "[lid], n2 = shn" + K + "[lid + s];\n";
+          src += "        bool take2;\n        if (i2 < 0) take2 = false;\n        else if (i1 < 0) take2 = true;\n";
+          src += "        else if (n1 != 0u || n2 != 0u) take2 = n2 != 0u && (n1 == 0u || i2 < i1);\n";
+          src += "        else take2 = shb" + K + "[lid + s] " + (mx ? ">" : "<") + " shb" + K + "[lid] || (shb" + K +
+                 "[lid + s] == shb" + K + "[lid] && i2 < i1);\n";
+          src += "        if (take2) { shb" + K + "[lid] = shb" + K + "[lid + s]; shi" + K + "[lid] = i2; shn" + K +
+                 "[lid] = n2; }\n";
+          src += "      }\n      barrier();\n    }\n";
+          src += "    " + var(k) + " = shi" + K + "[0]; best" + K + " = shb" + K + "[0]; nan" + K + " = shn" + K + "[0] != 0u;\n";
+        } else {
+          src += "    sh" + K + "[lid] = " + var(k) + ";\n    barrier();\n";
+          src += "    for (uint s = " + WG + "u / 2u; s > 0u; s >>= 1) {\n";
+          src += "      if (lid < s) sh" + K + "[lid] = " + combine(k, "sh" + K + "[lid]", "sh" + K + "[lid + s]") + ";\n";
+          src += "      barrier();\n    }\n    " + var(k) + " = sh" + K + "[0];\n";
+        }
+      }
+      src += "    barrier();\n  }\n";
     }
     for (int32_t k = 0; k < p.n_insts; ++k)
-      if (p.insts[k].phase == 2 * pass + 1 && !is_acc(p.insts[k].op)) src += "  " + render(p, t, odd_refs, k) + "\n";
+      if (p.insts[k].phase == 2 * pass + 1 && !is_acc(p.insts[k].op)) {
+        std::string line = render(p, t, odd_refs, k);
+        if (p.insts[k].op == EMBER_KIR_STORE) line = "if (!tree || lid == 0u) " + line;
+        src += "  " + line + "\n";
+      }
   }
+  src += "  }\n";
   src += "}\n";
   return true;
 }

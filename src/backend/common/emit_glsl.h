@@ -24,7 +24,17 @@ struct GlslTarget {
   bool float64 = true;    // shaderFloat64: f64 values (and f32 floor division / remainder via f64)
   bool storage8 = true;   // 8-bit storage and int8 types: u8 and bool arguments
   bool storage16 = true;  // 16-bit storage and int16 types: f16 and bf16 arguments (as bits)
-  uint32_t workgroup = 256;
+  uint32_t workgroup = 256;  // a power of two
+  // Float controls (SPV_KHR_float_controls): without SignedZeroInfNanPreserve a driver may fold
+  // x - x to 0 or drop isnan() (Mesa's NIR does), which breaks NaN/inf/-0 semantics.
+  bool preserve_inf_nan32 = false, preserve_inf_nan64 = false;
+  // f32 exp, log, sin, cos, tanh and erf computed in f64 and rounded (correctly rounded but for
+  // rare double roundings, as the CPU's): for devices with fast f64 (CPU drivers); otherwise the
+  // f32 forms (GLSL's exp/log/sin/cos within a few ulp, Ember's tanh and erf).
+  bool f32_math_via_f64 = false;
+  // Index arithmetic in int (every element offset, point count and stride product of a launch
+  // below 2^31) instead of int64_t; a per-launch choice, so the plugin builds both variants.
+  bool index32 = false;
 };
 
 // Layout of the launch parameters (int64 words at binding 0).
@@ -33,7 +43,9 @@ struct GlslLaunchWords {
   static constexpr int kRank = 1;        // outer + reduce dims
   static constexpr int kOuterRank = 2;
   static constexpr int kLaunchId = 3;    // written to the error word by a failing point
-  static constexpr int kShape = 4;       // [EMBER_MAX_ITER_RANK]
+  static constexpr int kMode = 4;        // reductions: 0 = an invocation per outer point, 1 = a workgroup
+  static constexpr int kZero = 5;        // always 0: hides special float constants from the compiler
+  static constexpr int kShape = 6;       // [EMBER_MAX_ITER_RANK]
   static constexpr int kArgs = kShape + EMBER_MAX_ITER_RANK;
   static constexpr int kPerArg = EMBER_MAX_ITER_RANK + 4;
   // Within an argument's words: offset, strides[EMBER_MAX_ITER_RANK], gather stride, gather size.
@@ -72,6 +84,12 @@ struct GlslPass {
   std::string glsl;
   std::vector<int64_t> words;
   int64_t points = 0;
+  // Loop iterations one invocation runs, all loops together (an upper bound): lavapipe stops a
+  // shader after 65535, so the plugin refuses a pass that needs more on such a driver.
+  int64_t loop_iterations = 0;
+  // The shader loops over its points (a grid-stride loop, as the KIR shaders do), so the plugin
+  // may launch fewer invocations than points; else one invocation per point.
+  bool grid_stride = false;
 };
 // The passes of library call `op` (abi.h EMBER_LIB_*), run in order on one queue; false and
 // *why when the op, its dtype or its attributes have no shader on this target.

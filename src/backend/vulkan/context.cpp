@@ -1,6 +1,7 @@
 // Vulkan instance and device set-up for the plugin (context.h).
 #include "backend/vulkan/context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -111,7 +112,9 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   }
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   sub.pNext = &drv;
+  drv.pNext = &fc;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(phys, &p2);
@@ -131,7 +134,17 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   d.target.float64 = f2.features.shaderFloat64 && !disabled("f64");
   d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !disabled("int8");
   d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !disabled("int16");
-  d.target.workgroup = std::min<uint32_t>(256, d.props.limits.maxComputeWorkGroupInvocations);
+  d.target.preserve_inf_nan32 = fc.shaderSignedZeroInfNanPreserveFloat32;
+  d.target.preserve_inf_nan64 = fc.shaderSignedZeroInfNanPreserveFloat64;
+  // EMBER_VULKAN_F32_MATH=f64|native; by default f64 where f64 is as fast as f32 (CPU drivers).
+  const char* f32_math = std::getenv("EMBER_VULKAN_F32_MATH");
+  d.target.f32_math_via_f64 = d.target.float64 && (f32_math ? std::strcmp(f32_math, "f64") == 0
+                                                            : d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  uint32_t wg = 256;  // a power of two (the reductions' shared-memory tree)
+  while (wg > d.props.limits.maxComputeWorkGroupInvocations || wg > d.props.limits.maxComputeWorkGroupSize[0]) wg /= 2;
+  d.target.workgroup = wg;
+  d.loop_budget = drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535 : 0;
+  if (d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.preferred_groups = 64;
 
   uint32_t nfam = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(phys, &nfam, nullptr);
@@ -198,6 +211,19 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   return true;
 }
 
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                    VkDebugUtilsMessageTypeFlagsEXT, const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                    void* user) {
+  auto* c = static_cast<Context*>(user);
+  const char* text = data && data->pMessage ? data->pMessage : "(no message)";
+  std::fprintf(stderr, "vulkan validation: %s\n", text);
+  if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)) {
+    std::lock_guard lock(c->validation_mutex);
+    if (c->validation_error.empty()) c->validation_error = text;
+  }
+  return VK_FALSE;
+}
+
 Context* make_context() {
   auto* c = new Context;  // lives for the process: drivers may still be called at exit
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -207,15 +233,33 @@ Context* make_context() {
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ci.pApplicationInfo = &app;
   const char* layers[] = {"VK_LAYER_KHRONOS_validation"};
-  if (const char* v = std::getenv("EMBER_VULKAN_VALIDATION"); v && std::strcmp(v, "1") == 0) {
+  const char* extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  const char* v = std::getenv("EMBER_VULKAN_VALIDATION");
+  const bool validate = v && std::strcmp(v, "1") == 0;
+  VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                   VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mi.pfnUserCallback = on_validation_message;
+  mi.pUserData = c;
+  if (validate) {
     ci.enabledLayerCount = 1;
     ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = extensions;
+    ci.pNext = &mi;  // also covers vkCreateInstance/vkDestroyInstance themselves
   }
   VkResult r = vkCreateInstance(&ci, nullptr, &c->instance);
   if (r != VK_SUCCESS) {
     c->instance = VK_NULL_HANDLE;
-    c->why_none = std::string("vkCreateInstance failed: ") + result_name(r);
+    c->why_none = std::string("vkCreateInstance failed: ") + result_name(r) +
+                  (validate ? " (EMBER_VULKAN_VALIDATION=1: is vulkan-validationlayers installed?)" : "");
     return c;
+  }
+  if (validate) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(c->instance, "vkCreateDebugUtilsMessengerEXT"));
+    if (create) create(c->instance, &mi, nullptr, &c->messenger);
   }
   uint32_t n = 0;
   vkEnumeratePhysicalDevices(c->instance, &n, nullptr);
@@ -238,6 +282,14 @@ Context* make_context() {
 Context& context() {
   static Context* c = make_context();
   return *c;
+}
+
+std::string take_validation_error() {
+  Context& c = context();
+  std::lock_guard lock(c.validation_mutex);
+  std::string e;
+  e.swap(c.validation_error);
+  return e;
 }
 
 DeviceContext* device(int32_t index) {

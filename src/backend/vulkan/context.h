@@ -40,6 +40,12 @@ struct DeviceContext {
   uint32_t host_memory_type = 0;    // staging and launch parameters (host visible, coherent)
   bool device_memory_host_visible = false;
   emit::GlslTarget target;          // the features shaders may use (EMBER_VULKAN_DISABLE masks some)
+  // Loop iterations a shader invocation may run in all (0 = no limit): llvmpipe ends any
+  // invocation silently after 65535, so launches that would need more are refused.
+  int64_t loop_budget = 0;
+  // Workgroups a grid-stride launch uses at most: few on CPU drivers (each workgroup costs
+  // llvmpipe about 20 us to start), as many as there are points elsewhere.
+  int64_t preferred_groups = int64_t(1) << 40;
   std::string name;                 // "llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6"
 
   // Creates a buffer of `bytes` (at least 16) in device memory or, with `host`, in host-visible
@@ -52,7 +58,15 @@ struct Context {
   VkInstance instance = VK_NULL_HANDLE;
   std::vector<std::unique_ptr<DeviceContext>> devices;
   std::string why_none;  // set when there is no usable device
+  // EMBER_VULKAN_VALIDATION=1: the Khronos validation layer reports through a messenger; its
+  // first error is returned by the next synchronize, so a test run fails on any of them.
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  std::mutex validation_mutex;
+  std::string validation_error;  // the first, until reported
 };
+
+// The validation layer's first error since the last call ("" if none), forgotten once returned.
+std::string take_validation_error();
 
 // The process-wide context (created on first use, thread safe).
 Context& context();

@@ -96,17 +96,31 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
 }
 
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, const int64_t* words, size_t n_words,
-                 const ember_buffer* args, int64_t points, bool checked, uint64_t tag, const std::string& name,
+                 const ember_buffer* args, const Work& work, bool checked, uint64_t tag, const std::string& name,
                  ember_status* st) {
-  if (points <= 0) return EMBER_OK;
+  if (work.items <= 0) return EMBER_OK;
   DeviceContext* d = q->device;
-  const uint32_t wg = d->target.workgroup;
-  const uint64_t groups = (uint64_t(points) + wg - 1) / wg;
-  const uint64_t gx = std::min<uint64_t>(groups, d->props.limits.maxComputeWorkGroupCount[0]);
-  const uint64_t gy = (groups + gx - 1) / gx;
-  if (gy > d->props.limits.maxComputeWorkGroupCount[1])
+  const int64_t wg = d->target.workgroup;
+  const int64_t per_group = work.group_per_item ? 1 : wg;  // items one workgroup takes per round
+  const int64_t all_groups = (work.items + per_group - 1) / per_group;
+  int64_t groups = work.grid_stride ? std::min(all_groups, d->preferred_groups) : all_groups;
+  auto iterations = [&](int64_t g) { return (work.items + g * per_group - 1) / (g * per_group) * work.cost; };
+  if (d->loop_budget && iterations(groups) > d->loop_budget && work.grid_stride) {
+    // More workgroups, so that no invocation runs past the driver's loop limit.
+    const int64_t rounds = std::max<int64_t>(1, d->loop_budget / std::max<int64_t>(1, work.cost));
+    groups = std::min(all_groups, (work.items + rounds * per_group - 1) / (rounds * per_group));
+  }
+  if (d->loop_budget && iterations(groups) > d->loop_budget)
+    return fail(st, EMBER_ERR_UNSUPPORTED,
+                "vulkan:%d: %s needs about %lld loop iterations in one shader invocation; this driver (llvmpipe) "
+                "stops an invocation after %lld",
+                d->index, name.c_str(), (long long)iterations(groups), (long long)d->loop_budget);
+  const int64_t max_x = d->props.limits.maxComputeWorkGroupCount[0], max_y = d->props.limits.maxComputeWorkGroupCount[1];
+  const int64_t gx = std::min(groups, max_x);
+  const int64_t gy = (groups + gx - 1) / gx;
+  if (gy > max_y)
     return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan: %s: %lld points are more than one launch can cover", name.c_str(),
-                (long long)points);
+                (long long)work.items);
   std::lock_guard lock(q->mutex);
   const uint32_t n_bind = uint32_t(pipe->n_args) + 2;
   if (int32_t rc = reserve_launch(q, n_bind, st); rc != EMBER_OK) return rc;
@@ -157,22 +171,78 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   const std::string name = program->name ? program->name : "kernel";
   std::string glsl, why;
   bool can_fail = false;
-  if (!emit::emit_glsl_kernel(*program, d->target, glsl, &can_fail, &why))
+  emit::GlslTarget t32 = d->target;
+  t32.index32 = true;
+  if (!emit::emit_glsl_kernel(*program, t32, glsl, &can_fail, &why))
     return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
   auto p = std::make_unique<ember_program_s>();
+  emit::GlslTarget t64 = d->target;
+  t64.index32 = false;
+  if (!emit::emit_glsl_kernel(*program, t64, p->glsl64, nullptr, &why))
+    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
   if (int32_t rc = build_pipeline(d, glsl, program->n_args, name, &p->pipeline, st); rc != EMBER_OK) return rc;
   p->name = name;
   p->can_fail = can_fail;
   int max_phase = 0;
   for (int32_t k = 0; k < program->n_insts; ++k) max_phase = std::max(max_phase, int(program->insts[k].phase));
   p->reduce = program->has_reduction || max_phase > 0;
+  p->passes = max_phase / 2 + 1;
   *out = p.release();
   return EMBER_OK;
 }
 
 void program_destroy(ember_program p) { delete p; }  // batches still running hold the pipeline
 
-int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* l, uint64_t tag, ember_status* st) {
+namespace {
+
+// The launch with adjacent dims merged where every argument's strides allow it (d and d + 1
+// merge when stride[d] == stride[d + 1] * shape[d + 1] for all arguments) and size-1 dims
+// dropped, separately among the outer and the reduce dims: the shaders then divide less.
+ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>& args) {
+  ember_kir_launch out = in;
+  args.assign(in.args, in.args + in.n_args);
+  out.args = args.data();
+  int rank = 0;
+  auto merge_range = [&](int lo, int hi) {
+    const int start = rank;
+    for (int d = lo; d < hi; ++d) {
+      if (in.shape[d] == 1 && hi - lo > 1) continue;  // contributes nothing
+      if (rank > start) {
+        bool ok = true;
+        for (int32_t a = 0; a < in.n_args && ok; ++a)
+          ok = !in.args[a].buffer || args[size_t(a)].strides[rank - 1] == in.args[a].strides[d] * in.shape[d];
+        if (ok) {
+          out.shape[rank - 1] *= in.shape[d];
+          for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank - 1] = in.args[a].strides[d];
+          continue;
+        }
+      }
+      out.shape[rank] = in.shape[d];
+      for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank] = in.args[a].strides[d];
+      ++rank;
+    }
+    if (rank == start && hi > lo) {  // all dims were size 1: keep one
+      out.shape[rank] = 1;
+      for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank] = 0;
+      ++rank;
+    }
+    return rank - start;
+  };
+  out.outer_rank = merge_range(0, in.outer_rank);
+  out.reduce_rank = merge_range(in.outer_rank, in.outer_rank + in.reduce_rank);
+  return out;
+}
+
+}  // namespace
+
+int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* launch_in, uint64_t tag, ember_status* st) {
+  if (launch_in->outer_rank < 0 || launch_in->reduce_rank < 0 ||
+      launch_in->outer_rank + launch_in->reduce_rank > EMBER_MAX_ITER_RANK)
+    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d + %d", p->name.c_str(), launch_in->outer_rank,
+                launch_in->reduce_rank);
+  std::vector<ember_kir_arg> merged_args;
+  const ember_kir_launch merged = coalesce(*launch_in, merged_args);
+  const ember_kir_launch* l = &merged;
   if (l->n_args != p->pipeline->n_args)
     return fail(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
                 l->n_args, p->pipeline->n_args);
@@ -184,11 +254,31 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* l, u
   for (int dim = 0; dim < (p->reduce ? l->outer_rank : rank); ++dim) points *= l->shape[dim];
   for (int dim = 0; dim < rank; ++dim)
     if (l->shape[dim] == 0) points = p->reduce && dim >= l->outer_rank ? points : 0;
+  // Reductions over more than a few points per output take a workgroup per output (mode 1).
+  int64_t nred = 1;
+  for (int dim = l->outer_rank; dim < rank; ++dim) nred *= l->shape[dim];
+  const bool tree = p->reduce && nred > 64;
+  const int64_t step = tree ? q->device->target.workgroup : 1;
   words[W::kPoints] = points;
   words[W::kRank] = rank;
   words[W::kOuterRank] = l->outer_rank;
+  words[W::kMode] = tree ? 1 : 0;
   for (int dim = 0; dim < rank; ++dim) words[size_t(W::kShape + dim)] = l->shape[dim];
   std::vector<ember_buffer> bufs(size_t(l->n_args));
+  // 32-bit index arithmetic when every offset the launch can form fits in an int.
+  constexpr int64_t kMax32 = (int64_t(1) << 31) - 1;
+  bool fits32 = (tree ? points * step : points) <= kMax32 && nred <= kMax32;
+  for (int32_t a = 0; a < l->n_args && fits32; ++a) {
+    const ember_kir_arg& arg = l->args[a];
+    if (!arg.buffer) continue;
+    int64_t hi = arg.offset, lo = arg.offset;
+    for (int dim = 0; dim < rank; ++dim) {
+      const int64_t span = (l->shape[dim] > 0 ? l->shape[dim] - 1 : 0) * arg.strides[dim];
+      (span >= 0 ? hi : lo) += span;
+    }
+    if (arg.gather_size > 0) hi += (arg.gather_size - 1) * (arg.gather_stride < 0 ? -arg.gather_stride : arg.gather_stride);
+    fits32 = hi <= kMax32 && lo >= -kMax32;
+  }
   for (int32_t a = 0; a < l->n_args; ++a) {
     const ember_kir_arg& arg = l->args[a];
     int64_t* aw = words.data() + W::kArgs + W::kPerArg * a;
@@ -200,7 +290,23 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* l, u
     if (arg.buffer && arg.buffer->device != q->device)
       return fail(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
   }
-  return dispatch(q, p->pipeline, words.data(), words.size(), bufs.data(), points, p->can_fail, tag, p->name, st);
+  std::shared_ptr<const Pipeline> pipe = p->pipeline;
+  if (!fits32) {
+    std::lock_guard lock(p->mutex64);
+    if (!p->pipeline64)
+      if (int32_t rc = build_pipeline(q->device, p->glsl64, p->pipeline->n_args, p->name, &p->pipeline64, st); rc != EMBER_OK)
+        return rc;
+    pipe = p->pipeline64;
+  }
+  // Loop iterations per item: the unravel loops (none for one dim) and the reduce passes.
+  auto unravel_cost = [](int dims) { return dims > 1 ? dims : 0; };
+  Work work;
+  work.items = points;
+  work.group_per_item = tree;
+  work.cost = 1 + unravel_cost(l->outer_rank);
+  if (p->reduce)
+    work.cost += p->passes * ((nred + step - 1) / step * (1 + unravel_cost(l->reduce_rank)) + (tree ? 16 : 0));
+  return dispatch(q, pipe, words.data(), words.size(), bufs.data(), work, p->can_fail, tag, p->name, st);
 }
 
 namespace {
@@ -225,7 +331,21 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
                      int32_t n_out, const void* attrs, uint64_t tag, ember_status* st) {
   std::vector<emit::GlslPass> passes;
   std::string why;
-  if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, q->device->target, passes, &why))
+  // 32-bit index arithmetic when every tensor's extent fits in an int.
+  emit::GlslTarget target = q->device->target;
+  target.index32 = true;
+  auto fits = [&](const ember_tensor_desc& t) {
+    int64_t hi = t.offset, n = 1;
+    for (int d = 0; d < t.rank && d < 8; ++d) {
+      if (t.strides[d] < 0) return false;
+      hi += (t.shape[d] > 0 ? t.shape[d] - 1 : 0) * t.strides[d];
+      n *= t.shape[d];
+    }
+    return hi < (int64_t(1) << 31) && n < (int64_t(1) << 31) / 1024;  // room for per-point products
+  };
+  for (int32_t i = 0; i < n_in; ++i) target.index32 = target.index32 && fits(in[i]);
+  for (int32_t i = 0; i < n_out; ++i) target.index32 = target.index32 && fits(out[i]);
+  if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, target, passes, &why))
     return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
   std::vector<ember_buffer> bufs;
   for (int32_t i = 0; i < n_in; ++i) bufs.push_back(in[i].buffer);
@@ -236,8 +356,12 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
   for (const emit::GlslPass& p : passes) {
     std::shared_ptr<const Pipeline> pipe;
     if (int32_t rc = library_pipeline(q->device, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;
-    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), p.points, false, tag,
-                              "library call", st);
+    Work work;
+    work.items = p.points;
+    work.grid_stride = p.grid_stride;
+    work.cost = std::max<int64_t>(1, p.loop_iterations);
+    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), work, false, tag,
+                              "library call " + std::to_string(op), st);
         rc != EMBER_OK)
       return rc;
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/vulkan/queue.h"
@@ -25,19 +26,34 @@ struct Pipeline {
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
                        std::shared_ptr<const Pipeline>* out, ember_status* st);
 
-// Records one dispatch of `points` invocations with launch words `words` and argument buffers
-// (null entries are bound to a dummy). checked: the launch may write the error word (tag, name).
+// What a dispatch covers: `items` points (or outer points), each costing an invocation `cost`
+// loop iterations; a workgroup per item or an invocation per item; whether the shader loops
+// over its items (then the plugin picks the number of workgroups).
+struct Work {
+  int64_t items = 0;
+  bool group_per_item = false;
+  bool grid_stride = true;
+  int64_t cost = 1;
+};
+
+// Records one dispatch with launch words `words` and argument buffers (null entries are bound to
+// a dummy). checked: the launch may write the error word (tag, name).
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipeline, const int64_t* words, size_t n_words,
-                 const ember_buffer* args, int64_t points, bool checked, uint64_t tag, const std::string& name,
+                 const ember_buffer* args, const Work& work, bool checked, uint64_t tag, const std::string& name,
                  ember_status* st);
 
 }  // namespace ember::vk
 
 struct ember_program_s {
-  std::shared_ptr<const ember::vk::Pipeline> pipeline;
+  std::shared_ptr<const ember::vk::Pipeline> pipeline;  // 32-bit index arithmetic
+  // The 64-bit index variant, built the first time a launch needs it.
+  std::string glsl64;
+  std::mutex mutex64;
+  std::shared_ptr<const ember::vk::Pipeline> pipeline64;
   std::string name;
   bool reduce = false;
   bool can_fail = false;
+  int passes = 1;  // reductions: passes over the reduce dims
 };
 
 namespace ember::vk {

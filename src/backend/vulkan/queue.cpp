@@ -310,6 +310,8 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
   std::lock_guard lock(q->mutex);
   int32_t rc = wait_all(q, st);
   if (rc != EMBER_OK) return rc;
+  if (std::string v = take_validation_error(); !v.empty())
+    return fail(st, EMBER_ERR_INTERNAL, "vulkan validation layer: %.400s", v.c_str());
   if (!q->has_deferred) return EMBER_OK;
   q->has_deferred = false;
   if (st) *st = q->deferred;

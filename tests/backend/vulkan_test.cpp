@@ -1,0 +1,209 @@
+// The Vulkan plugin on the machine's Vulkan device (lavapipe in CI). The op conformance suites
+// (Devices/*) run on vulkan:0 like on every device; these tests add what is Vulkan-specific:
+// bit-exact NaN/inf/-0 behaviour of fused kernels against the reference backend, reductions
+// longer than lavapipe's per-invocation loop cap (65535 iterations), kernel-side errors reported
+// at the next read with the op's name, Philox streams identical to the CPU's, data movement of
+// every dtype, and a small training run that matches the reference. Without a Vulkan device
+// they skip and say why; with CI=true or EMBER_REQUIRE_VULKAN=1 a skip is a failure.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "ember/ember.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+using ember::testing::all_close;
+using ember::testing::error_of;
+
+bool vulkan_available(std::string* why) {
+  Backend* b = Backend::try_get(DeviceKind::Vulkan, why);
+  return b && b->device_count() > 0;
+}
+
+bool vulkan_required() {
+  const char* ci = std::getenv("CI");
+  const char* req = std::getenv("EMBER_REQUIRE_VULKAN");
+  return (ci && std::strcmp(ci, "true") == 0) || (req && std::strcmp(req, "1") == 0);
+}
+
+#define REQUIRE_VULKAN()                                                                 \
+  do {                                                                                   \
+    std::string why_;                                                                    \
+    if (!vulkan_available(&why_)) {                                                      \
+      if (vulkan_required()) FAIL() << "no Vulkan device, and one is required: " << why_; \
+      GTEST_SKIP() << "no Vulkan device: " << why_;                                      \
+    }                                                                                    \
+  } while (0)
+
+const Device kVk = Device::vulkan(0);
+const float kNan = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<uint32_t> bits(const Array& a) {
+  std::vector<float> v = a.to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+
+// Same bits, except that any NaN matches any NaN (payloads are not specified).
+void expect_same_bits(const Array& got, const Array& want, const char* what) {
+  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const bool same = std::isnan(w[i]) ? std::isnan(g[i]) : std::memcmp(&g[i], &w[i], 4) == 0;
+    EXPECT_TRUE(same) << what << " [" << i << "]: got " << g[i] << " (signbit " << std::signbit(g[i]) << "), want "
+                      << w[i] << " (signbit " << std::signbit(w[i]) << ")";
+  }
+}
+
+TEST(VulkanTest, DeviceIsListedWithItsProperties) {
+  REQUIRE_VULKAN();
+  Backend& b = Backend::get(DeviceKind::Vulkan);
+  const ember_device_properties p = b.properties(0);
+  EXPECT_EQ(p.async, 1u);
+  EXPECT_GT(std::strlen(p.name), 0u);
+  EXPECT_TRUE(p.dtypes & EMBER_DTYPE_BIT(EMBER_F32));
+  EXPECT_GT(p.max_buffer_bytes, 0u);
+  bool listed = false;
+  for (Device d : available_devices()) listed |= d == kVk;
+  EXPECT_TRUE(listed);
+  EXPECT_EQ(Device::parse("vulkan:0"), kVk);
+}
+
+// Exact arithmetic (no transcendental functions) must give the reference's bits, including NaN
+// propagation through max/min/relu, infinities and the sign of zero, fused into one kernel.
+TEST(VulkanTest, FusedExactArithmeticMatchesTheReferenceBitForBit) {
+  REQUIRE_VULKAN();
+  const std::vector<float> xs = {0.0f, -0.0f, 1.5f, -2.25f, kNan, kInf, -kInf, 3.0f, -1e-30f, 7.0f, 1e30f, -0.5f};
+  const std::vector<float> ys = {-0.0f, 0.0f, kNan, 2.0f, 1.0f, -kInf, kInf, 0.0f, 1e30f, -3.0f, -1e30f, 0.25f};
+  auto run = [&](Device d) {
+    Array x = from_vector(xs, {12}, d), y = from_vector(ys, {12}, d);
+    std::vector<Array> out;
+    out.push_back(add(mul(x, y), neg(x)));
+    out.push_back(div(x, y));
+    out.push_back(relu(sub(x, y)));
+    out.push_back(maximum(x, y));
+    out.push_back(minimum(abs(x), y));
+    out.push_back(where(gt(x, y), x, mul(y, -0.0)));
+    out.push_back(floor(div(x, 2.0)));
+    out.push_back(sqrt(abs(x)));
+    out.push_back(rem(x, y));
+    out.push_back(cast(cast(x, DType::F16), DType::F32));
+    out.push_back(cast(cast(x, DType::BF16), DType::F32));
+    out.push_back(cast(cast(x, DType::I32), DType::F32));
+    return out;
+  };
+  std::vector<Array> got = run(kVk), want = run(Device::reference());
+  for (size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], ("expression " + std::to_string(i)).c_str());
+}
+
+// lavapipe ends a shader invocation after 65535 loop iterations without a word; reductions of
+// more points than that must still be complete (a workgroup per output).
+TEST(VulkanTest, ReductionsLongerThanTheDriversLoopCapAreComplete) {
+  REQUIRE_VULKAN();
+  const int64_t n = 200003;
+  EXPECT_EQ(sum(ones({n}, {.device = kVk})).item<double>(), double(n));
+  EXPECT_EQ(sum(ones({3, n}, {.dtype = DType::I64, .device = kVk}), {1}).to_vector<int64_t>(),
+            std::vector<int64_t>(3, n));
+  std::vector<float> v(size_t(n), 1.0f);
+  v[100] = 5.0f;
+  v[150000] = 5.0f;  // a tie later: argmax is the first
+  EXPECT_EQ(argmax(from_vector(v, {n}, kVk), 0).item<int64_t>(), 100);
+  v[199999] = kNan;  // the first NaN wins
+  EXPECT_EQ(argmax(from_vector(v, {n}, kVk), 0).item<int64_t>(), 199999);
+  Array x = uniform({2, 70001}, -3, 3, {.seed = 5, .device = kVk});
+  Array xr = to_device(x, Device::reference());
+  EXPECT_TRUE(all_close(softmax(x, 1).to_vector<double>(), softmax(xr, 1).to_vector<double>(), 1e-5, 1e-9));
+  EXPECT_NEAR(sum(x).item<double>(), sum(xr).item<double>(), 1e-2);
+}
+
+TEST(VulkanTest, KernelErrorsNameTheOpAndTheValues) {
+  REQUIRE_VULKAN();
+  Array x = from_vector(std::vector<float>{1, 2, 3}, {3}, kVk);
+  Array idx = from_vector(std::vector<int64_t>{0, 7}, {2}, kVk);
+  const std::string gather_error = error_of([&] { (void)index_select(x, 0, idx).to_vector<float>(); });
+  EXPECT_NE(gather_error.find("index out of range (7 for a dimension of size 3)"), std::string::npos) << gather_error;
+  Array a = from_vector(std::vector<int32_t>{4, 5}, {2}, kVk), z = from_vector(std::vector<int32_t>{2, 0}, {2}, kVk);
+  const std::string div_error = error_of([&] { (void)floor_div(a, z).to_vector<int32_t>(); });
+  EXPECT_NE(div_error.find("integer division by zero"), std::string::npos) << div_error;
+  // The queue stays usable after an error.
+  EXPECT_EQ(floor_div(a, 2).to_vector<int32_t>(), (std::vector<int32_t>{2, 2}));
+}
+
+TEST(VulkanTest, RandomNumbersAreTheCpusBitForBit) {
+  REQUIRE_VULKAN();
+  Array u = uniform({1000}, -1, 1, {.seed = 42, .device = kVk});
+  Array uc = uniform({1000}, -1, 1, {.seed = 42, .device = Device::cpu()});
+  EXPECT_EQ(bits(u), bits(uc));
+  Array b = bernoulli({777}, 0.3, {.seed = 9, .device = kVk});
+  Array bc = bernoulli({777}, 0.3, {.seed = 9, .device = Device::cpu()});
+  EXPECT_EQ(b.to_vector<double>(), bc.to_vector<double>());
+}
+
+TEST(VulkanTest, EveryDtypeMovesBetweenDevicesUnchanged) {
+  REQUIRE_VULKAN();
+  const std::vector<double> vals = {0.0, -0.0, 1.0, -3.0, 255.0, 65504.0, 1e-3, 7.5};
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Array c = cast(from_vector(vals, {8}, Device::cpu()), dt);
+    Array v = to_device(c, kVk);
+    EXPECT_EQ(v.device(), kVk);
+    Array back = to_device(v, Device::cpu());
+    std::vector<double> want = c.to_vector<double>(), got = back.to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(std::memcmp(&got[i], &want[i], 8) == 0) << i << ": " << got[i] << " vs " << want[i];
+    // A kernel on the device reads and writes the dtype too.
+    Array twice = dt == DType::Bool ? logical_or(v, v) : add(v, cast(zeros({8}, {.device = kVk}), dt));
+    EXPECT_EQ(to_device(twice, Device::cpu()).to_vector<double>(), want);
+  }
+}
+
+TEST(VulkanTest, MatmulMatchesTheReference) {
+  REQUIRE_VULKAN();
+  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {7, 13, 5}, {33, 64, 17}, {2, 300, 3}}) {
+    Array a = uniform({3, int64_t(m), int64_t(k)}, -1, 1, {.seed = 1, .device = kVk});
+    Array b = uniform({int64_t(n), int64_t(k)}, -1, 1, {.seed = 2, .device = kVk});
+    Array got = matmul(a, transpose(b, 0, 1));  // batch broadcast and a strided operand
+    Array want = matmul(to_device(a, Device::reference()), transpose(to_device(b, Device::reference()), 0, 1));
+    EXPECT_TRUE(all_close(got.to_vector<double>(), want.to_vector<double>(), 1e-5, 1e-5)) << m << "x" << k << "x" << n;
+  }
+  Array ia = from_vector(std::vector<int64_t>{1, 2, 3, 4}, {2, 2}, kVk);
+  EXPECT_EQ(matmul(ia, ia).to_vector<int64_t>(), (std::vector<int64_t>{7, 10, 15, 22}));
+}
+
+// The same small model trained on vulkan:0 and on the reference backend (f32 forward,
+// backward and Adam): the parameters agree to rounding.
+TEST(VulkanTest, TrainingMatchesTheReference) {
+  REQUIRE_VULKAN();
+  auto train = [](Device dev) {
+    nn::Sequential m(nn::Linear({.in = 6, .out = 8, .seed = 3, .device = dev}), nn::ReLU(),
+                     nn::Linear({.in = 8, .out = 3, .seed = 4, .device = dev}));
+    optim::Adam opt(m, {.lr = 0.01});
+    Array in = uniform({16, 6}, -1, 1, {.seed = 5, .device = dev});
+    Array target = from_vector(std::vector<int64_t>{0, 1, 2, 1, 0, 2, 2, 1, 0, 0, 1, 2, 2, 1, 1, 0}, {16}, dev);
+    std::vector<double> losses;
+    for (int step = 0; step < 5; ++step) {
+      Array loss = nn::cross_entropy(m.forward(in), target);
+      losses.push_back(loss.item<double>());
+      opt.step(loss.backward());
+    }
+    for (auto& np : m.named_parameters())
+      for (double v : np.param.array().to_vector<double>()) losses.push_back(v);
+    return losses;
+  };
+  EXPECT_TRUE(all_close(train(kVk), train(Device::reference()), 1e-4, 1e-5));
+}
+
+}  // namespace
+}  // namespace ember
