@@ -61,6 +61,8 @@ std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::
   b->library_ = lib;
   // Fields beyond the plugin's table stay null: the optional features it does not have.
   std::memcpy(&b->table_, table, std::min<size_t>(table->struct_size, sizeof(ember_backend_v2)));
+  b->device_states_ = std::max(0, b->table_.device_count());
+  b->devices_ = std::make_unique<DeviceState[]>(size_t(b->device_states_));
   if (const char* env = std::getenv("EMBER_PROGRAM_CACHE"); env && std::atoi(env) > 0)
     b->program_capacity_ = size_t(std::atoi(env));
   return b;
@@ -133,12 +135,15 @@ Backend::~Backend() {
   programs_.clear();  // destroys the programs no launch still holds
   for (auto& [device, c] : caches_)
     for (ember_buffer b : c->drain()) table_.buffer_free(queue(device), b);
+  auto destroy = [&](ember_queue q) {
+    ember_status st{};
+    table_.queue_synchronize(q, &st);
+    table_.queue_destroy(q);
+  };
+  for (int d = 0; d < device_states_; ++d)
+    if (ember_queue q = devices_[size_t(d)].queue.load(std::memory_order_acquire)) destroy(q);
   for (auto* queues : {&queues_, &test_read_queues_})
-    for (auto& [device, q] : *queues) {
-      ember_status st{};
-      table_.queue_synchronize(q, &st);
-      table_.queue_destroy(q);
-    }
+    for (auto& [device, q] : *queues) destroy(q);
 }
 
 void Backend::check(int32_t code, const ember_status& st, const char* what) {
@@ -150,20 +155,41 @@ std::string Backend::device_label(int device) const {
   return device == 0 ? name_ : fmt::format("{}:{}", name_, device);
 }
 
+// Every run, library call, read, write and release asks for its device's queue: after the first
+// call for a device this is one atomic load.
 ember_queue Backend::queue(int device) {
+  if (device >= 0 && device < device_states_)
+    if (ember_queue q = devices_[size_t(device)].queue.load(std::memory_order_acquire)) return q;
+  return create_queue(device);
+}
+
+ember_queue Backend::create_queue(int device) {
   std::lock_guard lock(device_mutex_);
-  ember_queue& q = queues_[device];
-  if (!q) {
-    ember_status st{};
-    ember_queue created = nullptr;
-    int32_t code = table_.queue_create(device, &created, &st);
-    if (code != EMBER_OK) {
-      queues_.erase(device);
-      check(code, st, "creating a queue");
-    }
-    q = created;
+  const bool known = device >= 0 && device < device_states_;
+  if (known) {  // another thread may have created it since queue() looked
+    if (ember_queue q = devices_[size_t(device)].queue.load(std::memory_order_relaxed)) return q;
+  } else if (auto it = queues_.find(device); it != queues_.end()) {
+    return it->second;
   }
-  return q;
+  ember_status st{};
+  ember_queue created = nullptr;
+  check(table_.queue_create(device, &created, &st), st, "creating a queue");
+  if (known) devices_[size_t(device)].queue.store(created, std::memory_order_release);
+  else queues_[device] = created;
+  return created;
+}
+
+// Whether the device runs its queue asynchronously, read from its properties once (threads that
+// race on the first read store the same value).
+bool Backend::is_async(int device) {
+  if (device < 0 || device >= device_states_) return properties(device).async != 0;
+  std::atomic<int8_t>& a = devices_[size_t(device)].async;
+  int8_t v = a.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = properties(device).async != 0 ? 1 : 0;
+    a.store(v, std::memory_order_relaxed);
+  }
+  return v > 0;
 }
 
 const ember_device_properties& Backend::properties(int device) {
@@ -372,7 +398,7 @@ void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch
   // for here, so its error names the op and line as on a synchronous device. (The deferred
   // error word with attribution at the next read is the design in abi.h; the core does not
   // retire work that way yet.)
-  if (code == EMBER_OK && program.checked && properties(program.device).async) code = table_.queue_synchronize(q, &st);
+  if (code == EMBER_OK && program.checked && is_async(program.device)) code = table_.queue_synchronize(q, &st);
   if (code != EMBER_OK) throw Error(st.message);
 }
 

@@ -134,7 +134,20 @@ class Backend {
   std::mutex cache_mutex_;
   std::unordered_map<int, std::unique_ptr<BufferCache>> caches_;
   BufferCache& cache(int device);
-  // Per-device queue and properties, created on first use.
+  // Per-device state of devices 0 .. device_count() - 1, sized once by load_file and never
+  // resized, so the calls on the hot path (queue, run) read it without a lock: the queue is
+  // created on first use under device_mutex_ and published with a release store; `async` is read
+  // from the device's properties the first time run() needs it (-1: not read yet).
+  struct DeviceState {
+    std::atomic<ember_queue> queue{nullptr};
+    std::atomic<int8_t> async{-1};
+  };
+  std::unique_ptr<DeviceState[]> devices_;
+  int device_states_ = 0;
+  ember_queue create_queue(int device);  // queue()'s first call for a device
+  bool is_async(int device);
+  // Queues of device indices outside 0 .. device_count() - 1 (which no plugin here accepts), the
+  // test's second queues, and the properties, each created on first use under device_mutex_.
   std::mutex device_mutex_;
   std::unordered_map<int, ember_queue> queues_;
   std::unordered_map<int, ember_queue> test_read_queues_;  // set_unordered_reads_for_testing

@@ -18,6 +18,16 @@ static void check_common(const char* name, double lr, double beta1, double beta2
   if (!(weight_decay >= 0)) throw Error(fmt::format("{}: weight_decay must be >= 0, got {}", name, weight_decay));
 }
 
+// The three constructors of each optimizer here (over a model's parameters and buffers, named
+// parameters, or parameter groups): the options are checked (`checked`, per options type) before
+// the base class sees them.
+#define EMBER_OPTIONS_CONSTRUCTORS(Class, Options)                                                          \
+  Class::Class(nn::Module& model, Options opts) : Optimizer(model, checked(opts).lr, opts.clip), options(opts) {} \
+  Class::Class(std::vector<nn::NamedParam> params, Options opts)                                            \
+      : Optimizer(std::move(params), checked(opts).lr, opts.clip), options(opts) {}                         \
+  Class::Class(std::vector<ParamGroup> groups, Options opts)                                                \
+      : Optimizer(std::move(groups), checked(opts).lr, opts.clip), options(opts) {}
+
 // ---- Adamax ----------------------------------------------------------------------------------
 
 static const AdamaxOptions& checked(const AdamaxOptions& o) {
@@ -25,17 +35,11 @@ static const AdamaxOptions& checked(const AdamaxOptions& o) {
   return o;
 }
 
-Adamax::Adamax(nn::Module& model, AdamaxOptions opts) : Optimizer(model, checked(opts).lr, opts.clip), options(opts) {}
-Adamax::Adamax(std::vector<nn::NamedParam> params, AdamaxOptions opts)
-    : Optimizer(std::move(params), checked(opts).lr, opts.clip), options(opts) {}
-Adamax::Adamax(std::vector<ParamGroup> groups, AdamaxOptions opts)
-    : Optimizer(std::move(groups), checked(opts).lr, opts.clip), options(opts) {}
+EMBER_OPTIONS_CONSTRUCTORS(Adamax, AdamaxOptions)
 
 Array Adamax::update(Group& group, const Array& p, const Array& grad, int64_t step) {
   const AdamaxOptions& o = options;
-  Array g = o.maximize ? neg(grad) : grad;
-  double wd = group_weight_decay(group, o.weight_decay);
-  if (wd != 0) g = add(g, mul(p, wd));
+  const Array g = decayed_gradient(group, p, grad, o.weight_decay, o.maximize, /*decoupled=*/false).grad;
   Array& m = group.state.at("exp_avg");
   Array& u = group.state.at("exp_inf");
   m = add(mul(m, o.beta1), mul(g, 1.0 - o.beta1));
@@ -53,22 +57,12 @@ static const NadamOptions& checked(const NadamOptions& o) {
   return o;
 }
 
-Nadam::Nadam(nn::Module& model, NadamOptions opts) : Optimizer(model, checked(opts).lr, opts.clip), options(opts) {}
-Nadam::Nadam(std::vector<nn::NamedParam> params, NadamOptions opts)
-    : Optimizer(std::move(params), checked(opts).lr, opts.clip), options(opts) {}
-Nadam::Nadam(std::vector<ParamGroup> groups, NadamOptions opts)
-    : Optimizer(std::move(groups), checked(opts).lr, opts.clip), options(opts) {}
+EMBER_OPTIONS_CONSTRUCTORS(Nadam, NadamOptions)
 
 Array Nadam::update(Group& group, const Array& p, const Array& grad, int64_t step) {
   const NadamOptions& o = options;
   const double lr = group_lr(group);
-  Array g = o.maximize ? neg(grad) : grad;
-  Array param = p;
-  double wd = group_weight_decay(group, o.weight_decay);
-  if (wd != 0) {
-    if (o.decoupled_weight_decay) param = mul(param, step_scalar(1.0 - lr * wd, p));
-    else g = add(g, mul(param, wd));
-  }
+  const auto [g, param] = decayed_gradient(group, p, grad, o.weight_decay, o.maximize, o.decoupled_weight_decay);
   // mu_t and the running product prod_{i<=t} mu_i, recomputed from the step count (the loop is
   // over the steps taken: cheap next to the update, and exact to how PyTorch accumulates it).
   auto mu = [&](int64_t t) { return o.beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * o.momentum_decay)); };
@@ -95,22 +89,12 @@ static const RadamOptions& checked(const RadamOptions& o) {
   return o;
 }
 
-Radam::Radam(nn::Module& model, RadamOptions opts) : Optimizer(model, checked(opts).lr, opts.clip), options(opts) {}
-Radam::Radam(std::vector<nn::NamedParam> params, RadamOptions opts)
-    : Optimizer(std::move(params), checked(opts).lr, opts.clip), options(opts) {}
-Radam::Radam(std::vector<ParamGroup> groups, RadamOptions opts)
-    : Optimizer(std::move(groups), checked(opts).lr, opts.clip), options(opts) {}
+EMBER_OPTIONS_CONSTRUCTORS(Radam, RadamOptions)
 
 Array Radam::update(Group& group, const Array& p, const Array& grad, int64_t step) {
   const RadamOptions& o = options;
   const double lr = group_lr(group);
-  Array g = o.maximize ? neg(grad) : grad;
-  Array param = p;
-  double wd = group_weight_decay(group, o.weight_decay);
-  if (wd != 0) {
-    if (o.decoupled_weight_decay) param = mul(param, step_scalar(1.0 - lr * wd, p));
-    else g = add(g, mul(param, wd));
-  }
+  const auto [g, param] = decayed_gradient(group, p, grad, o.weight_decay, o.maximize, o.decoupled_weight_decay);
   Array& m = group.state.at("exp_avg");
   Array& v = group.state.at("exp_avg_sq");
   m = add(mul(m, o.beta1), mul(g, 1.0 - o.beta1));
@@ -129,5 +113,7 @@ Array Radam::update(Group& group, const Array& p, const Array& grad, int64_t ste
   Array adaptive = where(gt(rect_scalar, 0.0), div(rect_scalar, add(sqrt(v), o.eps)), 1.0);
   return sub(param, mul(mul(m, step_scalar(lr / bc1, p)), adaptive));
 }
+
+#undef EMBER_OPTIONS_CONSTRUCTORS
 
 }  // namespace ember::optim

@@ -34,6 +34,16 @@ Array Optimizer::step_scalar(double v, const Array& like) {
   return cast(from_vector(std::vector<double>{v}, Shape{}, like.device()), like.dtype());
 }
 
+Optimizer::Decayed Optimizer::decayed_gradient(const Group& group, const Array& params, const Array& grad,
+                                               double weight_decay, bool maximize, bool decoupled) const {
+  Decayed r{maximize ? neg(grad) : grad, params};
+  const double wd = group_weight_decay(group, weight_decay);
+  if (wd == 0) return r;
+  if (decoupled) r.params = mul(params, step_scalar(1.0 - group_lr(group) * wd, params));
+  else r.grad = add(r.grad, mul(params, wd));
+  return r;
+}
+
 void Optimizer::build_groups(std::vector<ParamGroup> param_groups) {
   if (lr_ < 0) throw Error(fmt::format("optimizer: learning rate must be >= 0, got {}", lr_));
   std::map<const nn::Slot*, size_t> seen;  // parameter -> its group

@@ -85,8 +85,10 @@ std::optional<ember_post_op> match(const Node& c, const Node* cur, const Node& h
       const NodePtr& other = c.inputs[size_t(1 - self)];
       if (other.get() == cur) return std::nullopt;
       if (std::optional<double> v = constant_value(*other)) {
+        // alpha * y + beta. x * c has beta -0, not +0: y * c + (-0) is y * c for every y, -0
+        // included, while + (+0) would turn a -0 product into +0 (x + 0 is (1, +0): that one does).
         if (c.op == Op::Add) return post(EMBER_POST_LINEAR, 1.0, *v);
-        if (c.op == Op::Mul) return post(EMBER_POST_LINEAR, *v, 0.0);
+        if (c.op == Op::Mul) return post(EMBER_POST_LINEAR, *v, -0.0);
         if (self == 0) return post(EMBER_POST_LINEAR, 1.0, -*v);  // x - c
         return std::nullopt;
       }

@@ -15,10 +15,9 @@ import math
 import os
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from refutil import det, emit, lines, value_and_grads  # noqa: E402 (sets float64)
+from refutil import det, emit, lines, mlp_trajectory, value_and_grads  # noqa: E402 (sets float64)
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -90,17 +89,7 @@ value_and_grads("margin_ranking.mean", lambda a, b: F.margin_ranking_loss(a, b, 
 value_and_grads("margin_ranking.sum", lambda a, b: F.margin_ranking_loss(a, b, my, reduction="sum"), [ma, mb])
 
 
-# ---- optimizers: 5 steps of the 4-5-3 tanh MLP of nn_reference.py -------------------------------
-def mlp():
-    m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
-    with torch.no_grad():
-        m[0].weight.copy_(det((5, 4), 0.71, 0.3) * 0.5)
-        m[0].bias.copy_(det((5,), 1.3, 0.2) * 0.5)
-        m[2].weight.copy_(det((3, 5), 0.53, 0.7) * 0.5)
-        m[2].bias.copy_(det((3,), 0.9, 0.4) * 0.5)
-    return m
-
-
+# ---- optimizers: 5 steps of the 4-5-3 tanh MLP of refutil.py ----------------------------------
 class Lion(torch.optim.Optimizer):
     """The update rule of the Lion paper: c = b1 m + (1 - b1) g; p -= lr (sign(c) + wd p);
     m = b2 m + (1 - b2) g."""
@@ -123,34 +112,18 @@ class Lion(torch.optim.Optimizer):
                 m.mul_(b2).add_(p.grad, alpha=1 - b2)
 
 
-xo = det((6, 4), 0.37, 0.1)
-yo = det((6, 3), 0.61, 0.5)
 opt_cases = {
-    "rmsprop": lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, weight_decay=0.01),
-    "rmsprop_centered": lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True),
-    "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=0.01,
+    "rmsprop": lambda m: torch.optim.RMSprop(m.parameters(), lr=0.01, alpha=0.9, weight_decay=0.01),
+    "rmsprop_centered": lambda m: torch.optim.RMSprop(m.parameters(), lr=0.01, momentum=0.9, centered=True),
+    "adagrad": lambda m: torch.optim.Adagrad(m.parameters(), lr=0.1, lr_decay=0.01, weight_decay=0.01,
                                              initial_accumulator_value=0.1),
-    "lion": lambda p: Lion(p, lr=0.01, betas=(0.9, 0.99), weight_decay=0.1),
+    "lion": lambda m: Lion(m.parameters(), lr=0.01, betas=(0.9, 0.99), weight_decay=0.1),
     # Parameter groups: the first layer with its own rate and weight decay.
-    "groups": lambda p: torch.optim.Adam(p, lr=0.05),
+    "groups": lambda m: torch.optim.Adam([{"params": m[0].parameters(), "lr": 0.01, "weight_decay": 0.1},
+                                          {"params": m[2].parameters()}], lr=0.05),
 }
 for name, make in opt_cases.items():
-    m = mlp()
-    if name == "groups":
-        opt = torch.optim.Adam([{"params": m[0].parameters(), "lr": 0.01, "weight_decay": 0.1},
-                                {"params": m[2].parameters()}], lr=0.05)
-    else:
-        opt = make(m.parameters())
-    losses = []
-    for step in range(5):
-        opt.zero_grad()
-        loss = F.mse_loss(m(xo), yo)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    emit("opt." + name + ".losses", losses)
-    for pname, p in m.named_parameters():
-        emit("opt." + name + "." + pname, p)
+    mlp_trajectory(name, make)
 
 
 # ---- schedulers ---------------------------------------------------------------------------------

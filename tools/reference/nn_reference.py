@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from refutil import det, emit, lines, value_and_grads  # noqa: E402 (sets float64)
+from refutil import det, emit, lines, mlp_trajectory, value_and_grads  # noqa: E402 (sets float64)
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -161,19 +161,7 @@ posw = torch.tensor([0.5, 1.0, 2.0, 3.0, 1.5])
 value_and_grads("bce_logits", lambda z: F.binary_cross_entropy_with_logits(z, y01, pos_weight=posw), [pa])
 value_and_grads("bce_logits_none", lambda z: F.binary_cross_entropy_with_logits(z, y01, reduction="none"), [pa])
 
-# ---- optimizers: 5 steps of a 4-5-3 tanh MLP on an MSE loss --------------------------------------
-def mlp():
-    m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
-    with torch.no_grad():
-        m[0].weight.copy_(det((5, 4), 0.71, 0.3) * 0.5)
-        m[0].bias.copy_(det((5,), 1.3, 0.2) * 0.5)
-        m[2].weight.copy_(det((3, 5), 0.53, 0.7) * 0.5)
-        m[2].bias.copy_(det((3,), 0.9, 0.4) * 0.5)
-    return m
-
-
-xo = det((6, 4), 0.37, 0.1)
-yo = det((6, 3), 0.61, 0.5)
+# ---- optimizers: 5 steps of the 4-5-3 tanh MLP of refutil.py on an MSE loss ---------------------
 opt_cases = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.1),
     "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
@@ -184,20 +172,8 @@ opt_cases = {
     "sgd_clip": lambda p: torch.optim.SGD(p, lr=0.5),
 }
 for name, make in opt_cases.items():
-    m = mlp()
-    opt = make(m.parameters())
-    losses = []
-    for step in range(5):
-        opt.zero_grad()
-        loss = F.mse_loss(m(xo), yo)
-        loss.backward()
-        if name == "sgd_clip":
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)
-        opt.step()
-        losses.append(loss.item())
-    emit("opt." + name + ".losses", losses)
-    for pname, p in m.named_parameters():
-        emit("opt." + name + "." + pname, p)
+    clip = (lambda m: torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)) if name == "sgd_clip" else None
+    mlp_trajectory(name, lambda m, make=make: make(m.parameters()), before_step=clip)
 
 # ---- schedulers ---------------------------------------------------------------------------------
 def lrs(make, n):

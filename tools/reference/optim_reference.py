@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/optim/data/optim_reference.txt: PyTorch's (float64) trajectories for the
 optimizers added after nn_breadth_reference.py (Adadelta, Adamax, NAdam, RAdam, L-BFGS), on the
-4-5-3 tanh MLP of nn_reference.py and nn_breadth_reference.py (weights det(...) * 0.5, mean
-squared error against det((6, 3), 0.61, 0.5) on inputs det((6, 4), 0.37, 0.1)).
+4-5-3 tanh MLP that nn_reference.py and nn_breadth_reference.py train too (refutil.py: weights
+det(...) * 0.5, mean squared error against det((6, 3), 0.61, 0.5) on inputs det((6, 4), 0.37, 0.1)).
 
 For each case: "opt.<name>.losses" (the loss before each step) and "opt.<name>.<parameter>" (the
 parameters after the last step). NAdam's and RAdam's decoupled_weight_decay needs torch >= 2.1;
@@ -19,23 +19,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from refutil import det, emit, lines  # noqa: E402 (sets float64)
+from refutil import MLP_X, MLP_Y, det, emit, lines, mlp, mlp_trajectory  # noqa: E402 (sets float64)
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def mlp():
-    m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
-    with torch.no_grad():
-        m[0].weight.copy_(det((5, 4), 0.71, 0.3) * 0.5)
-        m[0].bias.copy_(det((5,), 1.3, 0.2) * 0.5)
-        m[2].weight.copy_(det((3, 5), 0.53, 0.7) * 0.5)
-        m[2].bias.copy_(det((3,), 0.9, 0.4) * 0.5)
-    return m
-
-
-xo = det((6, 4), 0.37, 0.1)
-yo = det((6, 3), 0.61, 0.5)
 
 
 def groups(m):
@@ -59,18 +45,7 @@ opt_cases = {
                                              decoupled_weight_decay=True)),
 }
 for name, (steps, make) in opt_cases.items():
-    m = mlp()
-    opt = make(m)
-    losses = []
-    for step in range(steps):
-        opt.zero_grad()
-        loss = F.mse_loss(m(xo), yo)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    emit("opt." + name + ".losses", losses)
-    for pname, p in m.named_parameters():
-        emit("opt." + name + "." + pname, p)
+    mlp_trajectory(name, make, steps)
 
 
 # ---- L-BFGS ---------------------------------------------------------------------------------------
@@ -99,7 +74,7 @@ for name, make in {
     "lbfgs_default": lambda p: O.LBFGS(p),  # lr 1, max_iter 20, history 100
 }.items():
     m = mlp()
-    losses, counts = lbfgs_run(make, 3, m, xo, yo)
+    losses, counts = lbfgs_run(make, 3, m, MLP_X, MLP_Y)
     emit("opt." + name + ".losses", losses)
     emit("opt." + name + ".counts", counts)
     for pname, p in m.named_parameters():

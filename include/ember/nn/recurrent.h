@@ -203,8 +203,12 @@ class RecurrentBase : public Module {
   // x: see RecurrentOutput; h0 [num_layers * D, N, H_out], c0 (LSTM) [num_layers * D, N, hidden];
   // undefined states are zeros.
   RecurrentOutput run(const Array& x, const Array& h0, const Array& c0);
+  // run() for the typed forms of RNN, LSTM and GRU: the tensors' arrays in (undefined tensors:
+  // zero states), results of the input's rank out.
   template <int D>
-  static RecurrentResult<D> typed(const RecurrentOutput& r) {
+    requires RecurrentRank<D>
+  RecurrentResult<D> run_typed(const Tensor<D>& x, const Tensor<D>& h0, const Tensor<D>& c0 = {}) {
+    const RecurrentOutput r = run(x.array(), h0.array(), c0.array());
     return {Tensor<D>(r.output), Tensor<D>(r.h_n), Tensor<D>(r.c_n)};
   }
   Kind kind_ = Kind::RNN;
@@ -220,7 +224,7 @@ class RNN : public RecurrentBase {
   template <int D>
     requires RecurrentRank<D>
   RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return typed<D>(run(x.array(), h0.array(), {}));
+    return run_typed(x, h0);
   }
   template <int D>
     requires RecurrentRank<D>
@@ -239,7 +243,7 @@ class LSTM : public RecurrentBase {
   template <int D>
     requires RecurrentRank<D>
   RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {}) {
-    return typed<D>(run(x.array(), h0.array(), c0.array()));
+    return run_typed(x, h0, c0);
   }
   template <int D>
     requires RecurrentRank<D>
@@ -258,7 +262,7 @@ class GRU : public RecurrentBase {
   template <int D>
     requires RecurrentRank<D>
   RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return typed<D>(run(x.array(), h0.array(), {}));
+    return run_typed(x, h0);
   }
   template <int D>
     requires RecurrentRank<D>

@@ -96,6 +96,15 @@ class Optimizer {
   // in `like`'s dtype and device. Fused kernels read such a scalar from memory (KIR LOAD_UNIFORM)
   // instead of baking its value in, so one compiled update kernel serves every step.
   static Array step_scalar(double v, const Array& like);
+  // Where an Adam-family update starts (torch.optim's order): the gradient, negated when
+  // `maximize`; then the group's weight decay (`weight_decay` unless the group has its own)
+  // added to it as wd * params (L2), or with `decoupled` (AdamW's rule) applied to the parameters
+  // instead, scaled by 1 - lr * wd. With no weight decay both are the inputs.
+  struct Decayed {
+    Array grad, params;
+  };
+  Decayed decayed_gradient(const Group& group, const Array& params, const Array& grad, double weight_decay,
+                           bool maximize, bool decoupled) const;
 
  private:
   void build_groups(std::vector<ParamGroup> param_groups);

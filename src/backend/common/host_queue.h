@@ -152,6 +152,7 @@ inline void poison(ember_buffer b) {
   if (b && b->data) std::memset(b->data, 0xFF, b->bytes);
 }
 
+inline void queue_destroy(ember_queue q) { delete q; }  // joins the worker after the queued work
 inline int32_t queue_synchronize(ember_queue q, ember_status* st) { return q->synchronize(st); }
 
 inline int32_t event_create(int32_t, ember_event* out, ember_status* st) {

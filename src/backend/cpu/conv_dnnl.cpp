@@ -258,13 +258,16 @@ void execute(const Entry& e, const float* in0, const float* in1, float* out, con
   s.wait();
 }
 
-// The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time.
+// The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time (the blocks of a
+// large output split over the OpenMP threads).
 template <class T>
 void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, const ember_tensor_desc& y) {
   T* base = static_cast<T*>(y.buffer->data) + y.offset;
-  std::array<PostArg<T>, EMBER_MAX_POST_OPS> args{};
-  for (int64_t n = 0; n < y.shape[0]; ++n)
-    for (int64_t o = 0; o < y.shape[1]; ++o) {
+  const int64_t blocks = y.shape[0] * y.shape[1];
+  run_tasks(blocks, blocks * y.shape[2] * y.shape[3], [&](int64_t b0, int64_t b1) {
+    std::array<PostArg<T>, EMBER_MAX_POST_OPS> args{};
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n = b / y.shape[1], o = b % y.shape[1];
       for (int k = 0; k < e.n_ops; ++k) {
         if (e.ops[k].kind != EMBER_POST_ADD) continue;
         const ember_tensor_desc& t = in[e.ops[k].input];
@@ -274,6 +277,7 @@ void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, con
       apply_post_ops<T>(e, args.data(), base + n * y.strides[0] + o * y.strides[1], y.strides[2], y.strides[3],
                         y.shape[2], y.shape[3]);
     }
+  });
 }
 
 void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, const ember_tensor_desc& y) {

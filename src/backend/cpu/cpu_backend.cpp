@@ -14,7 +14,7 @@
 
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
-#include "backend/common/host_queue.h"
+#include "backend/common/host_plugin.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
@@ -40,21 +40,9 @@ const char* device_name(int32_t) {
 
 int32_t device_properties(int32_t device, ember_device_properties* out, ember_status* st) {
   if (device != 0) return set_status(st, EMBER_ERR_INVALID, "cpu backend: no device %d", device);
-  ember_device_properties p{};
-  p.struct_size = sizeof p;
+  ember_device_properties p = ember::host::host_device_properties(/*async=*/false);
   std::snprintf(p.name, sizeof p.name, "%s", device_name(0));
   std::snprintf(p.kind, sizeof p.kind, "cpu");
-  p.memory_total = ember::host::physical_memory_bytes();
-  p.memory_free = ember::host::available_memory_bytes();
-  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
-    p.dtypes |= EMBER_DTYPE_BIT(dt);
-  p.index_bits = 64;
-  p.max_buffer_bytes = p.memory_total;
-  p.max_binding_bytes = p.memory_total;
-  p.max_workgroup_size = 1;
-  p.subgroup_size = 1;
-  p.host_visible = 1;
-  p.async = 0;
   return ember::host::copy_properties(p, out, st);
 }
 
@@ -63,7 +51,6 @@ int32_t queue_create(int32_t device, ember_queue* out, ember_status* st) {
   *out = new ember_queue_s(device, ember::host::AsyncSettings{});
   return EMBER_OK;
 }
-void queue_destroy(ember_queue q) { delete q; }
 
 int32_t buffer_alloc(int32_t, size_t bytes, ember_buffer* out, ember_status* st) {
   return ember::host::buffer_alloc(0, bytes, out, st);
@@ -135,33 +122,17 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
   }
 }
 
-
-const ember_backend_v2 table = {
-    .abi_version = EMBER_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(ember_backend_v2),
+constexpr ember_backend_v2 table = ember::host::host_plugin_table({
     .name = "cpu",
     .device_count = device_count,
     .device_properties = device_properties,
-    .supports_op = ember::host::supports_every_op,
     .queue_create = queue_create,
-    .queue_destroy = queue_destroy,
-    .queue_synchronize = ember::host::queue_synchronize,
     .buffer_alloc = buffer_alloc,
-    .buffer_free = ember::host::queued_buffer_free,
-    .buffer_write = ember::host::queued_buffer_write,
-    .buffer_read = ember::host::queued_buffer_read,
     .program_create = program_create,
     .program_destroy = program_destroy,
     .program_run = program_run,
     .library_call = library_call,
-    .event_create = ember::host::event_create,
-    .event_destroy = ember::host::event_destroy,
-    .event_record = ember::host::event_record,
-    .queue_wait_event = ember::host::queue_wait_event,
-    .event_synchronize = ember::host::event_synchronize,
-    .event_query = ember::host::event_query,
-    .buffer_copy = ember::host::queued_buffer_copy,
-};
+});
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cmath>
 #include <vector>
 
 #include "backend/abi.h"
@@ -36,15 +37,27 @@ inline void append_eltwise_post_op(dnnl::post_ops& po, const ember_post_op& op) 
   po.append_eltwise(1.0f, eltwise_alg(op.kind), float(op.alpha), float(op.beta));
 }
 
-// Whether oneDNN computes these post-ops as Ember does. oneDNN 2.6's JIT convolutions apply the
-// parameters of an eltwise algorithm's first occurrence to its later ones (measured: conv2d, then
-// x * 2, then x * 0.5 gave 4x the convolution), so a chain that repeats an algorithm (two scales or
-// shifts, relu twice) runs in Ember's loops instead.
+// Whether oneDNN computes these post-ops as Ember does, down to the sign of zeros and NaN; if not,
+// the whole chain runs in Ember's loops (post_ops.h) after the product. Measured on oneDNN 2.6.3
+// (every post-op kind on +-0, denormals, +-1e30, +-inf, NaN and gelu's tail, as an eltwise
+// primitive and as a matmul post-op; tests/scheduler/epilogue_nonfinite_test.cpp):
+//  - erf-gelu gives +0 where Ember's 0.5 x (1 + erf(x / sqrt 2)) gives -0 (inputs below about
+//    -5.5 and -1e30: 1 + erf rounds to 0), and keeps tail values Ember rounds to -0: not taken.
+//  - linear (x * c as (c, -0), x + c as (1, c)) is alpha * y + beta exactly, -0 included, except
+//    that alpha 1 turns -0 into +0 whatever beta's sign: x * 1 and x - 0 (beta -0) are not taken.
+//    (With beta +0, x * c gave +0 for a -0 product; hence -0, scheduler/epilogue.cpp.)
+//  - relu (elu + abs, above), tanh, logistic, gelu-tanh and binary add agree.
+//  - oneDNN 2.6's JIT convolutions apply the parameters of an eltwise algorithm's first
+//    occurrence to its later ones (measured: conv2d, then x * 2, then x * 0.5 gave 4x the
+//    convolution), so a chain that repeats an algorithm (two scales or shifts, relu twice) is
+//    not taken either.
 inline bool dnnl_post_ops_faithful(const ember_epilogue_attrs& attrs) {
   std::vector<dnnl::algorithm> seen;
   for (int k = 0; k < attrs.n_ops; ++k) {
     const ember_post_op& op = attrs.ops[k];
     if (op.kind == EMBER_POST_ADD) continue;
+    if (op.kind == EMBER_POST_GELU_ERF) return false;
+    if (op.kind == EMBER_POST_LINEAR && op.alpha == 1 && op.beta == 0 && std::signbit(op.beta)) return false;
     std::vector<dnnl::algorithm> algs;
     if (op.kind == EMBER_POST_RELU) algs = {dnnl::algorithm::eltwise_elu, dnnl::algorithm::eltwise_abs};
     else algs = {eltwise_alg(op.kind)};

@@ -1,7 +1,11 @@
 // Contraction epilogues on the CPU (abi.h EMBER_LIB_*_EPILOGUE): the post-ops applied in place to
 // a 2-D block of a product's output, one row at a time (the row is in cache right after the
-// product). Used where oneDNN's post-ops are not: the small-M loops, f64, and layouts oneDNN
-// refuses. oneDNN's own post-ops (matmul_dnnl.cpp, conv_dnnl.cpp) compute the same formulas.
+// product). Used where oneDNN's post-ops are not: the small-M loops, f64, layouts oneDNN refuses,
+// and chains oneDNN would compute differently (dnnl_post_ops.h: erf-gelu, repeated algorithms).
+// Each post-op is the unfused op's formula in the output's dtype, the same operations in the same
+// order, so results match the separate kernels' bit for bit in the sign of zeros and NaN: relu is
+// max(y, 0) with NaN kept (relu(-0) = +0), gelu takes its erf from the SIMD kernels' erf
+// (tile_kernels.cpp, as the unfused gelu kernel does).
 #pragma once
 
 #include <cmath>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/cpu/program.h"
 
 namespace ember::cpu {
 
@@ -20,9 +25,15 @@ struct PostArg {
   int64_t rs = 0, cs = 0;
 };
 
+// Scratch of one thread's rows: the copy of a strided row, gelu's erf arguments and values.
+template <class T>
+struct PostScratch {
+  std::vector<T> row, t, e;
+};
+
 // One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD).
 template <class T>
-inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs) {
+inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs, PostScratch<T>& s) {
   switch (op.kind) {
     case EMBER_POST_ADD:
       if (arg_cs == 0) {
@@ -35,18 +46,18 @@ inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, 
       }
       break;
     case EMBER_POST_LINEAR: {
+      // x * c comes as (c, -0) and x + c as (1, c) (scheduler/epilogue.cpp): alpha * y + beta is
+      // then each op exactly, zeros' signs included (x * c + -0 is x * c, also when it is -0).
       const T alpha = T(op.alpha), beta = T(op.beta);
-      if (beta == T(0)) {
-        for (int64_t j = 0; j < n; ++j) y[j] = alpha * y[j];
-      } else if (alpha == T(1)) {
+      if (alpha == T(1)) {
         for (int64_t j = 0; j < n; ++j) y[j] = y[j] + beta;
       } else {
         for (int64_t j = 0; j < n; ++j) y[j] = alpha * y[j] + beta;
       }
       break;
     }
-    case EMBER_POST_RELU:
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] < T(0) ? T(0) : y[j];
+    case EMBER_POST_RELU:  // max(y, 0) as KIR MAX: NaN stays NaN, -0 becomes +0
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] > T(0) || y[j] != y[j] ? y[j] : T(0);
       break;
     case EMBER_POST_TANH:
       for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(y[j]);
@@ -54,8 +65,12 @@ inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, 
     case EMBER_POST_SIGMOID:
       for (int64_t j = 0; j < n; ++j) y[j] = T(1) / (T(1) + std::exp(-y[j]));
       break;
-    case EMBER_POST_GELU_ERF:
-      for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * y[j] * (T(1) + std::erf(y[j] * T(0.70710678118654752440)));
+    case EMBER_POST_GELU_ERF:  // 0.5 * x * (1 + erf(x * 0.7071...)), as ops.def's gelu
+      s.t.resize(size_t(n));
+      s.e.resize(size_t(n));
+      for (int64_t j = 0; j < n; ++j) s.t[size_t(j)] = y[j] * T(0.70710678118654752440);
+      erf_array(s.t.data(), s.e.data(), size_t(n));
+      for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * y[j] * (T(1) + s.e[size_t(j)]);
       break;
     case EMBER_POST_GELU_TANH:
       for (int64_t j = 0; j < n; ++j) {
@@ -68,25 +83,29 @@ inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, 
 }
 
 // Applies attrs' post-ops to the M x N block c (element (i, j) at c[i * crs + j * ccs]); args[k]
-// is the operand of post-op k over the same block (unused for other kinds).
+// is the operand of post-op k over the same block (unused for other kinds). The rows of a large
+// block are split over the OpenMP threads (run_tasks, program.h; one thread inside a parallel
+// region).
 template <class T>
 void apply_post_ops(const ember_epilogue_attrs& attrs, const PostArg<T>* args, T* c, int64_t crs, int64_t ccs,
                     int64_t M, int64_t N) {
-  std::vector<T> row;
-  if (ccs != 1) row.resize(size_t(N));
-  for (int64_t i = 0; i < M; ++i) {
-    T* y = c + i * crs;
-    if (ccs != 1) {
-      for (int64_t j = 0; j < N; ++j) row[size_t(j)] = y[j * ccs];
-      y = row.data();
+  run_tasks(M, M * N, [&](int64_t i0, int64_t i1) {
+    PostScratch<T> s;
+    if (ccs != 1) s.row.resize(size_t(N));
+    for (int64_t i = i0; i < i1; ++i) {
+      T* y = c + i * crs;
+      if (ccs != 1) {
+        for (int64_t j = 0; j < N; ++j) s.row[size_t(j)] = y[j * ccs];
+        y = s.row.data();
+      }
+      for (int k = 0; k < attrs.n_ops; ++k) {
+        const PostArg<T>& a = args[k];
+        post_op_row(attrs.ops[k], y, N, a.p ? a.p + i * a.rs : nullptr, a.cs, s);
+      }
+      if (ccs != 1)
+        for (int64_t j = 0; j < N; ++j) c[i * crs + j * ccs] = s.row[size_t(j)];
     }
-    for (int k = 0; k < attrs.n_ops; ++k) {
-      const PostArg<T>& a = args[k];
-      post_op_row(attrs.ops[k], y, N, a.p ? a.p + i * a.rs : nullptr, a.cs);
-    }
-    if (ccs != 1)
-      for (int64_t j = 0; j < N; ++j) c[i * crs + j * ccs] = row[size_t(j)];
-  }
+  });
 }
 
 // Checks an epilogue call's attrs and operands against the output; nullptr or a reason.

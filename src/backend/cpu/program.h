@@ -98,6 +98,9 @@ void acc_update(uint16_t op, uint8_t kind, void* val, int64_t* idx, const void* 
                 int64_t idx0, int64_t idx_step);
 // Name of the SIMD target chosen at run time ("AVX3", "AVX2", "SCALAR"...).
 const char* simd_target_name();
+// out[i] = erf(a[i]) as KIR ERF computes it (`a` and `out` do not overlap).
+void erf_array(const float* a, float* out, size_t n);
+void erf_array(const double* a, double* out, size_t n);
 
 // Calls fn(t0, t1) over contiguous ranges of [0, tasks): one range per OpenMP thread when the
 // launch covers at least kParallelMinPoints points (and not already inside a parallel region),

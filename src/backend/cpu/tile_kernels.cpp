@@ -701,6 +701,9 @@ void AccUpdate(uint16_t op, uint8_t kind, void* val, int64_t* idx, const void* x
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+void ErfF32(const float* HWY_RESTRICT a, float* HWY_RESTRICT o, size_t n) { erf_tile(a, o, n); }
+void ErfF64(const double* HWY_RESTRICT a, double* HWY_RESTRICT o, size_t n) { erf_tile(a, o, n); }
+
 }  // namespace ember::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -710,6 +713,8 @@ namespace ember::cpu {
 HWY_EXPORT(RunList);
 HWY_EXPORT(AccUpdate);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(ErfF32);
+HWY_EXPORT(ErfF64);
 
 bool run_list(const Tile& t, const int32_t* list, size_t n, TileError* err) {
   return HWY_DYNAMIC_DISPATCH(RunList)(t, list, n, err);
@@ -719,6 +724,8 @@ void acc_update(uint16_t op, uint8_t kind, void* val, int64_t* idx, const void* 
   HWY_DYNAMIC_DISPATCH(AccUpdate)(op, kind, val, idx, x, n, idx0, idx_step);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+void erf_array(const float* a, float* out, size_t n) { HWY_DYNAMIC_DISPATCH(ErfF32)(a, out, n); }
+void erf_array(const double* a, double* out, size_t n) { HWY_DYNAMIC_DISPATCH(ErfF64)(a, out, n); }
 
 }  // namespace ember::cpu
 #endif

@@ -20,7 +20,7 @@
 
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
-#include "backend/common/host_queue.h"
+#include "backend/common/host_plugin.h"
 
 namespace ember::ref {
 int32_t create_program(const ember_kir_program* prog, ember_program* out, ember_status* st);
@@ -76,22 +76,15 @@ int32_t device_count() { return settings().devices; }
 int32_t device_properties(int32_t device, ember_device_properties* out, ember_status* st) {
   if (!valid_device(device)) return set_status(st, EMBER_ERR_INVALID, "reference backend: no device %d", device);
   const Settings& s = settings();
-  ember_device_properties p{};
-  p.struct_size = sizeof p;
+  ember_device_properties p = ember::host::host_device_properties(s.queue.async);
   std::snprintf(p.name, sizeof p.name, "scalar reference interpreter%s%s",
                 s.queue.async ? " (asynchronous test device)" : "", s.weak ? " (weak capabilities)" : "");
   std::snprintf(p.kind, sizeof p.kind, "%s", s.queue.async || s.weak ? "test" : "cpu");
-  p.memory_total = ember::host::physical_memory_bytes();
-  p.memory_free = ember::host::available_memory_bytes();
-  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
-    if (!(s.weak && dt == EMBER_F64)) p.dtypes |= EMBER_DTYPE_BIT(dt);
-  p.index_bits = s.weak ? 32 : 64;
-  p.max_buffer_bytes = s.max_buffer ? s.max_buffer : p.memory_total;
-  p.max_binding_bytes = p.max_buffer_bytes;
-  p.max_workgroup_size = 1;
-  p.subgroup_size = 1;
-  p.host_visible = 1;
-  p.async = s.queue.async ? 1 : 0;
+  if (s.weak) {
+    p.dtypes &= ~EMBER_DTYPE_BIT(EMBER_F64);
+    p.index_bits = 32;
+  }
+  if (s.max_buffer) p.max_buffer_bytes = p.max_binding_bytes = s.max_buffer;
   return ember::host::copy_properties(p, out, st);
 }
 
@@ -106,7 +99,6 @@ int32_t queue_create(int32_t device, ember_queue* out, ember_status* st) {
   *out = new ember_queue_s(device, settings().queue);
   return EMBER_OK;
 }
-void queue_destroy(ember_queue q) { delete q; }  // joins the worker after the queued work
 
 int32_t buffer_alloc(int32_t device, size_t bytes, ember_buffer* out, ember_status* st) {
   if (!valid_device(device)) return set_status(st, EMBER_ERR_INVALID, "reference backend: no device %d", device);
@@ -161,32 +153,19 @@ constexpr uint32_t kTableSize = offsetof(ember_backend_v2, event_create);
 constexpr uint32_t kTableSize = sizeof(ember_backend_v2);
 #endif
 
-const ember_backend_v2 table = {
-    .abi_version = EMBER_BACKEND_ABI_VERSION,
-    .struct_size = kTableSize,
+constexpr ember_backend_v2 table = ember::host::host_plugin_table({
     .name = "reference",
+    .struct_size = kTableSize,
     .device_count = device_count,
     .device_properties = device_properties,
     .supports_op = supports_op,
     .queue_create = queue_create,
-    .queue_destroy = queue_destroy,
-    .queue_synchronize = ember::host::queue_synchronize,
     .buffer_alloc = buffer_alloc,
-    .buffer_free = ember::host::queued_buffer_free,
-    .buffer_write = ember::host::queued_buffer_write,
-    .buffer_read = ember::host::queued_buffer_read,
     .program_create = program_create,
     .program_destroy = program_destroy,
     .program_run = program_run,
     .library_call = library_call,
-    .event_create = ember::host::event_create,
-    .event_destroy = ember::host::event_destroy,
-    .event_record = ember::host::event_record,
-    .queue_wait_event = ember::host::queue_wait_event,
-    .event_synchronize = ember::host::event_synchronize,
-    .event_query = ember::host::event_query,
-    .buffer_copy = ember::host::queued_buffer_copy,
-};
+});
 
 }  // namespace
 

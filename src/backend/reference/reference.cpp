@@ -437,7 +437,7 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
           break;
         }
         case EMBER_POST_LINEAR: v = op.alpha * v + op.beta; break;
-        case EMBER_POST_RELU: v = v < 0 ? 0.0 : v; break;
+        case EMBER_POST_RELU: v = fmax_nan(v, 0.0); break;  // as KIR MAX: relu(-0) = +0
         case EMBER_POST_TANH: v = std::tanh(v); break;
         case EMBER_POST_SIGMOID: v = 1.0 / (1.0 + std::exp(-v)); break;
         case EMBER_POST_GELU_ERF: v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); break;
