@@ -127,6 +127,19 @@ TEST(VulkanTest, ReductionsLongerThanTheDriversLoopCapAreComplete) {
   EXPECT_NEAR(sum(x).item<double>(), sum(xr).item<double>(), 1e-2);
 }
 
+// lavapipe (Mesa 22.3) miscompiles a comparison of a sign-extended 32-bit value: int64_t(i) < 3
+// was false for i = 0, 1, 2, so arange(7) < 3 gave all false (the emitter widens without the
+// sign-extension instruction, e_i2l).
+TEST(VulkanTest, WidenedIntegersCompareCorrectly) {
+  REQUIRE_VULKAN();
+  Array i = arange(0, 7, 1, DType::I64, kVk);
+  EXPECT_EQ(lt(i, 3).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0}));
+  Array n = from_vector(std::vector<int32_t>{-2, 0, 1, 2, 3, 4, -5}, {7}, kVk);
+  EXPECT_EQ(lt(cast(n, DType::I64), 3).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(cast(n, DType::I64).to_vector<int64_t>(), (std::vector<int64_t>{-2, 0, 1, 2, 3, 4, -5}));
+  EXPECT_EQ(linspace(0.1, 0.7, 7, {DType::F64, kVk}).to_vector<double>().front(), 0.1);
+}
+
 TEST(VulkanTest, KernelErrorsNameTheOpAndTheValues) {
   REQUIRE_VULKAN();
   Array x = from_vector(std::vector<float>{1, 2, 3}, {3}, kVk);

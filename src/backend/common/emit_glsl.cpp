@@ -68,6 +68,10 @@ layout(std430, binding = 0) readonly buffer EmberLaunch { int64_t P[]; };
 layout(std430, binding = 1) buffer EmberErrorWord { uint E[]; };
 #define F(bits) uintBitsToFloat(bits)
 uint e_opaque = 0u;  // set from launch word kZero at the start of main()
+// int -> int64_t without the sign-extension instruction: lavapipe (Mesa 22.3) miscompiles a
+// comparison of a sign-extended value (int64_t(i) < 3 was false for i = 0, 1, 2).
+int64_t e_i2l(int x) { return (int64_t(uint64_t(uint(x))) ^ int64_t(0x80000000UL)) - int64_t(0x80000000UL); }
+int64_t e_i2l(int64_t x) { return x; }
 float e_nanf() { return F(0x7fc00000u); }
 float e_inff() { return F(0x7f800000u); }
 void e_fail(uint code, int64_t value, int64_t extra) {
@@ -419,7 +423,7 @@ class GlslTable final : public ExprTable {
       case EMBER_F64: return "double(" + a + ")";
       case EMBER_F32:  // i64 -> f32 through f64, as the CPU (double rounding included)
         return from == EMBER_I64 && t_.float64 ? "float(double(" + a + "))" : "float(" + a + ")";
-      case EMBER_I64: return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "int64_t(" + a + ")";
+      case EMBER_I64: return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
       case EMBER_U8: return sf ? std::string("(") + (sd ? "e_d2i(" : "e_f2i(") + a + ") & 255)" : "(int(" + a + ") & 255)";
       default: return sf ? (sd ? "e_d2i(" : "e_f2i(") + a + ")" : "int(" + a + ")";
     }
@@ -479,6 +483,7 @@ std::string render(const ember_kir_program& p, const GlslTable& t, const ArgRefs
                                S(base + W::kGatherStride) + "], P[" + S(base + W::kGatherSize) + "]))]");
       break;
     }
+    case EMBER_KIR_IOTA: e = "e_i2l(" + refs.index(in.arg) + ")"; break;
     case EMBER_KIR_RAND_UNIFORM: {
       char lit[40];
       std::snprintf(lit, sizeof lit, "uint64_t(0x%" PRIx64 "UL)", uint64_t(in.iimm));
@@ -789,9 +794,9 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
           const bool ofl = is_float(odt) || is_half(odt);
           const std::string b = "best" + S(k), n = "nan" + S(k);
           src += "    if (!" + n + ") {\n";
-          if (ofl) src += "      if (isnan(" + x + ")) { " + n + " = true; " + v + " = r; }\n      else ";
+          if (ofl) src += "      if (isnan(" + x + ")) { " + n + " = true; " + v + " = e_i2l(r); }\n      else ";
           else src += "      ";
-          src += "if (" + x + (mx ? " > " : " < ") + b + " || " + v + " < 0) { " + b + " = " + x + "; " + v + " = r; }\n";
+          src += "if (" + x + (mx ? " > " : " < ") + b + " || " + v + " < 0) { " + b + " = " + x + "; " + v + " = e_i2l(r); }\n";
           src += "    }\n";
         } else {
           src += "    " + v + " = " + combine(k, v, x) + ";\n";

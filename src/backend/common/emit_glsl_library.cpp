@@ -1,14 +1,188 @@
 // Library calls (abi.h EMBER_LIB_*) as GLSL compute shaders for the Vulkan plugin: each call is
 // one or more passes (emit_glsl.h GlslPass) whose shaders read the call's tensors through their
 // offsets and strides. The semantics are the reference backend's (src/backend/reference/
-// library.cpp): same formulas, NaN rules and tie-breaking.
+// library.cpp): same formulas, NaN rules and tie-breaking. This file has the shared helpers
+// (emit_glsl_library.h), matmul, the dispatch and the table of what exists; the families live in
+// emit_glsl_conv.cpp, emit_glsl_sort_scan.cpp and emit_glsl_attention.cpp. The epilogue calls
+// (MATMUL_EPILOGUE, CONV2D_EPILOGUE) have no shader: the core then runs their post-ops as kernels.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
+#endif
+#include "backend/common/emit_glsl_library.h"
+
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/common/emit_c.h"
 #include "backend/common/emit_glsl.h"
+#include "backend/common/glsl_f64_math.h"
 
 namespace ember::emit {
+
+namespace lib {
+
+using W = GlslLaunchWords;
+
+bool fail(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return false;
+}
+
+int Params::u32(const std::string& name, int64_t v) {
+  const int at = int(words.size());
+  decl += "  uint " + name + " = uint(P[" + S(at) + "]);\n";
+  words.push_back(v);
+  return at;
+}
+
+int Params::i32(const std::string& name, int64_t v) {
+  const int at = int(words.size());
+  decl += "  int " + name + " = int(P[" + S(at) + "]);\n";
+  words.push_back(v);
+  return at;
+}
+
+int Params::i64(const std::string& name, int64_t v) {
+  const int at = int(words.size());
+  decl += "  int64_t " + name + " = P[" + S(at) + "];\n";
+  words.push_back(v);
+  return at;
+}
+
+void Params::real(const std::string& name, double v, bool as_double) {
+  const int at = int(words.size());
+  if (as_double) {
+    int64_t bits;
+    std::memcpy(&bits, &v, 8);
+    words.push_back(bits);
+    decl += "  double " + name + " = packDouble2x32(uvec2(uint(P[" + S(at) + "]), uint(P[" + S(at) + "] >> 32)));\n";
+  } else {
+    const float f = float(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    words.push_back(int64_t(bits));
+    decl += "  float " + name + " = uintBitsToFloat(uint(P[" + S(at) + "]));\n";
+  }
+}
+
+void Params::tensor(const std::string& name, const ember_tensor_desc& t, int rank) {
+  i64(name + "_o", t.offset);
+  for (int d = 0; d < rank; ++d) i64(name + "_s" + S(d), d < t.rank ? t.strides[d] : 0);
+}
+
+int Params::array(const int64_t* v, int n) {
+  const int at = int(words.size());
+  for (int i = 0; i < n; ++i) words.push_back(v[i]);
+  return at;
+}
+
+GlslPass make_pass(const std::string& what, const GlslTarget& target, const std::vector<uint8_t>& dtypes,
+                   const Params& params, int64_t outputs, int64_t loop_iterations, const std::string& body,
+                   const std::string& functions, bool tree) {
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  bool need8 = false, need16 = false;
+  for (uint8_t dt : dtypes) {
+    need8 |= dt == EMBER_U8 || dt == EMBER_BOOL;
+    need16 |= is_half(dt);
+  }
+  GlslPass p;
+  p.glsl = glsl_header(what, target, need8, need16);
+  for (size_t a = 0; a < dtypes.size(); ++a)
+    p.glsl += "layout(std430, binding = " + S(int64_t(a) + 2) + ") buffer Arg" + S(int64_t(a)) + " { " +
+              t->storage_type(dtypes[a]) + " d[]; } g" + S(int64_t(a)) + ";\n";
+  p.glsl += functions;
+  p.glsl += "void main() {\n  e_opaque = uint(P[" + S(W::kZero) + "]);\n";
+  if (tree) {
+    p.glsl += "  uint lid = gl_LocalInvocationID.x;\n";
+    p.glsl += "  int64_t id = int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x);\n";
+    p.glsl += "  if (id >= P[" + S(W::kPoints) + "]) return;  // uniform in a workgroup\n";
+  } else {
+    p.glsl +=
+        "  int64_t id = (int64_t(gl_WorkGroupID.y) * int64_t(gl_NumWorkGroups.x) + int64_t(gl_WorkGroupID.x)) * " +
+        S(target.workgroup) + " + int64_t(gl_LocalInvocationID.x);\n";
+    p.glsl += "  if (id >= P[" + S(W::kPoints) + "]) return;\n";
+  }
+  p.glsl += params.decl;
+  p.glsl += body;
+  p.glsl += "}\n";
+  p.words = params.words;
+  p.words[W::kPoints] = outputs;
+  p.points = tree ? outputs * int64_t(target.workgroup) : outputs;
+  // The header's own loops are in the bound too (a margin for the helper functions' loops).
+  p.loop_iterations = loop_iterations + 16;
+  return p;
+}
+
+std::string for_up(const std::string& v, const std::string& lo, const std::string& hi) {
+  return "for (int64_t " + v + " = " + lo + "; " + v + " < " + hi + "; ++" + v + ")";
+}
+
+std::string for_down(const std::string& v, const std::string& lo, const std::string& hi) {
+  return "for (int64_t " + v + " = " + hi + " - 1; " + v + " >= " + lo + "; --" + v + ")";
+}
+
+std::string unrolled(const std::string& v, const std::string& lo, const std::string& hi, const std::string& body,
+                     const std::string& ind, const std::string& type) {
+  const std::string b = v + "_u";
+  auto copy = [&](int u, bool guard) {
+    std::string c = ind + "  { " + type + " " + v + " = " + b + " + " + type + "(" + S(u) + ");\n";
+    if (guard) c += ind + "    if (" + v + " < " + hi + ")\n";
+    c += ind + "    {\n";
+    size_t i = 0;
+    while (i < body.size()) {
+      size_t e = body.find('\n', i);
+      if (e == std::string::npos) e = body.size();
+      c += ind + "      " + body.substr(i, e - i) + "\n";
+      i = e + 1;
+    }
+    return c + ind + "  } }\n";
+  };
+  // Whole blocks without guards, then the rest (fewer than kUnroll) guarded, outside the loop.
+  std::string s = ind + "{\n" + ind + "  " + type + " " + b + " = " + lo + ";\n";
+  s += ind + "  for (; " + b + " + " + type + "(" + S(kUnroll) + ") <= " + hi + "; " + b + " += " + type + "(" +
+       S(kUnroll) + ")) {\n";
+  for (int u = 0; u < kUnroll; ++u) s += "  " + copy(u, false);
+  s += ind + "  }\n";
+  for (int u = 0; u < kUnroll - 1; ++u) s += copy(u, true);
+  return s + ind + "}\n";
+}
+
+std::string tree_shared(const std::string& A, const std::string& array, const GlslTarget& target) {
+  return "shared " + A + " " + array + "[" + S(target.workgroup) + "];\n";
+}
+
+std::string tree_sum(const std::string& A, const std::string& array, const std::string& value, const std::string& total,
+                     const GlslTarget& target) {
+  std::string s = "  " + array + "[lid] = " + value + ";\n  barrier();\n";
+  s += "  for (uint h = " + S(target.workgroup) + "u / 2u; h > 0u; h >>= 1) {\n";
+  s += "    if (lid < h) " + array + "[lid] = " + array + "[lid] + " + array + "[lid + h];\n    barrier();\n  }\n";
+  s += "  " + A + " " + total + " = " + array + "[0];\n  barrier();\n";
+  return s;
+}
+
+int64_t tree_iterations(const GlslTarget& target) {
+  int64_t n = 0;
+  for (uint32_t h = target.workgroup / 2; h > 0; h >>= 1) ++n;
+  return n;
+}
+
+std::string load(const ExprTable& t, uint8_t dt, int arg, const std::string& off) {
+  return t.load(dt, "g" + S(arg) + ".d[uint(" + off + ")]");
+}
+
+std::string store(const ExprTable& t, uint8_t dt, int arg, const std::string& off, uint8_t value_dt,
+                  const std::string& v) {
+  return "g" + S(arg) + ".d[uint(" + off + ")] = " + t.store_value(dt, value_dt, v) + ";";
+}
+
+bool has_f64_exp_log(const GlslTarget& target) {
+  const std::string_view m(kGlslF64Math);
+  return target.float64 && m.find("e_expd(") != std::string_view::npos && m.find("e_logd(") != std::string_view::npos;
+}
+
+}  // namespace lib
 
 namespace {
 
@@ -45,6 +219,9 @@ bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* 
   put_tensor(p.words, 0, a);
   put_tensor(p.words, 1, b);
   put_tensor(p.words, 2, c);
+  // emit_glsl_matmul's loops: the batch dims, then K (in chunks of 32768).
+  p.loop_iterations = r + a.shape[r - 1] + 17;  // per output: the batch dims, then K
+  p.grid_stride = true;                        // emit_glsl_matmul loops over its outputs
   passes.push_back(std::move(p));
   return true;
 }
@@ -53,22 +230,61 @@ bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* 
 
 bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) {
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  const bool storable = t->storage_type(dtype) && t->reg_type(dtype);
+  const bool floating = storable && lib::is_floating(dtype);
   switch (op) {
-    case EMBER_LIB_MATMUL: return t->storage_type(dtype) && t->reg_type(dtype);
-    default: return false;
+    case EMBER_LIB_MATMUL: return storable;
+    case EMBER_LIB_CONV2D:
+    case EMBER_LIB_CONV2D_BACKWARD_DATA:
+    case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+    case EMBER_LIB_MAX_POOL2D:
+    case EMBER_LIB_MAX_POOL2D_INDICES:
+    case EMBER_LIB_AVG_POOL2D:
+    case EMBER_LIB_AVG_POOL2D_BACKWARD:
+    case EMBER_LIB_MAX_POOL2D_BACKWARD: return floating;
+    case EMBER_LIB_ARGSORT:
+    case EMBER_LIB_TOPK:
+    case EMBER_LIB_CUMSUM:
+    case EMBER_LIB_CUMPROD:
+    case EMBER_LIB_CUMMAX_INDICES:
+    case EMBER_LIB_CUMMIN_INDICES: return storable;
+    case EMBER_LIB_FUSED_ATTENTION:
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return floating && (dtype != EMBER_F64 || lib::has_f64_exp_log(target));
+    default: return false;  // the epilogue calls: the core runs their post-ops as separate kernels
   }
 }
 
 bool emit_glsl_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                        int32_t n_out, const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes,
                        std::string* why) {
-  (void)attrs;
   passes.clear();
+  if (op != EMBER_LIB_MATMUL && !attrs)
+    return lib::fail(why, "library call " + std::to_string(op) + " needs attributes");
+  if (!in || !out || n_in < 1 || n_out != 1)
+    return lib::fail(why, "library call " + std::to_string(op) + ": bad operand counts");
+  if (!glsl_library_supports(op, uint8_t(in[0].dtype), target))
+    return lib::fail(why, "library call " + std::to_string(op) + " on dtype " + std::to_string(in[0].dtype) +
+                              " has no shader on this device");
   switch (op) {
     case EMBER_LIB_MATMUL: return matmul(in, n_in, out, n_out, target, passes, why);
-    default:
-      if (why) *why = "library call " + std::to_string(op) + " has no Vulkan shader yet";
-      return false;
+    case EMBER_LIB_CONV2D:
+    case EMBER_LIB_CONV2D_BACKWARD_DATA:
+    case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+    case EMBER_LIB_MAX_POOL2D:
+    case EMBER_LIB_MAX_POOL2D_INDICES:
+    case EMBER_LIB_AVG_POOL2D:
+    case EMBER_LIB_AVG_POOL2D_BACKWARD:
+    case EMBER_LIB_MAX_POOL2D_BACKWARD: return lib::conv_pool(op, in, n_in, out, n_out, attrs, target, passes, why);
+    case EMBER_LIB_ARGSORT:
+    case EMBER_LIB_TOPK:
+    case EMBER_LIB_CUMSUM:
+    case EMBER_LIB_CUMPROD:
+    case EMBER_LIB_CUMMAX_INDICES:
+    case EMBER_LIB_CUMMIN_INDICES: return lib::sort_scan(op, in, n_in, out, n_out, attrs, target, passes, why);
+    case EMBER_LIB_FUSED_ATTENTION:
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
+      return lib::attention(op, in, n_in, out, n_out, attrs, target, passes, why);
+    default: return lib::fail(why, "library call " + std::to_string(op) + " has no Vulkan shader");
   }
 }
 

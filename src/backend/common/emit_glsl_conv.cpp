@@ -1,0 +1,345 @@
+// Convolution and pooling library calls as GLSL compute shaders (abi.h EMBER_LIB_CONV2D ...
+// EMBER_LIB_MAX_POOL2D_BACKWARD), one pass each and one invocation per output element, in the
+// order of the reference backend's loops (src/backend/reference/library.cpp). The gradients that
+// the reference computes as scatter-adds (backward data, pooling backward) are gathers here: each
+// input element sums the taps or windows that read it, visited in the reference's order. f16 and
+// bf16 compute in f32 and round at the store; f32 accumulates in f32 (as matmul), f64 in f64.
+// A convolution whose sum per output is long (backward weights: N * OH * OW terms) runs a
+// workgroup per output instead: invocation l takes terms l, l + WG, ... of the flattened sum, and
+// a fixed shared-memory tree adds the partial sums (emit_glsl_library.h: lavapipe's loop budget).
+//
+// Launch words (emit_glsl_library.h Params, from word kZero + 1 on): the sizes and attributes
+// named in each shader's declarations, then every tensor's offset and 4 strides (a bias: 1).
+#include <string>
+#include <vector>
+
+#include "backend/common/emit_glsl_library.h"
+
+namespace ember::emit::lib {
+
+namespace {
+
+// Offset of element (a, b, c, d) of rank-4 tensor `t` (declared by Params::tensor).
+std::string at4(const std::string& t, const std::string& a, const std::string& b, const std::string& c,
+                const std::string& d) {
+  return t + "_o + (" + a + ") * " + t + "_s0 + (" + b + ") * " + t + "_s1 + (" + c + ") * " + t + "_s2 + (" + d +
+         ") * " + t + "_s3";
+}
+
+// The point `id` as indices (a, b, c, d) of a row-major [A, B, C, D] grid.
+std::string unravel4(const std::string& a, const std::string& b, const std::string& c, const std::string& d,
+                     const std::string& B, const std::string& C, const std::string& D) {
+  return "  int64_t " + d + " = id % " + D + ", rest = id / " + D + ";\n  int64_t " + c + " = rest % " + C +
+         ";\n  rest /= " + C + ";\n  int64_t " + b + " = rest % " + B + ", " + a + " = rest / " + B + ";\n";
+}
+
+bool same_float_dtypes(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, bool out_is_index) {
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i].dtype != in[0].dtype || !is_floating(in[i].dtype)) return false;
+  return out_is_index ? out.dtype == EMBER_I64 : out.dtype == in[0].dtype;
+}
+
+// A convolution runs a workgroup per output when one invocation would loop more than kTreeAbove
+// times (well inside lavapipe's budget of 65535), or more than kTreeFewAbove times with fewer
+// than kFewOutputs outputs (then the direct pass would leave most of the device idle).
+constexpr int64_t kTreeAbove = 32768, kTreeFewAbove = 2048, kFewOutputs = 16384;
+
+bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+          const ember_conv_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+  const bool fwd = op == EMBER_LIB_CONV2D;
+  if (n_in != 2 && !(fwd && n_in == 3)) return fail(why, "conv2d: wrong number of inputs");
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i].rank != (fwd && i == 2 ? 1 : 4)) return fail(why, "conv2d: operands must be 4-D (bias 1-D)");
+  if (out.rank != 4 || !same_float_dtypes(in, n_in, out, false)) return fail(why, "conv2d: ranks or dtypes differ");
+  if (a.groups < 1 || a.stride[0] < 1 || a.stride[1] < 1 || a.dilation[0] < 1 || a.dilation[1] < 1)
+    return fail(why, "conv2d: bad attributes");
+  // x [N, C, H, W], w [O, Cg, KH, KW], y [N, O, OH, OW] of whichever operands this call has.
+  const ember_tensor_desc& x = op == EMBER_LIB_CONV2D_BACKWARD_DATA ? out : in[0];
+  const ember_tensor_desc& w = op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS ? out : in[1];
+  const ember_tensor_desc& y = fwd ? out : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? in[0] : in[1];
+  const uint8_t dt = uint8_t(in[0].dtype);
+  const std::string A = compute_type(dt);
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  const int64_t N = x.shape[0], H = x.shape[2], W_ = x.shape[3], O = y.shape[1], OH = y.shape[2], OW = y.shape[3];
+  const int64_t Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3], Og = O / a.groups;
+  // The sum of each output: its terms (flattened) and the iterations of the direct loop nest.
+  int64_t terms, direct;
+  if (fwd)
+    terms = Cg * KH * KW, direct = Cg * (1 + KH * (1 + KW));
+  else if (op == EMBER_LIB_CONV2D_BACKWARD_DATA)
+    terms = Og * KH * KW, direct = Og * (1 + KH * (1 + KW));
+  else
+    terms = N * OH * OW, direct = N * (1 + OH * (1 + OW));
+  const int64_t points = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
+  const bool tree = direct > kTreeAbove || (direct > kTreeFewAbove && points < kFewOutputs);
+  const int64_t WG = target.workgroup;
+  const int64_t iterations = tree ? (terms + WG - 1) / WG + tree_iterations(target) : direct;
+  Params p;
+  p.i64("N", N);
+  p.i64("C", x.shape[1]);
+  p.i64("H", H);
+  p.i64("W", W_);
+  p.i64("O", O);
+  p.i64("OH", OH);
+  p.i64("OW", OW);
+  p.i64("Cg", Cg);
+  p.i64("KH", KH);
+  p.i64("KW", KW);
+  p.i64("Og", Og);
+  p.i64("sh", a.stride[0]);
+  p.i64("sw", a.stride[1]);
+  p.i64("ph", a.pad_begin[0]);
+  p.i64("pw", a.pad_begin[1]);
+  p.i64("dh", a.dilation[0]);
+  p.i64("dw", a.dilation[1]);
+  p.i64("NR", terms);
+  std::vector<uint8_t> dts;
+  for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
+  dts.push_back(uint8_t(out.dtype));
+  // Tree passes: term r of the flattened sum, decoded into the loop indices (`decode`), and the
+  // partial sums combined at the end.
+  const std::string loop_r = "  for (int64_t r = int64_t(lid); r < NR; r += " + S(WG) + ") {\n";
+  std::string b = "  int64_t zero = 0;\n";
+  std::string init = A + "(0)";  // the sum's start (the bias)
+  if (fwd) {
+    // y[n, o, oh, ow] = bias[o] + sum over c, kh, kw of x[n, g Cg + c, ih, iw] w[o, c, kh, kw].
+    p.tensor("x", in[0], 4);
+    p.tensor("w", in[1], 4);
+    if (n_in == 3) p.tensor("b", in[2], 1);
+    p.tensor("y", out, 4);
+    if (n_in == 3) init = A + "(" + load(*t, dt, 2, "b_o + o * b_s0") + ")";
+    b += unravel4("n", "o", "oh", "ow", "O", "OH", "OW");
+    b += "  int64_t out_at = " + at4("y", "n", "o", "oh", "ow") + ";\n";
+    b += "  int64_t ci0 = (o / Og) * Cg, ih0 = oh * sh - ph, iw0 = ow * sw - pw;\n";
+    const std::string term = "acc += " + A + "(" + load(*t, dt, 0, at4("x", "n", "ci0 + c", "ih", "iw")) + ") * " + A +
+                             "(" + load(*t, dt, 1, at4("w", "o", "c", "kh", "kw")) + ");\n";
+    if (!tree) {
+      b += "  " + A + " acc = " + init + ";\n";
+      b += "  " + for_up("c", "zero", "Cg") + "\n";
+      b += "    " + for_up("kh", "zero", "KH") + " {\n";
+      b += "      int64_t ih = ih0 + kh * dh;\n      if (ih < 0 || ih >= H) continue;\n";
+      b += "      " + for_up("kw", "zero", "KW") + " {\n";
+      b += "        int64_t iw = iw0 + kw * dw;\n        if (iw < 0 || iw >= W) continue;\n";
+      b += "        " + term + "      }\n    }\n";
+    } else {
+      b += "  " + A + " acc = " + A + "(0);\n" + loop_r;
+      b += "    int64_t kw = r % KW, c = r / KW, kh = c % KH;\n    c /= KH;\n";
+      b += "    int64_t ih = ih0 + kh * dh, iw = iw0 + kw * dw;\n";
+      b += "    if (ih >= 0 && ih < H && iw >= 0 && iw < W) " + term + "  }\n";
+    }
+  } else if (op == EMBER_LIB_CONV2D_BACKWARD_DATA) {
+    // dx[n, ci, ih, iw] = sum over the taps (o, oh, ow) that read it of dy[n, o, oh, ow] w[o, c, kh, kw]:
+    // o ascending, then kh and kw descending (oh and ow ascending, the reference's order).
+    p.tensor("dy", in[0], 4);
+    p.tensor("w", in[1], 4);
+    p.tensor("dx", out, 4);
+    b += unravel4("n", "ci", "ih", "iw", "C", "H", "W");
+    b += "  int64_t out_at = " + at4("dx", "n", "ci", "ih", "iw") + ";\n";
+    b += "  int64_t c = ci % Cg, o0 = (ci / Cg) * Og, o1 = o0 + Og;\n";
+    const std::string term = "acc += " + A + "(" + load(*t, dt, 0, at4("dy", "n", "o", "th / sh", "tw / sw")) + ") * " +
+                             A + "(" + load(*t, dt, 1, at4("w", "o", "c", "kh", "kw")) + ");\n";
+    if (!tree) {
+      b += "  " + A + " acc = " + init + ";\n";
+      b += "  " + for_up("o", "o0", "o1") + "\n";
+      b += "    " + for_down("kh", "zero", "KH") + " {\n";
+      b += "      int64_t th = ih + ph - kh * dh;\n      if (th < 0 || th % sh != 0 || th / sh >= OH) continue;\n";
+      b += "      " + for_down("kw", "zero", "KW") + " {\n";
+      b += "        int64_t tw = iw + pw - kw * dw;\n        if (tw < 0 || tw % sw != 0 || tw / sw >= OW) continue;\n";
+      b += "        " + term + "      }\n    }\n";
+    } else {
+      b += "  " + A + " acc = " + A + "(0);\n" + loop_r;
+      b += "    int64_t kw = r % KW, o = r / KW, kh = o % KH;\n    o = o0 + o / KH;\n";
+      b += "    int64_t th = ih + ph - kh * dh, tw = iw + pw - kw * dw;\n";
+      b += "    if (th >= 0 && th % sh == 0 && th / sh < OH && tw >= 0 && tw % sw == 0 && tw / sw < OW) " + term +
+           "  }\n";
+    }
+  } else {
+    // dw[o, c, kh, kw] = sum over n, oh, ow of dy[n, o, oh, ow] x[n, g Cg + c, ih, iw].
+    p.tensor("x", in[0], 4);
+    p.tensor("dy", in[1], 4);
+    p.tensor("dw", out, 4);
+    b += unravel4("o", "c", "kh", "kw", "Cg", "KH", "KW");
+    b += "  int64_t out_at = " + at4("dw", "o", "c", "kh", "kw") + ";\n";
+    b += "  int64_t ci = (o / Og) * Cg + c;\n";
+    const std::string term = "acc += " + A + "(" + load(*t, dt, 1, at4("dy", "n", "o", "oh", "ow")) + ") * " + A + "(" +
+                             load(*t, dt, 0, at4("x", "n", "ci", "ih", "iw")) + ");\n";
+    b += "  " + A + " acc = " + init + ";\n";
+    if (!tree) {
+      b += "  " + for_up("n", "zero", "N") + "\n";
+      b += "    " + for_up("oh", "zero", "OH") + " {\n";
+      b += "      int64_t ih = oh * sh - ph + kh * dh;\n      if (ih < 0 || ih >= H) continue;\n";
+      b += "      " + for_up("ow", "zero", "OW") + " {\n";
+      b += "        int64_t iw = ow * sw - pw + kw * dw;\n        if (iw < 0 || iw >= W) continue;\n";
+      b += "        " + term + "      }\n    }\n";
+    } else {
+      b += loop_r;
+      b += "    int64_t ow = r % OW, n = r / OW, oh = n % OH;\n    n /= OH;\n";
+      b += "    int64_t ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;\n";
+      b += "    if (ih >= 0 && ih < H && iw >= 0 && iw < W) " + term + "  }\n";
+    }
+  }
+  std::string functions;
+  if (tree) {
+    functions = tree_shared(A, "part", target);
+    b += tree_sum(A, "part", "acc", "total", target);
+    b += "  if (lid == 0u) " + store(*t, dt, n_in, "out_at", compute_dtype(dt), fwd ? init + " + total" : "total") +
+         "\n";
+  } else {
+    b += "  " + store(*t, dt, n_in, "out_at", compute_dtype(dt), "acc") + "\n";
+  }
+  passes.push_back(make_pass("library call conv2d (" + std::to_string(op) + ")", target, dts, p, points, iterations, b,
+                             functions, tree));
+  return true;
+}
+
+// The first maximum of window (oh, ow) of image `base` of x (NaN wins; first of equal values):
+// sets bool have, A best, int64_t arg (ih * W + iw) in a block of its own.
+std::string window_max(const ExprTable& t, uint8_t dt, int x_arg, const std::string& A) {
+  std::string s;
+  s += "bool have = false;\n" + A + " best = " + A + "(0);\nint64_t arg = 0;\n";
+  s += "{\n  int64_t ih0 = oh * sh - ph, iw0 = ow * sw - pw;\n";
+  s += "  " + for_up("kh", "zero", "KH") + " {\n";
+  s += "    int64_t ih = ih0 + kh;\n    if (ih < 0 || ih >= H) continue;\n";
+  s += "    " + for_up("kw", "zero", "KW") + " {\n";
+  s += "      int64_t iw = iw0 + kw;\n      if (iw < 0 || iw >= W) continue;\n";
+  s += "      " + A + " v = " + A + "(" + load(t, dt, x_arg, "xb + ih * x_s2 + iw * x_s3") + ");\n";
+  s += "      if (!have || (isnan(v) && !isnan(best)) || v > best) { have = true; best = v; arg = ih * W + iw; }\n";
+  s += "    }\n  }\n}\n";
+  return s;
+}
+
+// The divisor of the average window (oh, ow): int64_t cnt.
+const char* kAvgDivisor =
+    "int64_t cnt;\n"
+    "{\n"
+    "  int64_t ih0 = oh * sh - ph, iw0 = ow * sw - pw;\n"
+    "  if (include_pad != 0) {\n"
+    "    cnt = clamp(H + peh - ih0, int64_t(0), KH) * clamp(W + pew - iw0, int64_t(0), KW);\n"
+    "  } else {\n"
+    "    cnt = max(min(ih0 + KH, H) - max(ih0, int64_t(0)), int64_t(0)) * max(min(iw0 + KW, W) - max(iw0, int64_t(0)), "
+    "int64_t(0));\n"
+    "  }\n"
+    "}\n";
+
+std::string indent(const std::string& s, const std::string& by) {
+  std::string r;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t e = s.find('\n', i);
+    if (e == std::string::npos) e = s.size();
+    r += by + s.substr(i, e - i) + "\n";
+    i = e + 1;
+  }
+  return r;
+}
+
+bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+          const ember_pool_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+  const bool backward = op == EMBER_LIB_AVG_POOL2D_BACKWARD || op == EMBER_LIB_MAX_POOL2D_BACKWARD;
+  if (n_in != (op == EMBER_LIB_MAX_POOL2D_BACKWARD ? 2 : 1)) return fail(why, "pool2d: wrong number of inputs");
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i].rank != 4) return fail(why, "pool2d: operands must be 4-D");
+  if (out.rank != 4 || !same_float_dtypes(in, n_in, out, op == EMBER_LIB_MAX_POOL2D_INDICES))
+    return fail(why, "pool2d: ranks or dtypes differ");
+  if (a.stride[0] < 1 || a.stride[1] < 1 || a.kernel[0] < 1 || a.kernel[1] < 1)
+    return fail(why, "pool2d: bad attributes");
+  // x [N, C, H, W] and y [N, C, OH, OW] (y = dy for the gradients, whose output is dx).
+  const ember_tensor_desc& x = backward ? out : in[0];
+  const ember_tensor_desc& y = backward ? in[0] : out;
+  const uint8_t dt = uint8_t(in[0].dtype);
+  const std::string A = compute_type(dt);
+  const std::string ninf = dt == EMBER_F64 ? "-e_infd()" : "-e_inff()";
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  Params p;
+  p.i64("N", x.shape[0]);
+  p.i64("C", x.shape[1]);
+  p.i64("H", x.shape[2]);
+  p.i64("W", x.shape[3]);
+  p.i64("OH", y.shape[2]);
+  p.i64("OW", y.shape[3]);
+  p.i64("KH", a.kernel[0]);
+  p.i64("KW", a.kernel[1]);
+  p.i64("sh", a.stride[0]);
+  p.i64("sw", a.stride[1]);
+  p.i64("ph", a.pad_begin[0]);
+  p.i64("pw", a.pad_begin[1]);
+  p.i64("peh", a.pad_end[0]);
+  p.i64("pew", a.pad_end[1]);
+  p.i64("include_pad", a.count_include_pad);
+  std::vector<uint8_t> dts;
+  for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
+  dts.push_back(uint8_t(out.dtype));
+  std::string b = "  int64_t zero = 0;\n";
+  const int64_t points = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
+  // Loop iterations: a window scan, and for the gradients the windows containing an element.
+  const int64_t scan = a.kernel[0] * (1 + a.kernel[1]);
+  const int64_t wh = a.kernel[0] / a.stride[0] + 2, ww = a.kernel[1] / a.stride[1] + 2;
+  const int64_t iterations = op == EMBER_LIB_AVG_POOL2D_BACKWARD   ? wh * (1 + ww)
+                             : op == EMBER_LIB_MAX_POOL2D_BACKWARD ? wh * (1 + ww * (1 + scan))
+                                                                   : scan;
+  if (!backward) {
+    p.tensor("x", in[0], 4);
+    p.tensor("y", out, 4);
+    b += unravel4("n", "c", "oh", "ow", "C", "OH", "OW");
+    b += "  int64_t out_at = " + at4("y", "n", "c", "oh", "ow") + ", xb = x_o + n * x_s0 + c * x_s1;\n";
+    if (op == EMBER_LIB_AVG_POOL2D) {
+      b += "  " + A + " s = " + A + "(0);\n";
+      b += "  " + for_up("kh", "zero", "KH") + " {\n";
+      b += "    int64_t ih = oh * sh - ph + kh;\n    if (ih < 0 || ih >= H) continue;\n";
+      b += "    " + for_up("kw", "zero", "KW") + " {\n";
+      b += "      int64_t iw = ow * sw - pw + kw;\n      if (iw < 0 || iw >= W) continue;\n";
+      b += "      s += " + A + "(" + load(*t, dt, 0, "xb + ih * x_s2 + iw * x_s3") + ");\n    }\n  }\n";
+      b += indent(kAvgDivisor, "  ");
+      b += "  " + A + " r = cnt > 0 ? s / " + A + "(cnt) : " + A + "(0);\n";
+      b += "  " + store(*t, dt, 1, "out_at", compute_dtype(dt), "r") + "\n";
+    } else {
+      b += indent(window_max(*t, dt, 0, A), "  ");
+      if (op == EMBER_LIB_MAX_POOL2D) {
+        b += "  if (!have) best = " + ninf + ";\n";
+        b += "  " + store(*t, dt, 1, "out_at", compute_dtype(dt), "best") + "\n";
+      } else {
+        b += "  " + store(*t, EMBER_I64, 1, "out_at", EMBER_I64, "arg") + "\n";
+      }
+    }
+  } else {
+    // dx[n, c, ih, iw]: the windows (oh, ow) containing (ih, iw), oh and ow ascending.
+    p.tensor("dy", in[0], 4);
+    if (op == EMBER_LIB_MAX_POOL2D_BACKWARD) p.tensor("x", in[1], 4);
+    p.tensor("dx", out, 4);
+    b += unravel4("n", "c", "ih_", "iw_", "C", "H", "W");
+    b += "  int64_t out_at = " + at4("dx", "n", "c", "ih_", "iw_") + ";\n";
+    b += "  int64_t lh = ih_ + ph - KH + 1, lw = iw_ + pw - KW + 1;\n";
+    b += "  int64_t oh0 = lh <= 0 ? 0 : (lh + sh - 1) / sh, oh1 = min((ih_ + ph) / sh + 1, OH);\n";
+    b += "  int64_t ow0 = lw <= 0 ? 0 : (lw + sw - 1) / sw, ow1 = min((iw_ + pw) / sw + 1, OW);\n";
+    b += "  " + A + " acc = " + A + "(0);\n";
+    if (op == EMBER_LIB_MAX_POOL2D_BACKWARD) b += "  int64_t xb = x_o + n * x_s0 + c * x_s1, self = ih_ * W + iw_;\n";
+    b += "  " + for_up("oh", "oh0", "oh1") + "\n";
+    b += "    " + for_up("ow", "ow0", "ow1") + " {\n";
+    const std::string g = A + "(" + load(*t, dt, 0, at4("dy", "n", "c", "oh", "ow")) + ")";
+    if (op == EMBER_LIB_AVG_POOL2D_BACKWARD) {
+      b += indent(kAvgDivisor, "      ");
+      b += "      if (cnt == 0) continue;\n";
+      b += "      acc += " + g + " / " + A + "(cnt);\n";
+    } else {
+      b += indent(window_max(*t, dt, 1, A), "      ");
+      b += "      if (have && arg == self) acc += " + g + ";\n";
+    }
+    b += "    }\n";
+    b += "  " + store(*t, dt, n_in, "out_at", compute_dtype(dt), "acc") + "\n";
+  }
+  passes.push_back(
+      make_pass("library call pool2d (" + std::to_string(op) + ")", target, dts, p, points, iterations, b));
+  return true;
+}
+
+}  // namespace
+
+bool conv_pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+               const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+  if (n_out != 1) return fail(why, "convolution and pooling have one output");
+  if (op == EMBER_LIB_CONV2D || op == EMBER_LIB_CONV2D_BACKWARD_DATA || op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS)
+    return conv(op, in, n_in, out[0], *static_cast<const ember_conv_attrs*>(attrs), target, passes, why);
+  return pool(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), target, passes, why);
+}
+
+}  // namespace ember::emit::lib
