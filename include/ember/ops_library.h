@@ -164,5 +164,8 @@ Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAtten
                       Loc loc = Loc::current());
 AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts = {},
                                     Loc loc = Loc::current());
+// Whether `device` runs fused_attention and its gradient on `dtype` as library calls (where it
+// does not, nn::scaled_dot_product_attention uses plain ops).
+bool fused_attention_available(Device device, DType dtype);
 
 }  // namespace ember

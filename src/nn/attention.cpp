@@ -67,7 +67,7 @@ bool use_fused_attention(const Array& q, const Array& k, const Array& v, const S
   const std::string force = env ? env : "";
   if (force == "plain") return false;
   if ((o.dropout_p > 0 && o.training) || o.attn_mask.defined()) return false;
-  if (q.device().kind != DeviceKind::Cpu && q.device().kind != DeviceKind::Reference) return false;
+  if (!fused_attention_available(q.device(), q.dtype())) return false;
   if (k.rank() != q.rank() || v.rank() != q.rank()) return false;
   for (int i = 0; i < q.rank() - 2; ++i)
     if (k.shape()[i] != q.shape()[i] || v.shape()[i] != q.shape()[i]) return false;

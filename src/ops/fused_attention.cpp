@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/registry.h"
 #include "ember/autograd.h"
 #include "ops/frontend.h"
 
@@ -150,6 +151,13 @@ std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const 
   if (needs[1]) grads[1] = mul(matmul(transpose(ds, 1, 2), q), scalar_like(scale, q, loc));
   if (in.size() > 3 && needs[3]) grads[3] = ds;
   return grads;
+}
+
+bool fused_attention_available(Device device, DType dtype) {
+  Backend* b = Backend::try_get(device.kind);
+  if (!b || device.index < 0 || device.index >= b->device_count()) return false;
+  return b->supports(device.index, EMBER_SUPPORT_LIBRARY, EMBER_LIB_FUSED_ATTENTION, int32_t(dtype)) &&
+         b->supports(device.index, EMBER_SUPPORT_LIBRARY, EMBER_LIB_FUSED_ATTENTION_BACKWARD, int32_t(dtype));
 }
 
 }  // namespace ember
