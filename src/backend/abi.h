@@ -196,7 +196,7 @@ enum {
 enum {
   EMBER_POST_ADD = 0,   /* y += in[input] at the element (a descriptor of the output's shape whose
                            strides broadcast it: bias [N] has stride 0 on every other dim)      */
-  EMBER_POST_LINEAR,    /* y = alpha * y + beta (x * c: alpha = c, beta = 0; x + c: 1, c)       */
+  EMBER_POST_LINEAR,    /* y = alpha * y + beta (x * c: alpha = c, beta = -0, which keeps a -0 product; x + c: 1, c) */
   EMBER_POST_RELU,      /* max(y, 0), NaN stays NaN                                             */
   EMBER_POST_TANH,
   EMBER_POST_SIGMOID,   /* 1 / (1 + exp(-y))                                                    */

@@ -196,8 +196,9 @@ void program_destroy(ember_program p) { delete p; }  // batches still running ho
 namespace {
 
 // The launch with adjacent dims merged where every argument's strides allow it (d and d + 1
-// merge when stride[d] == stride[d + 1] * shape[d + 1] for all arguments) and size-1 dims
-// dropped, separately among the outer and the reduce dims: the shaders then divide less.
+// merge when stride[d] == stride[d + 1] * shape[d + 1] for all arguments, those without a
+// buffer too: an IOTA reads its argument's offsets) and size-1 dims dropped, separately among
+// the outer and the reduce dims: the shaders then divide less.
 ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>& args) {
   ember_kir_launch out = in;
   args.assign(in.args, in.args + in.n_args);
@@ -210,7 +211,7 @@ ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>
       if (rank > start) {
         bool ok = true;
         for (int32_t a = 0; a < in.n_args && ok; ++a)
-          ok = !in.args[a].buffer || args[size_t(a)].strides[rank - 1] == in.args[a].strides[d] * in.shape[d];
+          ok = args[size_t(a)].strides[rank - 1] == in.args[a].strides[d] * in.shape[d];  // IOTA args have no buffer
         if (ok) {
           out.shape[rank - 1] *= in.shape[d];
           for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank - 1] = in.args[a].strides[d];
@@ -269,8 +270,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   constexpr int64_t kMax32 = (int64_t(1) << 31) - 1;
   bool fits32 = (tree ? points * step : points) <= kMax32 && nred <= kMax32;
   for (int32_t a = 0; a < l->n_args && fits32; ++a) {
-    const ember_kir_arg& arg = l->args[a];
-    if (!arg.buffer) continue;
+    const ember_kir_arg& arg = l->args[a];  // with or without a buffer (IOTA offsets count too)
     int64_t hi = arg.offset, lo = arg.offset;
     for (int dim = 0; dim < rank; ++dim) {
       const int64_t span = (l->shape[dim] > 0 ? l->shape[dim] - 1 : 0) * arg.strides[dim];
