@@ -61,8 +61,10 @@ asan-test: asan
 # race by design, which TSan rightly reports).
 ASYNC_DEVICE_ENV = EMBER_REFERENCE_ASYNC=1 EMBER_REFERENCE_DEVICES=2 EMBER_CACHE_BYTES=0 EMBER_REQUIRE_ASYNC_DEVICE=1 EMBER_TEST_DEVICE=reference
 ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpIndexing*:-*Million*:*vulkan*
-# The file readers (malformed input, fuzz corpora) run here too.
-ASAN_FILTER ?= DType*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*
+# The file readers (malformed input, fuzz corpora) run here too. The Vulkan tests are left out
+# of the sanitizer stages for now: the driver (Mesa's lavapipe, an LLVM JIT) is not instrumented
+# and its allocations at exit would need suppressions that have not been written yet.
+ASAN_FILTER ?= DType*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*:*vulkan*:VulkanTest.*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP

@@ -66,6 +66,9 @@ void with_monitor(Body body) {
       std::this_thread::yield();
     }
   });
+  // The monitor must have polled once before the body starts: on a loaded machine a short body
+  // could otherwise finish before the monitor thread is first scheduled (polls == 0).
+  while (polls.load() == 0) std::this_thread::yield();
   body();
   done.store(true);
   monitor.join();
