@@ -213,6 +213,23 @@ bool Backend::supports(int device, int32_t kind, int32_t op, int32_t dtype) {
   return table_.supports_op(device, kind, op, dtype) != 0;
 }
 
+std::string Backend::unsupported(int device, const ember_kir_program& program) {
+  for (int32_t i = 0; i < program.n_insts; ++i) {
+    const ember_kir_inst& in = program.insts[i];
+    if (!supports(device, EMBER_SUPPORT_KIR, in.op, in.dtype))
+      return fmt::format("device {} does not support the KIR instruction '{}' on {} (in {})", device_label(device),
+                         kir::op_name(ember_kir_op(in.op)), dtype_name(DType(in.dtype)),
+                         program.name ? program.name : "a kernel");
+  }
+  return {};
+}
+
+std::string Backend::unsupported_library(int device, int32_t op, int32_t dtype) {
+  if (supports(device, EMBER_SUPPORT_LIBRARY, op, dtype)) return {};
+  return fmt::format("device {} does not support library call {} on {}", device_label(device), op,
+                     dtype_name(DType(dtype)));
+}
+
 BufferCache& Backend::cache(int device) {
   std::lock_guard lock(cache_mutex_);
   auto& c = caches_[device];
@@ -309,7 +326,7 @@ void Backend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src
 }
 
 std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_kir_program& program,
-                                                        uint64_t structure_hash) {
+                                                        uint64_t structure_hash, std::string* unsupported_out) {
   auto same = [&](const CachedProgram& c) {
     if (c.device != device || c.insts.size() != size_t(program.n_insts) ||
         c.arg_dtypes.size() != size_t(program.n_args))
@@ -329,12 +346,10 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
       programs_.splice(programs_.begin(), programs_, it->second);
       return it->second->program;
     }
-  for (int32_t i = 0; i < program.n_insts; ++i) {
-    const ember_kir_inst& in = program.insts[i];
-    if (!supports(device, EMBER_SUPPORT_KIR, in.op, in.dtype))
-      throw Error(fmt::format("device {} does not support the KIR instruction '{}' on {} (in {})",
-                              device_label(device), kir::op_name(ember_kir_op(in.op)), dtype_name(DType(in.dtype)),
-                              program.name ? program.name : "a kernel"));
+  if (std::string why = unsupported(device, program); !why.empty()) {
+    if (!unsupported_out) throw Error(why);
+    *unsupported_out = std::move(why);
+    return nullptr;
   }
   ember_status st{};
   ember_program prog = nullptr;
@@ -406,10 +421,7 @@ void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inpu
                            const ember_tensor_desc* outputs, int n_outputs, const void* attrs, uint64_t tag) {
   ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
   const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
-  if (!supports(device, EMBER_SUPPORT_LIBRARY, op, dtype))
-    throw Error(fmt::format("device {} does not support library call {} on {} (an op needing it cannot run "
-                            "on this device)",
-                            device_label(device), op, dtype_name(DType(dtype))));
+  if (std::string why = unsupported_library(device, op, dtype); !why.empty()) throw Error(why);
   ember_status st{};
   int32_t code =
       table_.library_call(queue(device), op, inputs, n_inputs, outputs, n_outputs, attrs, tag, &st);

@@ -63,6 +63,10 @@ class Backend {
   const ember_device_properties& properties(int device);
   // Whether the device runs KIR instruction / library call `op` on `dtype` (abi.h supports_op).
   bool supports(int device, int32_t kind, int32_t op, int32_t dtype);
+  // Why the device cannot run `program` (its first instruction the plugin lacks on that dtype)
+  // or library call `op` on `dtype`; "" when it can.
+  std::string unsupported(int device, const ember_kir_program& program);
+  std::string unsupported_library(int device, int32_t op, int32_t dtype);
 
   // The device's in-order queue (created on first use). Every call below is ordered on it.
   ember_queue queue(int device);
@@ -86,8 +90,10 @@ class Backend {
   // (instructions and argument dtypes; `structure_hash` only picks the bucket). The cache keeps
   // the most recently used `program_capacity` programs (EMBER_PROGRAM_CACHE, default 4096): a
   // program whose structure keeps changing (a baked-in constant) cannot grow it without bound.
+  // A device lacking one of its instructions throws, or with `unsupported_out` returns null and
+  // says why there (the caller runs it elsewhere: scheduler/host_fallback.h).
   std::shared_ptr<const CompiledProgram> program(int device, const ember_kir_program& program,
-                                                 uint64_t structure_hash);
+                                                 uint64_t structure_hash, std::string* unsupported_out = nullptr);
   void run(const CompiledProgram& program, const ember_kir_launch& launch, uint64_t tag = 0);
   void set_program_capacity(size_t n);  // evicts down to n at once (tests)
   size_t program_capacity();

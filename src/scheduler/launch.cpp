@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "ember/error.h"
+#include "scheduler/host_fallback.h"
 
 namespace ember {
 
@@ -87,7 +88,6 @@ void Launch::run(Device device, kir::Builder& b, const std::string& name) {
                             EMBER_MAX_ITER_RANK));
   ember_kir_program prog = b.program(name);
   if (env_log_kir()) std::cerr << kir::to_string(prog);
-  std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, b.structure_hash());
   std::vector<ember_kir_arg> cargs(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
     ember_kir_arg& c = cargs[a];
@@ -104,6 +104,13 @@ void Launch::run(Device device, kir::Builder& b, const std::string& name) {
   std::copy(shape.begin(), shape.end(), l.shape);
   l.n_args = int32_t(cargs.size());
   l.args = cargs.data();
+  std::string unsupported;
+  std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, b.structure_hash(), &unsupported);
+  if (!compiled) {
+    std::vector<std::shared_ptr<Buffer>> buffers;
+    for (const Arg& a : args) buffers.push_back(a.buffer);
+    return run_program_on_host(device, prog, b.structure_hash(), l, buffers, unsupported);
+  }
   be.run(*compiled, l);
 }
 

@@ -8,6 +8,7 @@
 #include "ember/error.h"
 #include "ops/dtype_rules.h"
 #include "scheduler/epilogue.h"
+#include "scheduler/host_fallback.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -38,7 +39,8 @@ void run_matmul(Node& n) {
   int64_t K = a.shape[a.shape.rank() - 1];
   ember_tensor_desc ins[2] = {desc(a, a.view, n.shape[r - 2], K), desc(b, b.view, K, n.shape[r - 1])};
   ember_tensor_desc out = desc(n, n.view, n.shape[r - 2], n.shape[r - 1]);
-  backend_for(n.device).library_call(n.device.index, EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr);
+  library_call(n.device, op_name(n.op), EMBER_LIB_MATMUL, ins, 2, &out, 1, nullptr,
+               {a.view.buffer, b.view.buffer, n.view.buffer});
 }
 
 namespace {
@@ -119,8 +121,10 @@ void run_library(Node& n) {
       attrs = &scan;
       break;
   }
+  std::vector<std::shared_ptr<Buffer>> buffers{n.view.buffer};
+  for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
-    backend_for(n.device).library_call(n.device.index, code, ins.data(), int(ins.size()), &out, 1, attrs);
+    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), &out, 1, attrs, buffers);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }

@@ -30,3 +30,7 @@ if [ "$n" -eq 0 ] && { [ "${CI:-}" = "true" ] || [ "${EMBER_REQUIRE_VULKAN:-}" =
   exit 1
 fi
 echo "vulkan checks: $n generated shaders pass spirv-val"
+# Again as a device without f64, int8 and int16: those kernels and library calls take the host
+# fallback (scheduler/host_fallback.h), and every result must still match.
+EMBER_VULKAN_DISABLE=f64,int8,int16 "$bin" --gtest_brief=1 --gtest_filter='VulkanTest.*:*vulkan*'
+echo "vulkan checks: the suite passes on vulkan:0 without f64, int8 and int16 (host fallback)"

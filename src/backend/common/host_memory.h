@@ -1,15 +1,14 @@
-// Host-memory buffers and status helpers shared by the backends whose memory is ordinary RAM
+// Host-memory buffers shared by the backends whose memory is ordinary RAM
 // (cpu and reference). Plugins link no part of libember; they use only this and the C ABI.
 #pragma once
 
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include <unistd.h>
 
 #include "backend/abi.h"
+#include "backend/common/plugin_status.h"
 
 struct ember_buffer_s {
   void* data;
@@ -18,16 +17,8 @@ struct ember_buffer_s {
 
 namespace ember::host {
 
-inline int32_t set_status(ember_status* st, int32_t code, const char* fmt, ...) {
-  if (st) {
-    st->code = code;
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(st->message, sizeof st->message, fmt, args);
-    va_end(args);
-  }
-  return code;
-}
+using plugin::copy_properties;
+using plugin::set_status;
 
 inline int32_t buffer_alloc(int32_t, size_t bytes, ember_buffer* out, ember_status* st) {
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -74,17 +65,6 @@ inline uint64_t physical_memory_bytes() {
 inline uint64_t available_memory_bytes() {
   long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
-}
-
-// Fills the fields of `out` that the caller's struct has (its struct_size) from `full`.
-inline int32_t copy_properties(const ember_device_properties& full, ember_device_properties* out, ember_status* st) {
-  if (!out || out->struct_size < sizeof(uint32_t))
-    return set_status(st, EMBER_ERR_INVALID, "device_properties: no struct_size");
-  size_t n = out->struct_size < sizeof full ? out->struct_size : sizeof full;
-  uint32_t caller_size = out->struct_size;
-  std::memcpy(out, &full, n);
-  out->struct_size = caller_size;
-  return EMBER_OK;
 }
 
 }  // namespace ember::host

@@ -8,17 +8,6 @@
 
 namespace ember::vk {
 
-int32_t fail(ember_status* st, int32_t code, const char* format, ...) {
-  if (st) {
-    st->code = code;
-    va_list ap;
-    va_start(ap, format);
-    std::vsnprintf(st->message, sizeof st->message, format, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 const char* result_name(VkResult r) {
   switch (r) {
     case VK_SUCCESS: return "VK_SUCCESS";

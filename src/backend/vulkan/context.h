@@ -6,7 +6,6 @@
 
 #include <vulkan/vulkan.h>
 
-#include <cstdarg>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +13,8 @@
 
 #include "backend/abi.h"
 #include "backend/common/emit_glsl.h"
+#include "backend/common/plugin_status.h"
+#include "backend/common/plugin_status.h"
 
 namespace ember::vk {
 
@@ -72,8 +73,7 @@ std::string take_validation_error();
 Context& context();
 DeviceContext* device(int32_t index);  // nullptr if out of range
 
-// Fills *st (if given) and returns code; printf-style message.
-int32_t fail(ember_status* st, int32_t code, const char* format, ...) __attribute__((format(printf, 3, 4)));
+using plugin::set_status;
 const char* result_name(VkResult r);
 
 }  // namespace ember::vk

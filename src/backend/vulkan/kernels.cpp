@@ -55,7 +55,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
                                                               shaderc_glsl_compute_shader, "ember_kernel.comp", "main", opts);
   shaderc_compile_options_release(opts);
   if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
-    int32_t rc = fail(st, EMBER_ERR_INTERNAL, "vulkan: compiling the shader of %s: %.300s", what.c_str(),
+    int32_t rc = set_status(st, EMBER_ERR_INTERNAL, "vulkan: compiling the shader of %s: %.300s", what.c_str(),
                       shaderc_result_get_error_message(res));
     shaderc_result_release(res);
     return rc;
@@ -68,7 +68,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   mi.pCode = reinterpret_cast<const uint32_t*>(shaderc_result_get_bytes(res));
   VkResult r = vkCreateShaderModule(d->device, &mi, nullptr, &p->module);
   shaderc_result_release(res);
-  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
+  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
   std::vector<VkDescriptorSetLayoutBinding> bindings(size_t(n_args) + 2);
   for (size_t i = 0; i < bindings.size(); ++i)
     bindings[i] = VkDescriptorSetLayoutBinding{uint32_t(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
@@ -77,12 +77,12 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   li.bindingCount = uint32_t(bindings.size());
   li.pBindings = bindings.data();
   r = vkCreateDescriptorSetLayout(d->device, &li, nullptr, &p->set_layout);
-  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateDescriptorSetLayout: %s", result_name(r));
+  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateDescriptorSetLayout: %s", result_name(r));
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pli.setLayoutCount = 1;
   pli.pSetLayouts = &p->set_layout;
   r = vkCreatePipelineLayout(d->device, &pli, nullptr, &p->layout);
-  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreatePipelineLayout: %s", result_name(r));
+  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreatePipelineLayout: %s", result_name(r));
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -90,7 +90,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   ci.stage.pName = "main";
   ci.layout = p->layout;
   r = vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &ci, nullptr, &p->pipeline);
-  if (r != VK_SUCCESS) return fail(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateComputePipelines: %s", result_name(r));
+  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateComputePipelines: %s", result_name(r));
   *out = std::move(p);
   return EMBER_OK;
 }
@@ -111,7 +111,7 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
     groups = std::min(all_groups, (work.items + rounds * per_group - 1) / (rounds * per_group));
   }
   if (d->loop_budget && iterations(groups) > d->loop_budget)
-    return fail(st, EMBER_ERR_UNSUPPORTED,
+    return set_status(st, EMBER_ERR_UNSUPPORTED,
                 "vulkan:%d: %s needs about %lld loop iterations in one shader invocation; this driver (llvmpipe) "
                 "stops an invocation after %lld",
                 d->index, name.c_str(), (long long)iterations(groups), (long long)d->loop_budget);
@@ -119,13 +119,12 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   const int64_t gx = std::min(groups, max_x);
   const int64_t gy = (groups + gx - 1) / gx;
   if (gy > max_y)
-    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan: %s: %lld points are more than one launch can cover", name.c_str(),
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan: %s: %lld points are more than one launch can cover", name.c_str(),
                 (long long)work.items);
   std::lock_guard lock(q->mutex);
   const uint32_t n_bind = uint32_t(pipe->n_args) + 2;
-  if (int32_t rc = reserve_launch(q, n_bind, st); rc != EMBER_OK) return rc;
   VkDescriptorSet set;
-  if (int32_t rc = descriptor_set(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK) return rc;
+  if (int32_t rc = open_launch(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK) return rc;
   Chunk* c = nullptr;
   VkDeviceSize at = 0;
   const VkDeviceSize align = std::max<VkDeviceSize>(16, d->props.limits.minStorageBufferOffsetAlignment);
@@ -137,13 +136,15 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   std::memcpy(w, words, bytes);
   w[W::kLaunchId] = id;
 
-  std::vector<VkDescriptorBufferInfo> infos(n_bind);
+  std::vector<VkDescriptorBufferInfo>& infos = q->binding_infos;
+  infos.resize(n_bind);
   infos[0] = {c->block.buffer, at, bytes};
   infos[1] = {q->error_word.buffer, 0, VK_WHOLE_SIZE};
   for (int32_t i = 0; i < pipe->n_args; ++i)
     infos[size_t(i) + 2] = args[i] ? VkDescriptorBufferInfo{args[i]->block.buffer, 0, VK_WHOLE_SIZE}
                                    : VkDescriptorBufferInfo{q->error_word.buffer, 0, VK_WHOLE_SIZE};
-  std::vector<VkWriteDescriptorSet> writes(n_bind);
+  std::vector<VkWriteDescriptorSet>& writes = q->binding_writes;
+  writes.resize(n_bind);
   for (uint32_t i = 0; i < n_bind; ++i) {
     writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
@@ -167,19 +168,19 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
 
 int32_t program_create(int32_t device_index, const ember_kir_program* program, ember_program* out, ember_status* st) {
   DeviceContext* d = device(device_index);
-  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
+  if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   const std::string name = program->name ? program->name : "kernel";
   std::string glsl, why;
   bool can_fail = false;
   emit::GlslTarget t32 = d->target;
   t32.index32 = true;
   if (!emit::emit_glsl_kernel(*program, t32, glsl, &can_fail, &why))
-    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
   auto p = std::make_unique<ember_program_s>();
   emit::GlslTarget t64 = d->target;
   t64.index32 = false;
   if (!emit::emit_glsl_kernel(*program, t64, p->glsl64, nullptr, &why))
-    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
   if (int32_t rc = build_pipeline(d, glsl, program->n_args, name, &p->pipeline, st); rc != EMBER_OK) return rc;
   p->name = name;
   p->can_fail = can_fail;
@@ -239,17 +240,17 @@ ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>
 int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* launch_in, uint64_t tag, ember_status* st) {
   if (launch_in->outer_rank < 0 || launch_in->reduce_rank < 0 ||
       launch_in->outer_rank + launch_in->reduce_rank > EMBER_MAX_ITER_RANK)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d + %d", p->name.c_str(), launch_in->outer_rank,
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d + %d", p->name.c_str(), launch_in->outer_rank,
                 launch_in->reduce_rank);
   std::vector<ember_kir_arg> merged_args;
   const ember_kir_launch merged = coalesce(*launch_in, merged_args);
   const ember_kir_launch* l = &merged;
   if (l->n_args != p->pipeline->n_args)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
                 l->n_args, p->pipeline->n_args);
   const int rank = l->outer_rank + l->reduce_rank;
   if (rank < 0 || rank > EMBER_MAX_ITER_RANK)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d", p->name.c_str(), rank);
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d", p->name.c_str(), rank);
   std::vector<int64_t> words(size_t(W::words(l->n_args)), 0);
   int64_t points = 1;
   for (int dim = 0; dim < (p->reduce ? l->outer_rank : rank); ++dim) points *= l->shape[dim];
@@ -288,7 +289,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
     aw[W::kGatherSize] = arg.gather_size;
     bufs[size_t(a)] = arg.buffer;
     if (arg.buffer && arg.buffer->device != q->device)
-      return fail(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
+      return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
   }
   std::shared_ptr<const Pipeline> pipe = p->pipeline;
   if (!fits32) {
@@ -346,13 +347,13 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
   for (int32_t i = 0; i < n_in; ++i) target.index32 = target.index32 && fits(in[i]);
   for (int32_t i = 0; i < n_out; ++i) target.index32 = target.index32 && fits(out[i]);
   if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, target, passes, &why))
-    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
   std::vector<ember_buffer> bufs;
   for (int32_t i = 0; i < n_in; ++i) bufs.push_back(in[i].buffer);
   for (int32_t i = 0; i < n_out; ++i) bufs.push_back(out[i].buffer);
   for (ember_buffer b : bufs)
     if (b && b->device != q->device)
-      return fail(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
+      return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
   for (const emit::GlslPass& p : passes) {
     std::shared_ptr<const Pipeline> pipe;
     if (int32_t rc = library_pipeline(q->device, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;

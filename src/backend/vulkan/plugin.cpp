@@ -6,9 +6,7 @@
 //   EMBER_VULKAN_DISABLE=f64,int8,int16  treat the device as lacking these features
 //   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
 //   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "backend/abi.h"
 #include "backend/common/emit_glsl.h"
@@ -28,8 +26,7 @@ const char* no_device_reason() {
 
 int32_t device_properties(int32_t index, ember_device_properties* out, ember_status* st) {
   DeviceContext* d = device(index);
-  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", index);
-  if (!out || out->struct_size < sizeof(uint32_t)) return fail(st, EMBER_ERR_INVALID, "device_properties: no struct_size");
+  if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", index);
   ember_device_properties p{};
   p.struct_size = sizeof p;
   std::snprintf(p.name, sizeof p.name, "%s", d->name.c_str());
@@ -44,10 +41,7 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
   p.subgroup_size = d->subgroup_size;
   p.host_visible = d->device_memory_host_visible ? 1 : 0;
   p.async = 1;
-  const uint32_t caller = out->struct_size;
-  std::memcpy(out, &p, std::min<size_t>(caller, sizeof p));
-  out->struct_size = caller;
-  return EMBER_OK;
+  return plugin::copy_properties(p, out, st);
 }
 
 int32_t supports_op(int32_t index, int32_t kind, int32_t op, int32_t dtype) {

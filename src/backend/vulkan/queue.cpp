@@ -15,9 +15,8 @@ constexpr uint32_t kDescriptorsPerBatch = 4096;
 constexpr VkDeviceSize kChunkBytes = 4u << 20;
 
 int32_t vk_fail(ember_status* st, VkResult r, const char* what) {
-  return fail(st, r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ? EMBER_ERR_OUT_OF_MEMORY
-                                                                                           : EMBER_ERR_INTERNAL,
-              "vulkan: %s: %s", what, result_name(r));
+  const bool memory = r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY;
+  return set_status(st, memory ? EMBER_ERR_OUT_OF_MEMORY : EMBER_ERR_INTERNAL, "vulkan: %s: %s", what, result_name(r));
 }
 
 uint64_t completed(ember_queue q) {
@@ -53,10 +52,10 @@ void collect_error(ember_queue q) {
     q->deferred = ember_status{};
     q->deferred.tag = it != q->checked.end() ? it->second.tag : 0;
     if (e[0] == emit::kErrGather)
-      fail(&q->deferred, EMBER_ERR_INVALID, "%s: %s (%lld for a dimension of size %lld)", name.c_str(),
+      set_status(&q->deferred, EMBER_ERR_INVALID, "%s: %s (%lld for a dimension of size %lld)", name.c_str(),
            emit::glsl_error_text(e[0]), (long long)value, (long long)extra);
     else
-      fail(&q->deferred, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::glsl_error_text(e[0]));
+      set_status(&q->deferred, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::glsl_error_text(e[0]));
   }
   std::memset(e, 0, sizeof(uint32_t) * emit::kErrWords);
 }
@@ -64,10 +63,8 @@ void collect_error(ember_queue q) {
 // Releases what finished batches held, and frees whose work is done.
 void retire(ember_queue q) {
   const uint64_t done = completed(q);
-  bool any = false;
   while (!q->in_flight.empty() && q->in_flight.front().value <= done) {
     Batch& b = q->in_flight.front();
-    any = true;
     vkResetCommandBuffer(b.cb, 0);
     q->spare_cbs.push_back(b.cb);
     vkResetDescriptorPool(q->device->device, b.pool, 0);
@@ -80,11 +77,10 @@ void retire(ember_queue q) {
         delete c;
       }
     }
-    if (any) collect_error(q);  // before the launch ids of this batch are forgotten
+    collect_error(q);  // before the launch ids of this batch are forgotten
     for (uint32_t id : b.checked_launches) q->checked.erase(id);
     q->in_flight.pop_front();
   }
-  if (any) collect_error(q);
   while (!q->frees.empty() && q->frees.front().first <= done) {
     release_buffer(q->frees.front().second);
     q->frees.pop_front();
@@ -166,7 +162,7 @@ int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** c
     std::string why;
     if (!q->device->create(bytes <= kChunkBytes ? kChunkBytes : bytes, true, c->block, &why)) {
       delete c;
-      return fail(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan: staging memory of %zu bytes: %s", size_t(bytes), why.c_str());
+      return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan: staging memory of %zu bytes: %s", size_t(bytes), why.c_str());
     }
   }
   // Keep the partly used chunk last only if the new one is a one-off large block.
@@ -174,19 +170,6 @@ int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** c
   c->used = bytes;
   *chunk = c;
   *offset = 0;
-  return EMBER_OK;
-}
-
-int32_t descriptor_set(ember_queue q, VkDescriptorSetLayout layout, uint32_t descriptors, VkDescriptorSet* out,
-                       ember_status* st) {
-  (void)descriptors;
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = q->open.pool;
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &layout;
-  VkResult r = vkAllocateDescriptorSets(q->device->device, &ai, out);
-  if (r != VK_SUCCESS) return vk_fail(st, r, "vkAllocateDescriptorSets");
-  ++q->open.sets;
   return EMBER_OK;
 }
 
@@ -199,15 +182,23 @@ int32_t end_command(ember_queue q, ember_status* st) {
   return EMBER_OK;
 }
 
-// Room for one more launch with `descriptors` bindings in the open batch (flushes a full one).
-int32_t reserve_launch(ember_queue q, uint32_t descriptors, ember_status* st) {
-  if (q->open.cb && (q->open.sets + 1 > kSetsPerBatch || (q->open.sets + 1) * descriptors > kDescriptorsPerBatch)) {
-    int32_t rc = flush(q, st);
-    if (rc != EMBER_OK) return rc;
-  }
+int32_t open_launch(ember_queue q, VkDescriptorSetLayout layout, uint32_t descriptors, VkDescriptorSet* set,
+                    ember_status* st) {
   if (descriptors > kDescriptorsPerBatch)
-    return fail(st, EMBER_ERR_UNSUPPORTED, "vulkan: a launch with %u bindings", descriptors);
-  return begin(q, st);
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan: a launch with %u bindings", descriptors);
+  Batch& b = q->open;
+  if (b.cb && (b.sets + 1 > kSetsPerBatch || b.descriptors + descriptors > kDescriptorsPerBatch))
+    if (int32_t rc = flush(q, st); rc != EMBER_OK) return rc;
+  if (int32_t rc = begin(q, st); rc != EMBER_OK) return rc;
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = q->open.pool;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkResult r = vkAllocateDescriptorSets(q->device->device, &ai, set);
+  if (r != VK_SUCCESS) return vk_fail(st, r, "vkAllocateDescriptorSets");
+  ++q->open.sets;
+  q->open.descriptors += descriptors;
+  return EMBER_OK;
 }
 
 int32_t flush(ember_queue q, ember_status* st) {
@@ -254,7 +245,7 @@ int32_t flush(ember_queue q, ember_status* st) {
 
 int32_t queue_create(int32_t device_index, ember_queue* out, ember_status* st) {
   DeviceContext* d = device(device_index);
-  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
+  if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   auto q = std::make_unique<ember_queue_s>();
   q->device = d;
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -275,7 +266,7 @@ int32_t queue_create(int32_t device_index, ember_queue* out, ember_status* st) {
   if (!d->create(sizeof(uint32_t) * emit::kErrWords, true, q->error_word, &why)) {
     vkDestroySemaphore(d->device, q->timeline, nullptr);
     vkDestroyCommandPool(d->device, q->command_pool, nullptr);
-    return fail(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan: error word: %s", why.c_str());
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan: error word: %s", why.c_str());
   }
   std::memset(q->error_word.mapped, 0, sizeof(uint32_t) * emit::kErrWords);
   *out = q.release();
@@ -311,7 +302,7 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
   int32_t rc = wait_all(q, st);
   if (rc != EMBER_OK) return rc;
   if (std::string v = take_validation_error(); !v.empty())
-    return fail(st, EMBER_ERR_INTERNAL, "vulkan validation layer: %.400s", v.c_str());
+    return set_status(st, EMBER_ERR_INTERNAL, "vulkan validation layer: %.400s", v.c_str());
   if (!q->has_deferred) return EMBER_OK;
   q->has_deferred = false;
   if (st) *st = q->deferred;
@@ -320,17 +311,17 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
 
 int32_t buffer_alloc(int32_t device_index, size_t bytes, ember_buffer* out, ember_status* st) {
   DeviceContext* d = device(device_index);
-  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
+  if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   const uint64_t limit = d->props.limits.maxStorageBufferRange;
   if (bytes > limit)
-    return fail(st, EMBER_ERR_OUT_OF_MEMORY,
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY,
                 "vulkan:%d: a buffer of %zu bytes is larger than the device's largest storage binding (%llu bytes)",
                 device_index, bytes, (unsigned long long)limit);
   auto* b = new ember_buffer_s{d, {}, bytes};
   std::string why;
   if (!d->create(bytes, false, b->block, &why)) {
     delete b;
-    return fail(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan:%d: allocating %zu bytes: %s", device_index, bytes, why.c_str());
+    return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan:%d: allocating %zu bytes: %s", device_index, bytes, why.c_str());
   }
   *out = b;
   return EMBER_OK;
@@ -349,7 +340,7 @@ void buffer_free(ember_queue q, ember_buffer b) {
 
 int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* src, size_t n, ember_status* st) {
   if (off + n > dst->bytes || off + n < off)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: write of %zu bytes at %zu into a buffer of %zu", n, off, dst->bytes);
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: write of %zu bytes at %zu into a buffer of %zu", n, off, dst->bytes);
   if (n == 0) return EMBER_OK;
   std::lock_guard lock(q->mutex);
   retire(q);
@@ -369,7 +360,7 @@ int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* sr
 
 int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size_t n, ember_status* st) {
   if (off + n > src->bytes || off + n < off)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: read of %zu bytes at %zu from a buffer of %zu", n, off, src->bytes);
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: read of %zu bytes at %zu from a buffer of %zu", n, off, src->bytes);
   if (n == 0) return EMBER_OK;
   std::lock_guard lock(q->mutex);
   if (src->block.mapped) {
@@ -396,7 +387,7 @@ int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size
 int32_t buffer_copy(ember_queue q, ember_buffer dst, size_t dst_off, ember_buffer src, size_t src_off, size_t n,
                     ember_status* st) {
   if (dst_off + n > dst->bytes || src_off + n > src->bytes)
-    return fail(st, EMBER_ERR_INVALID, "vulkan: copy of %zu bytes out of range", n);
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: copy of %zu bytes out of range", n);
   if (n == 0) return EMBER_OK;
   if (dst->device != src->device) {
     // Two VkDevices share no memory: through the host, finished before returning (so the
@@ -419,7 +410,7 @@ int32_t buffer_copy(ember_queue q, ember_buffer dst, size_t dst_off, ember_buffe
 
 int32_t event_create(int32_t device_index, ember_event* out, ember_status* st) {
   DeviceContext* d = device(device_index);
-  if (!d) return fail(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
+  if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   *out = new ember_event_s{d, nullptr, VK_NULL_HANDLE, 0};
   return EMBER_OK;
 }

@@ -32,7 +32,7 @@ struct Chunk {
 struct Batch {
   VkCommandBuffer cb = VK_NULL_HANDLE;
   VkDescriptorPool pool = VK_NULL_HANDLE;
-  uint32_t commands = 0, sets = 0;
+  uint32_t commands = 0, sets = 0, descriptors = 0;
   uint64_t value = 0;  // the timeline value its submission signals
   std::vector<Chunk*> chunks;
   std::vector<std::shared_ptr<const Pipeline>> pipelines;  // kept alive while it runs
@@ -70,6 +70,9 @@ struct ember_queue_s {
   std::unordered_map<uint32_t, Checked> checked;
   bool has_deferred = false;
   ember_status deferred{};
+  // Reused by each launch's descriptor writes (under mutex), so that a dispatch allocates nothing.
+  std::vector<VkDescriptorBufferInfo> binding_infos;
+  std::vector<VkWriteDescriptorSet> binding_writes;
 };
 
 struct ember_event_s {
@@ -102,13 +105,12 @@ int32_t event_query(ember_event e);
 // For kernels.cpp, with q->mutex held: the open batch (started if needed), `bytes` of host-visible
 // memory in it (aligned to `align`), and the end of a recorded command (barrier, flush when full).
 int32_t begin(ember_queue q, ember_status* st);
-// Room for one more launch with `descriptors` bindings in the open batch (flushes a full one).
-int32_t reserve_launch(ember_queue q, uint32_t descriptors, ember_status* st);
+// A descriptor set of `layout` (`descriptors` bindings) for one more launch in the open batch,
+// which is submitted first when it has no room left, and started if needed.
+int32_t open_launch(ember_queue q, VkDescriptorSetLayout layout, uint32_t descriptors, VkDescriptorSet* set,
+                    ember_status* st);
 int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** chunk, VkDeviceSize* offset,
                 ember_status* st);
-// A descriptor set of `layout` in the open batch (a new batch when the pool is full).
-int32_t descriptor_set(ember_queue q, VkDescriptorSetLayout layout, uint32_t descriptors, VkDescriptorSet* out,
-                       ember_status* st);
 int32_t end_command(ember_queue q, ember_status* st);
 // Submits the open batch (if it has work or waits).
 int32_t flush(ember_queue q, ember_status* st);
