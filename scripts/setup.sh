@@ -14,7 +14,8 @@ packages=(
   dataset-fashion-mnist                           # the default training data (/usr/share/datasets/fashion-mnist)
   libvulkan-dev mesa-vulkan-drivers              # Vulkan loader/headers and lavapipe (a CPU Vulkan driver for tests)
   libshaderc-dev glslang-dev                      # GLSL -> SPIR-V at run time (the Vulkan plugin links them statically)
-  spirv-tools vulkan-validationlayers             # spirv-val and the validation layer (Vulkan test stages)
+  spirv-tools glslang-tools vulkan-validationlayers  # spirv-val, glslangValidator and the validation layer (Vulkan tests)
+  chromium-common                                 # SwiftShader, the second CPU Vulkan driver (no int64/f64/16-bit: the weak device)
 )
 
 missing=()

@@ -63,27 +63,20 @@ std::string i64_literal(int64_t v) {
 }
 
 // Helpers every shader gets. e_fail records the first kernel-side error in the error word.
+// EW is the type of the values an error reports (int64_t, or int without shaderInt64) and EW_HI
+// the shift that gives their high word (sign-filled for int).
 const char* kPreludeCommon = R"(
-layout(std430, binding = 0) readonly buffer EmberLaunch { int64_t P[]; };
 layout(std430, binding = 1) buffer EmberErrorWord { uint E[]; };
 #define F(bits) uintBitsToFloat(bits)
 uint e_opaque = 0u;  // set from launch word kZero at the start of main()
-// int -> int64_t without the sign-extension instruction: lavapipe (Mesa 22.3) miscompiles a
-// comparison of a sign-extended value (int64_t(i) < 3 was false for i = 0, 1, 2).
-int64_t e_i2l(int x) { return (int64_t(uint64_t(uint(x))) ^ int64_t(0x80000000UL)) - int64_t(0x80000000UL); }
-int64_t e_i2l(int64_t x) { return x; }
 float e_nanf() { return F(0x7fc00000u); }
 float e_inff() { return F(0x7f800000u); }
-void e_fail(uint code, int64_t value, int64_t extra) {
+void e_fail(uint code, EW value, EW extra) {
   if (atomicCompSwap(E[0], 0u, code) == 0u) {
     E[1] = uint(P[3]);
-    E[2] = uint(value); E[3] = uint(value >> 32);
-    E[4] = uint(extra); E[5] = uint(extra >> 32);
+    E[2] = uint(value); E[3] = uint(value >> EW_HI);
+    E[4] = uint(extra); E[5] = uint(extra >> EW_HI);
   }
-}
-int64_t e_gather(int64_t base, int64_t index, int64_t stride, int64_t size) {
-  if (index < 0 || index >= size) { e_fail(1u, index, size); return base; }
-  return base + index * stride;
 }
 float e_maxf(float x, float y) { return (isnan(x) || isnan(y)) ? e_nanf() : (x > y ? x : y); }
 float e_minf(float x, float y) { return (isnan(x) || isnan(y)) ? e_nanf() : (x < y ? x : y); }
@@ -150,9 +143,6 @@ float e_powf(float x, float y) {
   return (x < 0.0 && yodd) ? -r : r;
 }
 int e_f2i(float x) { return (x >= -2147483648.0 && x < 2147483648.0) ? int(x) : int(0x80000000u); }
-int64_t e_f2l(float x) {
-  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? int64_t(x) : int64_t(0x8000000000000000UL);
-}
 // f16/bf16 bits <-> f32, bit for bit as the core's conversions (src/core/dtype.cpp).
 float e_h2f(uint h) {
   uint sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
@@ -176,6 +166,21 @@ uint e_f2b(float f) {
   uint x = floatBitsToUint(f);
   return ((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16) & 0xffffu;
 }
+)";
+
+// What needs shaderInt64: int -> i64 casts, gathers (i64 indices), random numbers (i64 counters).
+const char* kPreludeInt64 = R"(
+// int -> int64_t without the sign-extension instruction: lavapipe (Mesa 22.3) miscompiles a
+// comparison of a sign-extended value (int64_t(i) < 3 was false for i = 0, 1, 2).
+int64_t e_i2l(int x) { return (int64_t(uint64_t(uint(x))) ^ int64_t(0x80000000UL)) - int64_t(0x80000000UL); }
+int64_t e_i2l(int64_t x) { return x; }
+int64_t e_gather(int64_t base, int64_t index, int64_t stride, int64_t size) {
+  if (index < 0 || index >= size) { e_fail(1u, index, size); return base; }
+  return base + index * stride;
+}
+int64_t e_f2l(float x) {
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? int64_t(x) : int64_t(0x8000000000000000UL);
+}
 uvec2 e_philox(uint64_t counter, uint stream, uint64_t key) {
   uint c0 = uint(counter), c1 = uint(counter >> 32), c2 = stream, c3 = 0u;
   uint k0 = uint(key), k1 = uint(key >> 32);
@@ -196,23 +201,23 @@ float e_uniform_f32(int64_t c, uint s, uint64_t k) { return float(e_philox(uint6
 // division by zero and negative exponents as the interpreter does.
 std::string int_helpers(const char* T, const char* sfx) {
   std::string s = R"(
-T e_div_SFX(T a, T b) { if (b == T(0)) { e_fail(2u, int64_t(a), int64_t(0)); return T(0); } return b == T(-1) ? -a : a / b; }
+T e_div_SFX(T a, T b) { if (b == T(0)) { e_fail(2u, EW(a), EW(0)); return T(0); } return b == T(-1) ? -a : a / b; }
 T e_floordiv_SFX(T a, T b) {
-  if (b == T(0)) { e_fail(2u, int64_t(a), int64_t(0)); return T(0); }
+  if (b == T(0)) { e_fail(2u, EW(a), EW(0)); return T(0); }
   if (b == T(-1)) return -a;
   T q = a / b;
   if (a - q * b != T(0) && ((a < T(0)) != (b < T(0)))) q -= T(1);
   return q;
 }
 T e_rem_SFX(T a, T b) {
-  if (b == T(0)) { e_fail(3u, int64_t(a), int64_t(0)); return T(0); }
+  if (b == T(0)) { e_fail(3u, EW(a), EW(0)); return T(0); }
   if (b == T(-1)) return T(0);
   T m = a - (a / b) * b;
   if (m != T(0) && ((m < T(0)) != (b < T(0)))) m += b;
   return m;
 }
 T e_pow_SFX(T a, T b) {
-  if (b < T(0)) { e_fail(4u, int64_t(b), int64_t(0)); return T(0); }
+  if (b < T(0)) { e_fail(4u, EW(b), EW(0)); return T(0); }
   T r = T(1), x = a;
   for (T e = b; e > T(0); e >>= 1) { if ((e & T(1)) != T(0)) r *= x; x *= x; }
   return r;
@@ -279,7 +284,7 @@ class GlslTable final : public ExprTable {
     switch (dt) {
       case EMBER_F32: case EMBER_F16: case EMBER_BF16: return "float";
       case EMBER_F64: return t_.float64 ? "double" : nullptr;
-      case EMBER_I64: return "int64_t";
+      case EMBER_I64: return t_.int64 ? "int64_t" : nullptr;
       case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int";
       default: return nullptr;
     }
@@ -288,7 +293,7 @@ class GlslTable final : public ExprTable {
     switch (dt) {
       case EMBER_F32: return "float";
       case EMBER_F64: return t_.float64 ? "double" : nullptr;
-      case EMBER_I64: return "int64_t";
+      case EMBER_I64: return t_.int64 ? "int64_t" : nullptr;
       case EMBER_I32: return "int";
       case EMBER_U8: case EMBER_BOOL: return t_.storage8 ? "uint8_t" : nullptr;
       case EMBER_F16: case EMBER_BF16: return t_.storage16 ? "uint16_t" : nullptr;
@@ -558,7 +563,7 @@ std::unique_ptr<ExprTable> make_glsl_table(const GlslTarget& target) { return st
 
 std::string glsl_header(const std::string& what, const GlslTarget& target, bool need8, bool need16) {
   std::string src = "#version 450\n// Vulkan compute shader for " + what + ", generated by ember (src/backend/common/emit_glsl.cpp).\n";
-  src += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (target.int64) src += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
   if (target.preserve_inf_nan32 || target.preserve_inf_nan64) {
     // ExecutionMode SignedZeroInfNanPreserve (4461) with capability 4466, per float width.
     src += "#extension GL_EXT_spirv_intrinsics : require\n";
@@ -572,12 +577,19 @@ std::string glsl_header(const std::string& what, const GlslTarget& target, bool 
   src += "layout(local_size_x = " + S(target.workgroup) + ") in;\n";
   // Index arithmetic in 32 bits where every offset of the launch fits (the plugin checks; 64-bit
   // division is many times slower on most devices), else in 64 bits.
-  src += target.index32 ? "#define IX int\n" : "#define IX int64_t\n";
+  src += target.index32 || !target.int64 ? "#define IX int\n" : "#define IX int64_t\n";
+  // The launch words are int64; without shaderInt64 each is read as an ivec2, whose int() is
+  // its low half (the plugin checks that every word fits in 31 bits).
+  if (target.int64)
+    src += "layout(std430, binding = 0) readonly buffer EmberLaunch { int64_t P[]; };\n#define EW int64_t\n#define EW_HI 32\n";
+  else
+    src += "layout(std430, binding = 0) readonly buffer EmberLaunch { ivec2 P[]; };\n#define EW int\n#define EW_HI 31\n";
   src += kPreludeCommon;
+  if (target.int64) src += kPreludeInt64;
   src += target.float64 ? kPreludeF64 : kPreludeNoF64;
   if (target.float64) src += kGlslF64Math;
   src += int_helpers("int", "i");
-  src += int_helpers("int64_t", "l");
+  if (target.int64) src += int_helpers("int64_t", "l");
   return src;
 }
 
@@ -632,11 +644,12 @@ bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype) {
   if (!t.reg_type(dtype)) return false;
   switch (op) {
     case EMBER_KIR_CONST: return !t.constant(ember_kir_inst{op, dtype, 0, -1, -1, -1, 0, 0, 0.0, 0}).empty();
-    case EMBER_KIR_LOAD: case EMBER_KIR_LOAD_GATHER: case EMBER_KIR_STORE: case EMBER_KIR_LOAD_UNIFORM:
+    case EMBER_KIR_LOAD_GATHER: return target.int64 && t.storage_type(dtype) != nullptr;
+    case EMBER_KIR_LOAD: case EMBER_KIR_STORE: case EMBER_KIR_LOAD_UNIFORM:
       return t.storage_type(dtype) != nullptr;
     case EMBER_KIR_IOTA: return dtype == EMBER_I64;
     case EMBER_KIR_CAST: case EMBER_KIR_SELECT: return true;
-    case EMBER_KIR_RAND_UNIFORM: return !t.rand_uniform(dtype, "c", 0, "k").empty();
+    case EMBER_KIR_RAND_UNIFORM: return target.int64 && !t.rand_uniform(dtype, "c", 0, "k").empty();
     case EMBER_KIR_LT: case EMBER_KIR_LE: case EMBER_KIR_GT: case EMBER_KIR_GE: case EMBER_KIR_EQ: case EMBER_KIR_NE:
       return true;
     default:
@@ -729,7 +742,7 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
   }
   src += shared_decl;
   src += "void main() {\n  e_opaque = uint(P[" + S(W::kZero) + "]);\n";
-  src += "  bool tree = P[" + S(W::kMode) + "] != 0;\n  uint lid = gl_LocalInvocationID.x;\n";
+  src += "  bool tree = int(P[" + S(W::kMode) + "]) != 0;\n  uint lid = gl_LocalInvocationID.x;\n";
   src += "  IX wg = IX(gl_WorkGroupID.y) * IX(gl_NumWorkGroups.x) + IX(gl_WorkGroupID.x);\n";
   src += "  IX ngroups = IX(gl_NumWorkGroups.x) * IX(gl_NumWorkGroups.y);\n";
   // Outer points in a grid-stride loop: a workgroup's (mode 1) or an invocation's (mode 0); in

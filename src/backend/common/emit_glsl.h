@@ -24,6 +24,11 @@ struct GlslTarget {
   bool float64 = true;    // shaderFloat64: f64 values (and f32 floor division / remainder via f64)
   bool storage8 = true;   // 8-bit storage and int8 types: u8 and bool arguments
   bool storage16 = true;  // 16-bit storage and int16 types: f16 and bf16 arguments (as bits)
+  // shaderInt64: i64 values, 64-bit index arithmetic, gathers and random numbers (their indices
+  // and counters are i64) and the library shaders other than matmul. Without it (SwiftShader)
+  // shaders use int only, launch words are read as their low halves, and what needs i64 is
+  // refused by supports_op (so the core runs it on the CPU: scheduler/host_fallback.h).
+  bool int64 = true;
   uint32_t workgroup = 256;  // a power of two
   // Float controls (SPV_KHR_float_controls): without SignedZeroInfNanPreserve a driver may fold
   // x - x to 0 or drop isnan() (Mesa's NIR does), which breaks NaN/inf/-0 semantics.

@@ -232,6 +232,7 @@ bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) 
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const bool storable = t->storage_type(dtype) && t->reg_type(dtype);
   const bool floating = storable && lib::is_floating(dtype);
+  if (op != EMBER_LIB_MATMUL && !target.int64) return false;  // their shaders use int64 (the host fallback runs them)
   switch (op) {
     case EMBER_LIB_MATMUL: return storable;
     case EMBER_LIB_CONV2D:

@@ -116,11 +116,14 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &f11;
   vkGetPhysicalDeviceFeatures2(phys, &f2);
-  if (!f12.timelineSemaphore || !f2.features.shaderInt64) {
-    *why = std::string(d.props.deviceName) + ": timeline semaphores and shaderInt64 are needed";
+  if (!f12.timelineSemaphore) {
+    *why = std::string(d.props.deviceName) + ": timeline semaphores are needed";
     return false;
   }
-  d.target.float64 = f2.features.shaderFloat64 && !disabled("f64");
+  // Without shaderInt64 (SwiftShader) the shaders use int only, and f64 goes too (its helpers
+  // convert through int64); what needs either runs on the CPU (host fallback).
+  d.target.int64 = f2.features.shaderInt64 && !disabled("int64");
+  d.target.float64 = d.target.int64 && f2.features.shaderFloat64 && !disabled("f64");
   d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !disabled("int8");
   d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !disabled("int16");
   d.target.preserve_inf_nan32 = fc.shaderSignedZeroInfNanPreserveFloat32;
@@ -184,7 +187,7 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   e12.shaderInt8 = d.target.storage8;
   VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   e2.pNext = &e11;
-  e2.features.shaderInt64 = VK_TRUE;
+  e2.features.shaderInt64 = d.target.int64;
   e2.features.shaderFloat64 = d.target.float64;
   e2.features.shaderInt16 = d.target.storage16;
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

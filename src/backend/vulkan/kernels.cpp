@@ -179,7 +179,7 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   auto p = std::make_unique<ember_program_s>();
   emit::GlslTarget t64 = d->target;
   t64.index32 = false;
-  if (!emit::emit_glsl_kernel(*program, t64, p->glsl64, nullptr, &why))
+  if (d->target.int64 && !emit::emit_glsl_kernel(*program, t64, p->glsl64, nullptr, &why))
     return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: %s", device_index, name.c_str(), why.c_str());
   if (int32_t rc = build_pipeline(d, glsl, program->n_args, name, &p->pipeline, st); rc != EMBER_OK) return rc;
   p->name = name;
@@ -292,6 +292,11 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
       return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
   }
   std::shared_ptr<const Pipeline> pipe = p->pipeline;
+  if (!fits32 && !q->device->target.int64)
+    return set_status(st, EMBER_ERR_UNSUPPORTED,
+                      "vulkan:%d: %s needs 64-bit index arithmetic (offsets past 2^31), which this device lacks "
+                      "(no shaderInt64)",
+                      q->device->index, p->name.c_str());
   if (!fits32) {
     std::lock_guard lock(p->mutex64);
     if (!p->pipeline64)
@@ -346,6 +351,11 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
   };
   for (int32_t i = 0; i < n_in; ++i) target.index32 = target.index32 && fits(in[i]);
   for (int32_t i = 0; i < n_out; ++i) target.index32 = target.index32 && fits(out[i]);
+  if (!target.index32 && !target.int64)
+    return set_status(st, EMBER_ERR_UNSUPPORTED,
+                      "vulkan:%d: library call %d needs 64-bit index arithmetic (tensors past 2^31 elements), which "
+                      "this device lacks (no shaderInt64)",
+                      q->device->index, op);
   if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, target, passes, &why))
     return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
   std::vector<ember_buffer> bufs;

@@ -1,9 +1,9 @@
-// The Vulkan plugin's C table (abi.h, v2): every Vulkan physical device with timeline semaphores
-// and shaderInt64 is a device (vulkan:0, ...). Fused KIR programs become GLSL compute shaders
+// The Vulkan plugin's C table (abi.h, v2): every Vulkan 1.2 physical device with timeline
+// semaphores is a device (vulkan:0, ...). Fused KIR programs become GLSL compute shaders
 // (backend/common/emit_glsl.cpp) compiled at run time; matmul is a library shader; other library
 // calls are not implemented yet (supports_op says so, and the core names the op).
 //
-//   EMBER_VULKAN_DISABLE=f64,int8,int16  treat the device as lacking these features
+//   EMBER_VULKAN_DISABLE=f64,int8,int16,int64  treat the device as lacking these features
 //   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
 //   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
 #include <cstdio>
@@ -34,7 +34,7 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
   p.memory_total = d->heap_bytes;
   for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
     if (emit::glsl_supports(d->target, EMBER_KIR_LOAD, uint8_t(dt))) p.dtypes |= EMBER_DTYPE_BIT(dt);
-  p.index_bits = 64;
+  p.index_bits = d->target.int64 ? 64 : 32;
   p.max_buffer_bytes = d->props.limits.maxStorageBufferRange;
   p.max_binding_bytes = d->props.limits.maxStorageBufferRange;
   p.max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
