@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -216,6 +217,73 @@ TEST(VulkanTest, TrainingMatchesTheReference) {
     return losses;
   };
   EXPECT_TRUE(all_close(train(kVk), train(Device::reference()), 1e-4, 1e-5));
+}
+
+// Compiled SPIR-V is kept in the kernel cache folder (EMBER_CACHE_DIR) and read back when the
+// kernel is compiled again; a damaged file (truncated, or one word changed) is compiled again and
+// replaced, never handed to the driver.
+TEST(VulkanTest, ShadersAreCachedOnDiskAndDamagedFilesAreCompiledAgain) {
+  REQUIRE_VULKAN();
+  char templ[] = "/tmp/ember_spirv_cache.XXXXXX";
+  ASSERT_NE(mkdtemp(templ), nullptr);
+  const std::string dir = templ;
+  setenv("EMBER_CACHE_DIR", dir.c_str(), 1);
+  Backend& be = Backend::get(DeviceKind::Vulkan);
+  const size_t capacity = be.program_capacity();
+  auto spirv_files = [&] {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().filename().string().rfind("vulkan_", 0) == 0 && e.path().extension() == ".spv")
+        files.push_back(e.path().string());
+    return files;
+  };
+  // A kernel no other test compiles (its constant is baked into the shader): (x + 1234.5) * x.
+  auto run = [] {
+    Array x = from_vector(std::vector<float>{1.5f, -2.0f, 0.0f}, {3}, kVk);
+    return mul(add(x, full({3}, 1234.5, {.device = kVk})), x).to_vector<float>();
+  };
+  auto evict = [&] {  // the core's program cache forgets the kernel: the next use compiles it
+    be.set_program_capacity(1);
+    (void)neg(from_vector(std::vector<float>{1.0f}, {1}, kVk)).to_vector<float>();
+    be.set_program_capacity(capacity);
+  };
+  const std::vector<float> want = {1.5f * 1236.0f, -2.0f * 1232.5f, 0.0f};
+  EXPECT_EQ(run(), want);
+  evict();  // compiles evict's own kernel too, before the files are listed
+  std::vector<std::string> files = spirv_files();
+  ASSERT_FALSE(files.empty()) << "no SPIR-V written to " << dir;
+  std::vector<uintmax_t> sizes;
+  std::vector<std::filesystem::file_time_type> times;
+  for (const std::string& f : files) {
+    sizes.push_back(std::filesystem::file_size(f));
+    times.push_back(std::filesystem::last_write_time(f));
+  }
+  EXPECT_EQ(run(), want) << "from the cache";
+  EXPECT_EQ(spirv_files().size(), files.size()) << "a cached kernel was compiled into a new file";
+  for (size_t i = 0; i < files.size(); ++i)
+    EXPECT_EQ(std::filesystem::last_write_time(files[i]), times[i]) << files[i] << " was written again, not read";
+  // Damage every file: the first truncated, the others with one word flipped in the middle.
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i == 0) {
+      std::filesystem::resize_file(files[i], sizes[i] / 2 / 4 * 4);
+    } else {
+      std::FILE* f = std::fopen(files[i].c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, long(sizes[i] / 2 / 4 * 4), SEEK_SET);
+      uint32_t w = 0;
+      ASSERT_EQ(std::fread(&w, 4, 1, f), 1u);
+      w ^= 0x00010000u;
+      std::fseek(f, long(sizes[i] / 2 / 4 * 4), SEEK_SET);
+      std::fwrite(&w, 4, 1, f);
+      std::fclose(f);
+    }
+  }
+  evict();
+  EXPECT_EQ(run(), want) << "after the cache files were damaged";
+  for (size_t i = 0; i < files.size(); ++i)
+    EXPECT_EQ(std::filesystem::file_size(files[i]), sizes[i]) << files[i] << " was not replaced";
+  unsetenv("EMBER_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
+#include "backend/common/kernel_cache_dir.h"
 #include "backend/cpu/program.h"
 
 extern char** environ;
@@ -38,6 +39,8 @@ extern char** environ;
 namespace ember::cpu {
 
 namespace {
+
+using plugin::fnv1a;
 
 // The last-level cache (L3, else L2) from sysconf; 8 MiB when it does not say.
 int64_t last_level_cache_bytes() {
@@ -78,14 +81,6 @@ int env_mode() {
 }
 
 // ---- helpers -----------------------------------------------------------------------------------
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 bool executable(const std::string& path) {
   struct stat sb;
   return ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -150,15 +145,6 @@ std::string read_file(const std::string& path, size_t max = 4096) {
   return s;
 }
 
-bool make_dirs(const std::string& dir) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos < dir.size() && dir[pos] != '/') continue;
-    std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  }
-  return ::access(dir.c_str(), W_OK) == 0;
-}
-
 // The statics the compile thread uses are never destroyed: it may still be compiling while exit
 // handlers destroy function-local statics created after the Compiler (ThreadSanitizer saw the
 // thread read `flags` and lock `m` after their destruction).
@@ -200,13 +186,10 @@ std::string compiler_id(const std::string& cxx, const std::string& tmpdir) {
 }
 
 std::string cache_dir() {
-  std::string dir;
-  if (const char* e = std::getenv("EMBER_CACHE_DIR"); e && *e) dir = e;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/ember/kernels";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/ember/kernels";
-  if (!dir.empty() && make_dirs(dir)) return dir;
-  if (!dir.empty()) TIER_LOG("kernel cache %s is not writable: compiling without a cache", dir.c_str());
-  return "";
+  std::string tried;
+  std::string dir = plugin::kernel_cache_dir(&tried);
+  if (dir.empty() && !tried.empty()) TIER_LOG("kernel cache %s is not writable: compiling without a cache", tried.c_str());
+  return dir;
 }
 
 // A private scratch directory for compiles when there is no cache.

@@ -2,13 +2,17 @@
 #include "backend/vulkan/kernels.h"
 
 #include <shaderc/shaderc.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <vector>
+
+#include "backend/common/kernel_cache_dir.h"
 
 namespace ember::vk {
 
@@ -34,6 +38,87 @@ void dump(const std::string& glsl) {
   }
 }
 
+// The on-disk SPIR-V cache (backend/common/kernel_cache_dir.h): vulkan_<hash>.spv, the hash of the
+// GLSL (which spells out every device feature it uses) and the SPIR-V version shaderc targets.
+// CPU drivers keep nothing useful in a VkPipelineCache, so compiled SPIR-V is what is worth
+// keeping: shaderc takes most of a new kernel's first-launch time. Each file ends with a check
+// word (a hash of the SPIR-V before it); a file without the SPIR-V magic number or whose check
+// word is wrong (truncated, overwritten) is compiled again and replaced, never given to the
+// driver.
+std::string spirv_cache_path(const std::string& glsl) {
+  const std::string dir = plugin::kernel_cache_dir();
+  if (dir.empty()) return "";
+  unsigned version = 0, revision = 0;
+  shaderc_get_spv_version(&version, &revision);
+  char name[64];
+  std::snprintf(name, sizeof name, "/vulkan_%016llx.spv",
+                (unsigned long long)plugin::fnv1a(glsl + "\nspirv " + std::to_string(version) + "." +
+                                                  std::to_string(revision) + " vulkan1.2 O0"));
+  return dir + name;
+}
+
+uint32_t check_word(const uint32_t* words, size_t n) {
+  return uint32_t(plugin::fnv1a(std::string(reinterpret_cast<const char*>(words), n * sizeof(uint32_t))));
+}
+
+std::vector<uint32_t> read_spirv(const std::string& path) {
+  std::vector<uint32_t> words;
+  FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
+  if (!f) return words;
+  std::fseek(f, 0, SEEK_END);
+  const long bytes = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  if (bytes >= 24 && bytes % 4 == 0) {
+    words.resize(size_t(bytes) / 4);
+    if (std::fread(words.data(), 4, words.size(), f) != words.size() || words[0] != 0x07230203u ||
+        words.back() != check_word(words.data(), words.size() - 1))
+      words.clear();
+    else
+      words.pop_back();
+  }
+  std::fclose(f);
+  return words;
+}
+
+void write_spirv(const std::string& path, const std::vector<uint32_t>& spirv) {
+  if (path.empty()) return;
+  static std::atomic<uint64_t> sequence{0};
+  const std::string tmp = path + "." + std::to_string(::getpid()) + "." + std::to_string(sequence++) + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return;
+  const uint32_t check = check_word(spirv.data(), spirv.size());
+  const size_t bytes = spirv.size() * sizeof(uint32_t);
+  const bool ok = std::fwrite(spirv.data(), 1, bytes, f) == bytes && std::fwrite(&check, 4, 1, f) == 1;
+  if (std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  std::remove(tmp.c_str());
+}
+
+// GLSL -> SPIR-V, from the disk cache when it has it.
+int32_t compile_spirv(const std::string& glsl, const std::string& what, std::vector<uint32_t>& spirv,
+                      ember_status* st) {
+  const std::string path = spirv_cache_path(glsl);
+  spirv = read_spirv(path);
+  if (!spirv.empty()) return EMBER_OK;
+  shaderc_compile_options_t opts = shaderc_compile_options_initialize();
+  shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+  shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_zero);  // the driver optimizes
+  shaderc_compilation_result_t res = shaderc_compile_into_spv(compiler(), glsl.data(), glsl.size(),
+                                                              shaderc_glsl_compute_shader, "ember_kernel.comp", "main", opts);
+  shaderc_compile_options_release(opts);
+  if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
+    int32_t rc = set_status(st, EMBER_ERR_INTERNAL, "vulkan: compiling the shader of %s: %.300s", what.c_str(),
+                            shaderc_result_get_error_message(res));
+    shaderc_result_release(res);
+    return rc;
+  }
+  const size_t bytes = shaderc_result_get_length(res);
+  spirv.resize(bytes / 4);
+  std::memcpy(spirv.data(), shaderc_result_get_bytes(res), bytes);
+  shaderc_result_release(res);
+  write_spirv(path, spirv);
+  return EMBER_OK;
+}
+
 }  // namespace
 
 Pipeline::~Pipeline() {
@@ -48,26 +133,15 @@ Pipeline::~Pipeline() {
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
                        std::shared_ptr<const Pipeline>* out, ember_status* st) {
   dump(glsl);
-  shaderc_compile_options_t opts = shaderc_compile_options_initialize();
-  shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
-  shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_zero);  // the driver optimizes
-  shaderc_compilation_result_t res = shaderc_compile_into_spv(compiler(), glsl.data(), glsl.size(),
-                                                              shaderc_glsl_compute_shader, "ember_kernel.comp", "main", opts);
-  shaderc_compile_options_release(opts);
-  if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
-    int32_t rc = set_status(st, EMBER_ERR_INTERNAL, "vulkan: compiling the shader of %s: %.300s", what.c_str(),
-                      shaderc_result_get_error_message(res));
-    shaderc_result_release(res);
-    return rc;
-  }
+  std::vector<uint32_t> spirv;
+  if (int32_t rc = compile_spirv(glsl, what, spirv, st); rc != EMBER_OK) return rc;
   auto p = std::make_shared<Pipeline>();
   p->device = d;
   p->n_args = n_args;
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  mi.codeSize = shaderc_result_get_length(res);
-  mi.pCode = reinterpret_cast<const uint32_t*>(shaderc_result_get_bytes(res));
+  mi.codeSize = spirv.size() * sizeof(uint32_t);
+  mi.pCode = spirv.data();
   VkResult r = vkCreateShaderModule(d->device, &mi, nullptr, &p->module);
-  shaderc_result_release(res);
   if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
   std::vector<VkDescriptorSetLayoutBinding> bindings(size_t(n_args) + 2);
   for (size_t i = 0; i < bindings.size(); ++i)
