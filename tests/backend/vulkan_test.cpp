@@ -185,7 +185,9 @@ TEST(VulkanTest, EveryDtypeMovesBetweenDevicesUnchanged) {
 
 TEST(VulkanTest, MatmulMatchesTheReference) {
   REQUIRE_VULKAN();
-  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {7, 13, 5}, {33, 64, 17}, {2, 300, 3}}) {
+  // The last three take the tiled shader (both output dims >= 32), with partial tiles.
+  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {7, 13, 5}, {33, 64, 17}, {2, 300, 3}, {64, 16, 64}, {70, 41, 66},
+                         {130, 300, 33}}) {
     Array a = uniform({3, int64_t(m), int64_t(k)}, -1, 1, {.seed = 1, .device = kVk});
     Array b = uniform({int64_t(n), int64_t(k)}, -1, 1, {.seed = 2, .device = kVk});
     Array got = matmul(a, transpose(b, 0, 1));  // batch broadcast and a strided operand
@@ -194,6 +196,28 @@ TEST(VulkanTest, MatmulMatchesTheReference) {
   }
   Array ia = from_vector(std::vector<int64_t>{1, 2, 3, 4}, {2, 2}, kVk);
   EXPECT_EQ(matmul(ia, ia).to_vector<int64_t>(), (std::vector<int64_t>{7, 10, 15, 22}));
+}
+
+// The tiled matmul on every floating dtype, with NaN and infinities in some rows and columns:
+// each output sums k in order as the reference does, so NaN, inf and their absence land where
+// the reference puts them, and finite values agree to rounding.
+TEST(VulkanTest, TiledMatmulMatchesTheReferenceOnEveryFloatDtypeWithNonFiniteValues) {
+  REQUIRE_VULKAN();
+  const int64_t m = 67, k = 35, n = 70;
+  std::vector<double> av(size_t(m * k)), bv(size_t(k * n));
+  for (size_t i = 0; i < av.size(); ++i) av[i] = double(int64_t(i * 7919 % 97) - 48) / 16.0;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = double(int64_t(i * 104729 % 89) - 44) / 16.0;
+  av[size_t(3 * k + 5)] = kNan;   // row 3 of the output: NaN
+  av[size_t(66 * k + 34)] = kInf;  // row 66 (the last, a partial tile): +-inf or NaN
+  bv[size_t(2 * n + 69)] = -kInf;  // column 69 (partial tile)
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    if (!(Backend::get(DeviceKind::Vulkan).properties(0).dtypes & EMBER_DTYPE_BIT(int(dt)))) continue;
+    Array a = cast(from_vector(av, {m, k}, Device::cpu()), dt), b = cast(from_vector(bv, {k, n}, Device::cpu()), dt);
+    Array got = matmul(to_device(a, kVk), to_device(b, kVk));
+    Array want = matmul(to_device(a, Device::reference()), to_device(b, Device::reference()));
+    const double tol = dt == DType::F64 ? 1e-12 : dt == DType::F32 ? 1e-5 : 1e-2;
+    EXPECT_TRUE(all_close(got.to_vector<double>(), want.to_vector<double>(), tol, tol)) << dtype_name(dt);
+  }
 }
 
 // The same small model trained on vulkan:0 and on the reference backend (f32 forward,

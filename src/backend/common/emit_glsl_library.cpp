@@ -195,6 +195,72 @@ void put_tensor(std::vector<int64_t>& words, int slot, const ember_tensor_desc& 
   for (int d = 0; d < t.rank && d < 8; ++d) w[W::kStrides + d] = t.strides[d];
 }
 
+// Tiled matmul: a workgroup of 256 invocations per 64 x 64 block of outputs, each invocation 4 x 4
+// of them; A and B go through shared memory 16 values of k at a time. Every output still sums
+// k = 0, 1, ... K - 1 in order into one accumulator, as the one-output-per-invocation shader
+// does. Used for floating dtypes when both output dims are at least 32 and the loop count per
+// invocation stays under lavapipe's cap (K up to about 2500).
+constexpr int64_t kTile = 64, kTileK = 16;
+
+int64_t tiled_iterations(int64_t K, int rank) { return (K + kTileK - 1) / kTileK * 404 + 40 + rank; }
+
+bool use_tiled_matmul(const ember_tensor_desc& a, const ember_tensor_desc& c, const GlslTarget& target) {
+  const int r = c.rank;
+  return target.workgroup == 256 && target.int64 && lib::is_floating(c.dtype) && c.shape[r - 2] >= 32 &&
+         c.shape[r - 1] >= 32 && tiled_iterations(a.shape[r - 1], r) <= 60000;
+}
+
+GlslPass matmul_tiled(const ember_tensor_desc& a, const ember_tensor_desc& b, const ember_tensor_desc& c,
+                      const GlslTarget& target) {
+  using lib::S;
+  const int r = c.rank;
+  const uint8_t dt = uint8_t(c.dtype);
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  const std::string A = lib::compute_type(dt), R2 = S(r - 2), R1 = S(r - 1);
+  const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
+  int64_t tiles = ((M + kTile - 1) / kTile) * ((N + kTile - 1) / kTile);
+  lib::Params params;
+  params.i64("M", M);
+  params.i64("N", N);
+  params.i64("K", K);
+  for (int d = 0; d < r - 2; ++d) {
+    params.i64("n" + S(d), c.shape[d]);
+    tiles *= c.shape[d];
+  }
+  params.tensor("a", a, r);
+  params.tensor("b", b, r);
+  params.tensor("c", c, r);
+  const std::string shared = "shared " + A + " sa[16][65];\nshared " + A + " sb[16][65];\n";
+  std::string s;
+  s += "  int64_t tn = (N + 63) / 64, tm = (M + 63) / 64;\n";
+  s += "  int64_t tj = id % tn, rem = id / tn;\n  int64_t ti = rem % tm;\n  rem /= tm;\n";
+  s += "  int64_t oa = a_o, ob = b_o, oc = c_o;\n";
+  for (int d = r - 3; d >= 0; --d)
+    s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
+         "; oc += x * c_s" + S(d) + "; }\n";
+  s += "  int64_t i0 = ti * 64, j0 = tj * 64;\n  uint tx = lid % 16u, ty = lid / 16u;\n";
+  s += "  " + A + " acc[4][4];\n  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) acc[u][v] = " + A + "(0);\n";
+  s += "  for (int64_t k0 = 0; k0 < K; k0 += 16) {\n";
+  s += "    for (uint q = 0u; q < 4u; ++q) {\n      uint e = lid + 256u * q;\n";
+  s += "      uint row = e / 16u, ka = e % 16u, kb = e / 64u, col = e % 64u;\n";
+  s += "      int64_t gi = i0 + int64_t(row), gka = k0 + int64_t(ka), gj = j0 + int64_t(col), gkb = k0 + int64_t(kb);\n";
+  s += "      sa[ka][row] = (gi < M && gka < K) ? " + lib::load(*t, dt, 0, "oa + gi * a_s" + R2 + " + gka * a_s" + R1) +
+       " : " + A + "(0);\n";
+  s += "      sb[kb][col] = (gj < N && gkb < K) ? " + lib::load(*t, dt, 1, "ob + gkb * b_s" + R2 + " + gj * b_s" + R1) +
+       " : " + A + "(0);\n    }\n    barrier();\n";
+  s += "    int kn = int(min(K - k0, int64_t(16)));\n    for (int kk = 0; kk < kn; ++kk) {\n";
+  s += "      " + A + " av[4], bv[4];\n";
+  s += "      for (int u = 0; u < 4; ++u) { av[u] = sa[kk][ty * 4u + uint(u)]; bv[u] = sb[kk][tx * 4u + uint(u)]; }\n";
+  s += "      for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) acc[u][v] += av[u] * bv[v];\n    }\n";
+  s += "    barrier();\n  }\n";
+  s += "  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) {\n";
+  s += "    int64_t gi = i0 + int64_t(ty * 4u + uint(u)), gj = j0 + int64_t(tx * 4u + uint(v));\n";
+  s += "    if (gi < M && gj < N) " +
+       lib::store(*t, dt, 2, "oc + gi * c_s" + R2 + " + gj * c_s" + R1, lib::compute_dtype(dt), "acc[u][v]") + "\n  }\n";
+  return lib::make_pass("matmul (tiled)", target, {dt, dt, dt}, params, tiles, tiled_iterations(K, r), s, shared,
+                        /*tree=*/true);
+}
+
 bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
             const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
   if (n_in != 2 || n_out != 1) {
@@ -206,6 +272,10 @@ bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* 
   if (r < 2 || r > 8 || a.rank != r || b.rank != r || a.dtype != c.dtype || b.dtype != c.dtype) {
     if (why) *why = "matmul: ranks or dtypes differ";
     return false;
+  }
+  if (use_tiled_matmul(a, c, target)) {
+    passes.push_back(matmul_tiled(a, b, c, target));
+    return true;
   }
   GlslPass p;
   if (!emit_glsl_matmul(uint8_t(c.dtype), target, p.glsl, why)) return false;
