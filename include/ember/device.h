@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct Device {
 
   friend bool operator==(const Device&, const Device&) = default;
 };
+
+// Prints str(): std::cout << x.device() shows cpu, vulkan:1 or cuda:0.
+std::ostream& operator<<(std::ostream& os, const Device& device);
 
 // Devices whose plugin loaded: the well-known kinds first, then discovered plugins by name.
 std::vector<Device> available_devices();

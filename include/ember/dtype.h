@@ -16,6 +16,8 @@ inline constexpr int kNumDTypes = 8;
 // Coarse category used by promotion: Bool < Integral < Floating.
 enum class DTypeCategory : uint8_t { Bool, Integral, Floating };
 
+// "float32", "int64", ...: a view of a string literal, so dtype_name(t).data() is null-terminated
+// and fits C-style formatting: std::printf("%s\n", dtype_name(t).data()).
 std::string_view dtype_name(DType t);
 // Prints dtype_name: std::cout << x.dtype() shows float32.
 std::ostream& operator<<(std::ostream& os, DType t);

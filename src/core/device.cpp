@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <ostream>
+
 #include "backend/device_kinds.h"
 #include "backend/registry.h"
 #include "ember/error.h"
@@ -14,6 +16,8 @@ std::string Device::str() const {
   if ((kind == DeviceKind::Cpu || kind == DeviceKind::Reference) && index == 0) return name;
   return fmt::format("{}:{}", name, index);
 }
+
+std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
 
 bool Device::available() const {
   Backend* b = Backend::try_get(kind);

@@ -176,6 +176,10 @@ MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, cons
     throw Error(fmt::format("MultiheadAttention: batch and source sizes of query {}, key {}, value {} disagree",
                             query.shape().str(), key.shape().str(), value.shape().str()));
 
+  const bool packed = in_proj_weight.defined();
+  check_input_dtype("MultiheadAttention", query, packed ? in_proj_weight : q_proj_weight, packed ? "in_proj_weight" : "q_proj_weight");
+  check_input_dtype("MultiheadAttention", key, packed ? in_proj_weight : k_proj_weight, packed ? "in_proj_weight" : "k_proj_weight");
+  check_input_dtype("MultiheadAttention", value, packed ? in_proj_weight : v_proj_weight, packed ? "in_proj_weight" : "v_proj_weight");
   Array wq, wk, wv;
   if (in_proj_weight.defined()) {
     wq = narrow(in_proj_weight.array(), 0, 0, E);

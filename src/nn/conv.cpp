@@ -24,6 +24,7 @@ Conv2d::Conv2d(ConvOptions opts) : options(opts) {
 Array Conv2d::forward(const Array& x) {
   if (x.rank() != 4 || x.size(1) != options.in)
     throw Error(fmt::format("Conv2d: expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
+  check_input_dtype("Conv2d", x, weight);
   ember::Conv2dOptions op{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                           .groups = options.groups};
   return bias.defined() ? conv2d(x, weight.array(), bias.array(), op) : conv2d(x, weight.array(), op);

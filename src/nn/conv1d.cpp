@@ -23,6 +23,7 @@ Conv1d::Conv1d(Conv1dLayerOptions opts) : options(opts) {
 Array Conv1d::forward(const Array& x) {
   if (x.rank() != 3 || x.size(1) != options.in)
     throw Error(fmt::format("Conv1d: expected input [N, {}, L], got {}", options.in, x.shape().str()));
+  check_input_dtype("Conv1d", x, weight);
   ember::Conv1dOptions op{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                           .groups = options.groups};
   return bias.defined() ? conv1d(x, weight.array(), bias.array(), op) : conv1d(x, weight.array(), op);

@@ -117,6 +117,7 @@ Conv3d::Conv3d(Conv3dLayerOptions opts) : options(opts) {
 Array Conv3d::forward(const Array& x) {
   if (x.rank() != 5 || x.size(1) != options.in)
     throw Error(fmt::format("Conv3d: expected input [N, {}, D, H, W], got {}", options.in, x.shape().str()));
+  check_input_dtype("Conv3d", x, weight);
   Conv3dOptions o{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                   .groups = options.groups};
   return bias.defined() ? conv3d(x, weight.array(), bias.array(), o) : conv3d(x, weight.array(), o);

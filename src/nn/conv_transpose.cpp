@@ -138,6 +138,7 @@ ConvTranspose1d::ConvTranspose1d(ConvTranspose1dLayerOptions opts) : options(opt
 Array ConvTranspose1d::forward(const Array& x) {
   if (x.rank() != 3 || x.size(1) != options.in)
     throw Error(fmt::format("ConvTranspose1d: expected input [N, {}, L], got {}", options.in, x.shape().str()));
+  check_input_dtype("ConvTranspose1d", x, weight);
   ConvTranspose1dOptions o{.stride = options.stride, .padding = options.padding,
                            .output_padding = options.output_padding, .dilation = options.dilation,
                            .groups = options.groups};
@@ -159,6 +160,7 @@ ConvTranspose2d::ConvTranspose2d(ConvTranspose2dLayerOptions opts) : options(opt
 Array ConvTranspose2d::forward(const Array& x) {
   if (x.rank() != 4 || x.size(1) != options.in)
     throw Error(fmt::format("ConvTranspose2d: expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
+  check_input_dtype("ConvTranspose2d", x, weight);
   ConvTranspose2dOptions o{.stride = options.stride, .padding = options.padding,
                            .output_padding = options.output_padding, .dilation = options.dilation,
                            .groups = options.groups};

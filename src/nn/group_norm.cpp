@@ -53,6 +53,7 @@ GroupNorm::GroupNorm(GroupNormOptions opts) : options(opts) {
 Array GroupNorm::forward(const Array& x) {
   if (x.rank() < 2 || x.size(1) != options.channels)
     throw Error(fmt::format("GroupNorm: expected input [N, {}, *], got {}", options.channels, x.shape().str()));
+  check_input_dtype("GroupNorm", x, weight);
   return group_norm(x, options.groups, weight.defined() ? weight.array() : Array(),
                     bias.defined() ? bias.array() : Array(), options.eps);
 }
@@ -89,6 +90,7 @@ Array InstanceNorm::forward(const Array& x) {
   if (x.rank() != rank_ || x.size(1) != options.features)
     throw Error(fmt::format("{}: expected input [N, {}, {}], got {}", name_, options.features,
                             rank_ == 4 ? "H, W" : "L", x.shape().str()));
+  check_input_dtype(name_, x, weight);
   return instance_norm(x, weight.defined() ? weight.array() : Array(), bias.defined() ? bias.array() : Array(),
                        options.eps);
 }

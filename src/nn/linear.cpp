@@ -22,6 +22,7 @@ Linear::Linear(LinearOptions opts) : options(opts) {
 Array Linear::forward(const Array& x) {
   if (x.rank() < 1 || x.size(-1) != options.in)
     throw Error(fmt::format("Linear: expected input [..., {}], got {}", options.in, x.shape().str()));
+  check_input_dtype("Linear", x, weight);
   Array y = matmul(x, transpose(weight.array(), 0, 1));
   if (bias.defined()) y = add(y, bias.array());
   return y;

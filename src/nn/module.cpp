@@ -33,6 +33,37 @@ ParamRef make_param(const Array& init) {
 
 ParamRef make_buffer(const Array& init) { return ParamRef(std::make_shared<Slot>(Slot{init.detach(), false, true})); }
 
+// ---- input checks --------------------------------------------------------------------------
+
+namespace {
+// The enumerator as written in C++ (F32, BF16, Bool), for the hint in the message.
+std::string_view dtype_enumerator(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    case DType::Bool: return "Bool";
+  }
+  return "?";
+}
+}  // namespace
+
+void check_input_dtype(std::string_view layer, const Array& input, const ParamRef& param, std::string_view param_name) {
+  if (!param.defined() || !input.defined()) return;
+  DType want = param.array().dtype();
+  DType got = input.dtype();
+  if (got == want) return;
+  // A floating input could be met either way; an integer one only by converting it.
+  std::string model_hint = is_floating(got) ? fmt::format(", or the model, model.to(DType::{})", dtype_enumerator(got)) : "";
+  throw Error(fmt::format("{}: input dtype {} does not match the layer's {} dtype {} (layers do not promote; "
+                          "convert the input, x.to_dtype(DType::{}){})",
+                          layer, dtype_name(got), param_name, dtype_name(want), dtype_enumerator(want), model_hint));
+}
+
 // ---- walking -------------------------------------------------------------------------------
 
 namespace {

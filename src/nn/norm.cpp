@@ -29,6 +29,8 @@ Array BatchNorm::forward(const Array& x) {
   if (std::find(ranks_.begin(), ranks_.end(), x.rank()) == ranks_.end() || x.size(1) != options.features)
     throw Error(fmt::format("{}: expected input [N, {}{}], got {}", name_, options.features,
                             ranks_.back() == 4 ? ", H, W" : "(, L)", x.shape().str()));
+  if (weight.defined()) check_input_dtype(name_, x, weight);
+  else check_input_dtype(name_, x, running_mean, "running_mean");
   std::vector<int> dims{0};
   for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
   std::vector<int64_t> bshape(size_t(x.rank()), 1);
@@ -131,6 +133,7 @@ LayerNorm::LayerNorm(LayerNormOptions opts) : options(std::move(opts)) {
 
 Array LayerNorm::forward(const Array& x) {
   check_trailing(x, options.shape, "LayerNorm");
+  check_input_dtype("LayerNorm", x, weight);
   return layer_norm(x, int(options.shape.size()), weight.defined() ? weight.array() : Array(),
                     bias.defined() ? bias.array() : Array(), options.eps);
 }
@@ -160,6 +163,7 @@ RMSNorm::RMSNorm(RMSNormOptions opts) : options(std::move(opts)) {
 
 Array RMSNorm::forward(const Array& x) {
   check_trailing(x, options.shape, "RMSNorm");
+  check_input_dtype("RMSNorm", x, weight);
   double eps = options.eps ? *options.eps
                : x.dtype() == DType::F64 ? std::numeric_limits<double>::epsilon()
                : x.dtype() == DType::F16 ? 0.0009765625

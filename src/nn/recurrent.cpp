@@ -54,10 +54,11 @@ Array gru_step(const Array& gi, const Array& h, const StepParams& p) {
   return add(n, mul(z, sub(h, n)));  // (1 - z) n + z h
 }
 
-void check_floating(const char* what, const Array& x, DType dtype) {
-  if (x.dtype() != dtype)
-    throw Error(fmt::format("{}: expected {} input matching the parameters, got {}", what, dtype_name(dtype),
-                            dtype_name(x.dtype())));
+// A state's dtype is its input's (which check_input_dtype has matched with the parameters').
+void check_state_dtype(const char* what, const char* name, const Array& state, DType input_dtype) {
+  if (state.dtype() != input_dtype)
+    throw Error(fmt::format("{}: {} dtype {} does not match the input dtype {}", what, name,
+                            dtype_name(state.dtype()), dtype_name(input_dtype)));
 }
 
 // U(-1/sqrt(hidden), 1/sqrt(hidden)); advances the seed for the next parameter.
@@ -103,11 +104,11 @@ void init_cell(const char* what, const RecurrentCellOptions& o, int64_t gates, P
 }
 
 // Checks x ([N, in] or [in]) and returns it as [N, in].
-CellInput cell_input(const char* what, const Array& x, const RecurrentCellOptions& o, DType dtype) {
+CellInput cell_input(const char* what, const Array& x, const RecurrentCellOptions& o, const ParamRef& weight_ih) {
   if ((x.rank() != 1 && x.rank() != 2) || x.size(-1) != o.input_size)
     throw Error(fmt::format("{}: expected input [N, {}] or [{}], got {}", what, o.input_size, o.input_size,
                             x.shape().str()));
-  check_floating(what, x, dtype);
+  check_input_dtype(what, x, weight_ih, "weight_ih");
   return {x.rank() == 1 ? unsqueeze(x, 0) : x, x.rank() == 1};
 }
 
@@ -118,7 +119,7 @@ Array cell_state(const char* what, const char* name, const Array& s, const CellI
   Shape expect = in.unbatched ? Shape{hidden} : Shape{n, hidden};
   if (s.shape() != expect)
     throw Error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
-  check_floating(what, s, in.x.dtype());
+  check_state_dtype(what, name, s, in.x.dtype());
   return in.unbatched ? unsqueeze(s, 0) : s;
 }
 
@@ -131,7 +132,7 @@ RNNCell::RNNCell(RecurrentCellOptions opts) : options(opts) {
 }
 
 Array RNNCell::forward(const Array& x, const Array& h) {
-  CellInput in = cell_input("RNNCell", x, options, weight_ih.array().dtype());
+  CellInput in = cell_input("RNNCell", x, options, weight_ih);
   Array h0 = cell_state("RNNCell", "h", h, in, options.hidden_size);
   Array gi = linear_t(in.x, weight_ih.array(), bias_ih.defined() ? bias_ih.array() : Array());
   StepParams p{weight_hh.array(), bias_hh.defined() ? bias_hh.array() : Array(), {}};
@@ -143,7 +144,7 @@ LSTMCell::LSTMCell(RecurrentCellOptions opts) : options(opts) {
 }
 
 LSTMState LSTMCell::forward(const Array& x, const LSTMState& state) {
-  CellInput in = cell_input("LSTMCell", x, options, weight_ih.array().dtype());
+  CellInput in = cell_input("LSTMCell", x, options, weight_ih);
   Array h0 = cell_state("LSTMCell", "h", state.h, in, options.hidden_size);
   Array c0 = cell_state("LSTMCell", "c", state.c, in, options.hidden_size);
   Array gi = linear_t(in.x, weight_ih.array(), bias_ih.defined() ? bias_ih.array() : Array());
@@ -157,7 +158,7 @@ GRUCell::GRUCell(RecurrentCellOptions opts) : options(opts) {
 }
 
 Array GRUCell::forward(const Array& x, const Array& h) {
-  CellInput in = cell_input("GRUCell", x, options, weight_ih.array().dtype());
+  CellInput in = cell_input("GRUCell", x, options, weight_ih);
   Array h0 = cell_state("GRUCell", "h", h, in, options.hidden_size);
   Array gi = linear_t(in.x, weight_ih.array(), bias_ih.defined() ? bias_ih.array() : Array());
   StepParams p{weight_hh.array(), bias_hh.defined() ? bias_hh.array() : Array(), {}};
@@ -229,7 +230,7 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
     throw Error(fmt::format("{}: expected input {} or unbatched [L, {}], got {}", what,
                             o.batch_first ? fmt::format("[N, L, {}]", o.input_size) : fmt::format("[L, N, {}]", o.input_size),
                             o.input_size, x.shape().str()));
-  check_floating(what, x, weights[0].weight_ih.array().dtype());
+  check_input_dtype(what, x, weights[0].weight_ih, "weight_ih_l0");
   if (kind_ != Kind::LSTM && c0.defined()) throw Error(fmt::format("{}: only LSTM takes a cell state c0", what));
   bool unbatched = x.rank() == 2;
   Array seq = unbatched ? unsqueeze(x, 1) : o.batch_first ? transpose(x, 0, 1) : x;  // [L, N, in]
@@ -243,7 +244,7 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
     Shape expect = unbatched ? Shape{nstates, size} : Shape{nstates, n, size};
     if (s.shape() != expect)
       throw Error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
-    check_floating(what, s, x.dtype());
+    check_state_dtype(what, name, s, x.dtype());
     return unbatched ? unsqueeze(s, 1) : s;
   };
   Array hs0 = initial(h0, hout, "h0");

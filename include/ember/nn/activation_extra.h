@@ -104,7 +104,10 @@ class PReLU : public Module {
   Param<1> weight;  // [num_parameters], init
   PReLUOptions options;
   EMBER_MODULE(weight)
-  Array forward(const Array& x) { return prelu(x, weight.array()); }
+  Array forward(const Array& x) {
+    check_input_dtype("PReLU", x, weight);
+    return prelu(x, weight.array());
+  }
   template <int D>
   Tensor<D> operator()(const Tensor<D>& x) {
     return Tensor<D>(forward(x.array()));

@@ -153,6 +153,15 @@ class Module {
   bool training_ = true;
 };
 
+// Layers compute in their parameters' dtype and do not promote: an input of another dtype (an
+// f64 batch into an f32 Linear) is an error naming the layer, the input's dtype and the
+// parameter's, as PyTorch raises ("mat1 and mat2 must have the same dtype"); Ember's ops alone
+// would promote and silently compute the layer in f64. Convert one side: x.to_dtype(DType::F32),
+// or the model with model.to(DType::F64). Nothing is checked when `param` is absent (a layer
+// without affine parameters computes in its input's dtype). Custom layers call it too.
+void check_input_dtype(std::string_view layer, const Array& input, const ParamRef& param,
+                       std::string_view param_name = "weight");
+
 namespace detail {
 std::vector<std::string> split_field_names(std::string_view names);
 

@@ -31,7 +31,7 @@ class BatchNorm : public Module {
   Param<1> bias;                      // [C], zeros
   Buffer<1> running_mean;             // [C], zeros
   Buffer<1> running_var;              // [C], ones
-  ParamRef num_batches_tracked;       // i64 count, rank 0 as in PyTorch (Tensor<0> is not usable yet)
+  ParamRef num_batches_tracked;       // i64 count, rank 0 as in PyTorch
   BatchNormOptions options;
   EMBER_MODULE(weight, bias, running_mean, running_var, num_batches_tracked)
 
