@@ -3,7 +3,7 @@
 # ember-static.pc; bin/ember with a relative RUNPATH.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY include/ember DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY include/ember DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 install(FILES ${CMAKE_BINARY_DIR}/include/ember/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 install(TARGETS ember ember_static EXPORT EmberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

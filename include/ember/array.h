@@ -25,6 +25,11 @@ class Gradients;
 struct BackwardOptions {
   bool retain_graph = false;  // keep saved tensors so backward can run again through this graph
   bool create_graph = false;  // record the backward ops, so gradients can be differentiated again
+  // ember::grad only (as torch.autograd.grad): an input that `output` does not depend on is an
+  // error naming its index, unless allow_unused (its gradient is then an undefined Array, PyTorch's
+  // None) or materialize_grads (zeros of its shape; implies allow_unused).
+  bool allow_unused = false;
+  bool materialize_grads = false;
 };
 
 // A C++ number used as an operand. It is "weakly typed": it adopts the tensor's dtype unless it

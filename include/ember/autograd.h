@@ -67,7 +67,11 @@ auto no_grad(F&& fn) {
 
 // Gradients of `output` (one element, or weighted by `grad_output`) with respect to `inputs`,
 // which may be leaves or intermediate results. With create_graph the results have history, so
-// they can be differentiated again (second derivatives).
+// they can be differentiated again (second derivatives). As torch.autograd.grad, an input that
+// `output` does not depend on throws an Error naming its index; with opts.allow_unused its
+// gradient is an undefined Array (PyTorch's None), with opts.materialize_grads zeros of its shape.
+// Piecewise-constant ops (floor, ceil, round, trunc, sign, floor_div) count as a dependence: their
+// gradient is zero, as in PyTorch.
 std::vector<Array> grad(const Array& output, const std::vector<Array>& inputs, BackwardOptions opts = {},
                         const Array& grad_output = Array());
 

@@ -89,93 +89,36 @@ Array randint(int64_t low, int64_t high, const Shape& shape, RandintOptions opts
 Array randperm(int64_t n, RandintOptions opts = {}, Loc loc = Loc::current());
 
 // ---- elementwise ---------------------------------------------------------------------------
-#define EMBER_DECLARE_BINARY(fn)                                        \
-  Array fn(const Array& a, const Array& b, Loc loc = Loc::current());  \
-  Array fn(const Array& a, Scalar b, Loc loc = Loc::current());        \
+// Every unary and binary op of the table ember/elementwise_ops.def: fn(x) for unary ops, and
+// fn(a, b), fn(a, scalar), fn(scalar, a) for binary ones. Semantics, dtypes and accuracy of each:
+// docs/ops.md. In brief: div is true division (integers give f32); floor_div rounds toward -inf;
+// rem has the sign of the divisor (Python's %), fmod the sign of the dividend (C's fmod); atan2
+// is atan2(y, x); bitwise ops take integers and bool; shifts take integers, counts outside
+// [0, bits) give 0 (left) or the sign fill (right; u8: 0); rounding returns integers unchanged
+// and round is half to even; predicates give bool. Float math of integer inputs gives f32.
+#define EMBER_DECLARE_UNARY_Plain(fn) Array fn(const Array& x, Loc loc = Loc::current());
+#define EMBER_DECLARE_UNARY_Rounding(fn) EMBER_DECLARE_UNARY_Plain(fn)
+#define EMBER_DECLARE_UNARY_Params(fn)  // with parameters: declared below
+#define EMBER_DECLARE_UNARY_Cast(fn)    // cast(x, dtype): declared below
+#define EMBER_UNARY_OP(Name, fn, rule, form, ...) EMBER_DECLARE_UNARY_##form(fn)
+#define EMBER_BINARY_OP(Name, fn, ...)                                 \
+  Array fn(const Array& a, const Array& b, Loc loc = Loc::current()); \
+  Array fn(const Array& a, Scalar b, Loc loc = Loc::current());       \
   Array fn(Scalar a, const Array& b, Loc loc = Loc::current());
-EMBER_DECLARE_BINARY(add)
-EMBER_DECLARE_BINARY(sub)
-EMBER_DECLARE_BINARY(mul)
-EMBER_DECLARE_BINARY(div)        // true division: integers give f32
-EMBER_DECLARE_BINARY(floor_div)  // rounds toward -inf
-EMBER_DECLARE_BINARY(rem)        // result has the sign of the divisor (Python's %)
-EMBER_DECLARE_BINARY(pow)
-EMBER_DECLARE_BINARY(maximum)
-EMBER_DECLARE_BINARY(minimum)
-EMBER_DECLARE_BINARY(eq)
-EMBER_DECLARE_BINARY(ne)
-EMBER_DECLARE_BINARY(lt)
-EMBER_DECLARE_BINARY(le)
-EMBER_DECLARE_BINARY(gt)
-EMBER_DECLARE_BINARY(ge)
-EMBER_DECLARE_BINARY(logical_and)
-EMBER_DECLARE_BINARY(logical_or)
-EMBER_DECLARE_BINARY(logical_xor)
-EMBER_DECLARE_BINARY(atan2)        // atan2(y, x), C semantics; integers give f32
-EMBER_DECLARE_BINARY(bitwise_and)  // integers and bool
-EMBER_DECLARE_BINARY(bitwise_or)
-EMBER_DECLARE_BINARY(bitwise_xor)
-// Integers only. Counts outside [0, bits) give 0 (left) or the sign fill (right; u8: 0).
-EMBER_DECLARE_BINARY(shift_left)
-EMBER_DECLARE_BINARY(shift_right)  // arithmetic (rounds toward -inf)
-#undef EMBER_DECLARE_BINARY
+#include "ember/elementwise_ops.def"
+#undef EMBER_DECLARE_UNARY_Plain
+#undef EMBER_DECLARE_UNARY_Rounding
+#undef EMBER_DECLARE_UNARY_Params
+#undef EMBER_DECLARE_UNARY_Cast
 
-Array neg(const Array& x, Loc loc = Loc::current());
-Array abs(const Array& x, Loc loc = Loc::current());
-Array sign(const Array& x, Loc loc = Loc::current());  // -1, 0, 1
-Array exp(const Array& x, Loc loc = Loc::current());
-Array log(const Array& x, Loc loc = Loc::current());
-Array sqrt(const Array& x, Loc loc = Loc::current());
-Array tanh(const Array& x, Loc loc = Loc::current());
-Array erf(const Array& x, Loc loc = Loc::current());
-Array sigmoid(const Array& x, Loc loc = Loc::current());
-Array relu(const Array& x, Loc loc = Loc::current());
-Array gelu(const Array& x, Loc loc = Loc::current());  // exact (erf) form
-Array logical_not(const Array& x, Loc loc = Loc::current());
-Array bitwise_not(const Array& x, Loc loc = Loc::current());  // integers and bool
-// Float math (integer inputs give f32). Formulas and accuracy: src/ops/kir_math.h, docs/ops.md.
-Array expm1(const Array& x, Loc loc = Loc::current());
-Array log1p(const Array& x, Loc loc = Loc::current());
-Array log2(const Array& x, Loc loc = Loc::current());
-Array log10(const Array& x, Loc loc = Loc::current());
-Array rsqrt(const Array& x, Loc loc = Loc::current());
-Array recip(const Array& x, Loc loc = Loc::current());
-Array square(const Array& x, Loc loc = Loc::current());  // any numeric dtype
-Array sin(const Array& x, Loc loc = Loc::current());
-Array cos(const Array& x, Loc loc = Loc::current());
-Array tan(const Array& x, Loc loc = Loc::current());
-Array asin(const Array& x, Loc loc = Loc::current());
-Array acos(const Array& x, Loc loc = Loc::current());
-Array atan(const Array& x, Loc loc = Loc::current());
-Array sinh(const Array& x, Loc loc = Loc::current());
-Array cosh(const Array& x, Loc loc = Loc::current());
-Array asinh(const Array& x, Loc loc = Loc::current());
-Array acosh(const Array& x, Loc loc = Loc::current());
-Array atanh(const Array& x, Loc loc = Loc::current());
-Array deg2rad(const Array& x, Loc loc = Loc::current());
-Array rad2deg(const Array& x, Loc loc = Loc::current());
-// Activations.
-Array gelu_tanh(const Array& x, Loc loc = Loc::current());  // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
-Array silu(const Array& x, Loc loc = Loc::current());       // x * sigmoid(x)
+// The unary ops with parameters (form Params in the table).
 // log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch).
 Array softplus(const Array& x, double beta = 1, double threshold = 20, Loc loc = Loc::current());
-Array mish(const Array& x, Loc loc = Loc::current());          // x * tanh(softplus(x))
-Array hard_sigmoid(const Array& x, Loc loc = Loc::current());  // clamp(x + 3, 0, 6) / 6
-Array hard_swish(const Array& x, Loc loc = Loc::current());    // x * hard_sigmoid(x)
 Array leaky_relu(const Array& x, double slope = 0.01, Loc loc = Loc::current());
 Array elu(const Array& x, double alpha = 1, Loc loc = Loc::current());  // x > 0 ? x : alpha (e^x - 1)
-// Rounding: integer inputs come back unchanged; round is half to even.
-Array floor(const Array& x, Loc loc = Loc::current());
-Array ceil(const Array& x, Loc loc = Loc::current());
-Array round(const Array& x, Loc loc = Loc::current());
-Array trunc(const Array& x, Loc loc = Loc::current());
-// Predicates (bool; integer and bool inputs are finite).
-Array is_nan(const Array& x, Loc loc = Loc::current());
-Array is_inf(const Array& x, Loc loc = Loc::current());
-Array is_finite(const Array& x, Loc loc = Loc::current());
+Array cast(const Array& x, DType dtype, Loc loc = Loc::current());
 // x with `value` where mask (broadcast to x's shape) is true.
 Array mask_fill(const Array& x, const Array& mask, Scalar value, Loc loc = Loc::current());
-Array cast(const Array& x, DType dtype, Loc loc = Loc::current());
 Array clamp(const Array& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
             Loc loc = Loc::current());
 Array clamp(const Array& x, const Array& lo, const Array& hi, Loc loc = Loc::current());

@@ -111,6 +111,19 @@ Array adaptive_avg_pool2d(const Array& x, IntPair output_size, Loc loc = Loc::cu
 // x [N, C, L] or [C, L] (a 2-D pool with H = 1).
 Array max_pool1d(const Array& x, Pool1dOptions opts, Loc loc = Loc::current());
 Array avg_pool1d(const Array& x, Pool1dOptions opts, Loc loc = Loc::current());
+// PyTorch's shorthand: max_pool2d(x, 2) is a kernel (and stride) of 2 in every spatial dim.
+inline Array max_pool2d(const Array& x, int64_t kernel, Loc loc = Loc::current()) {
+  return max_pool2d(x, Pool2dOptions{.kernel = kernel}, loc);
+}
+inline Array avg_pool2d(const Array& x, int64_t kernel, Loc loc = Loc::current()) {
+  return avg_pool2d(x, Pool2dOptions{.kernel = kernel}, loc);
+}
+inline Array max_pool1d(const Array& x, int64_t kernel, Loc loc = Loc::current()) {
+  return max_pool1d(x, Pool1dOptions{.kernel = kernel}, loc);
+}
+inline Array avg_pool1d(const Array& x, int64_t kernel, Loc loc = Loc::current()) {
+  return avg_pool1d(x, Pool1dOptions{.kernel = kernel}, loc);
+}
 
 // ---- sorting (any dtype) -------------------------------------------------------------------
 struct ValuesIndices {

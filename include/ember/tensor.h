@@ -36,6 +36,18 @@ struct Bool {
 template <class K>
 concept TensorKind = std::is_same_v<K, Float> || std::is_same_v<K, Int> || std::is_same_v<K, Bool>;
 
+namespace detail {
+// The `kinds` and `result` columns of ember/elementwise_ops.def, for a tensor of kind K.
+template <class K> inline constexpr bool accepts_Any = true;
+template <class K> inline constexpr bool accepts_Float = std::is_same_v<K, Float>;
+template <class K> inline constexpr bool accepts_Int = std::is_same_v<K, Int>;
+template <class K> inline constexpr bool accepts_Bool = std::is_same_v<K, Bool>;
+template <class K> inline constexpr bool accepts_Numeric = !std::is_same_v<K, Bool>;
+template <class K> inline constexpr bool accepts_IntBool = !std::is_same_v<K, Float>;
+template <class K> using result_Same = K;
+template <class K> using result_Bool = Bool;
+}  // namespace detail
+
 // The kind of a sum or product: bool values are counted as integers.
 template <class K>
 using SumKind = std::conditional_t<std::is_same_v<K, Bool>, Int, K>;
@@ -162,7 +174,7 @@ class Tensor {
                             Loc loc = Loc::current()) {
     if (int64_t(data.size()) != shape.numel())
       throw Error(fmt_size_error(data.size(), shape, loc));
-    return Tensor(cast(ember::from_vector(data, shape, opts.device, loc), *kinded(opts).dtype, loc), loc);
+    return Tensor(ember::cast(ember::from_vector(data, shape, opts.device, loc), *kinded(opts).dtype, loc), loc);
   }
 
   // ---- metadata -------------------------------------------------------------------------------
@@ -212,14 +224,14 @@ class Tensor {
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.a_; }
 
   // ---- dtype and kind -------------------------------------------------------------------------
-  Tensor to_dtype(DType dtype, Loc loc = Loc::current()) const { return Tensor(cast(a_, dtype, loc), loc); }
+  Tensor to_dtype(DType dtype, Loc loc = Loc::current()) const { return Tensor(ember::cast(a_, dtype, loc), loc); }
   Tensor<D, Float> to_float(DType dtype = DType::F32, Loc loc = Loc::current()) const {
-    return Tensor<D, Float>(cast(a_, dtype, loc), loc);
+    return Tensor<D, Float>(ember::cast(a_, dtype, loc), loc);
   }
   Tensor<D, Int> to_int(DType dtype = DType::I64, Loc loc = Loc::current()) const {
-    return Tensor<D, Int>(cast(a_, dtype, loc), loc);
+    return Tensor<D, Int>(ember::cast(a_, dtype, loc), loc);
   }
-  Tensor<D, Bool> to_bool(Loc loc = Loc::current()) const { return Tensor<D, Bool>(cast(a_, DType::Bool, loc), loc); }
+  Tensor<D, Bool> to_bool(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::cast(a_, DType::Bool, loc), loc); }
 
   // ---- arithmetic (numeric kinds) -------------------------------------------------------------
 #define EMBER_TENSOR_BINARY(op_, fn)                                                                       \
@@ -294,77 +306,49 @@ class Tensor {
   Tensor& operator*=(Scalar b) { return *this = *this * b; }
 
   template <int D2>
-  Tensor<broadcast_rank<D, D2>, K> floor_div(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::floor_div(a_, b.array(), loc), loc);
-  }
-  Tensor floor_div(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::floor_div(a_, b, loc), loc); }
-  // Remainder with the sign of the divisor (Python's %).
-  template <int D2>
-  Tensor<broadcast_rank<D, D2>, K> rem(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::rem(a_, b.array(), loc), loc);
-  }
-  Tensor rem(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::rem(a_, b, loc), loc); }
-  template <int D2>
-  Tensor<broadcast_rank<D, D2>, K> pow(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::pow(a_, b.array(), loc), loc);
-  }
-  Tensor pow(Scalar b, Loc loc = Loc::current()) const { return Tensor(ember::pow(a_, b, loc), loc); }
-  template <int D2>
   Tensor<broadcast_rank<D, D2>, K> max_pair(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(maximum(a_, b.array(), loc), loc);
+    return Tensor<broadcast_rank<D, D2>, K>(ember::maximum(a_, b.array(), loc), loc);
   }
   template <int D2>
   Tensor<broadcast_rank<D, D2>, K> min_pair(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(minimum(a_, b.array(), loc), loc);
+    return Tensor<broadcast_rank<D, D2>, K>(ember::minimum(a_, b.array(), loc), loc);
   }
-  Tensor abs(Loc loc = Loc::current()) const { return Tensor(ember::abs(a_, loc), loc); }
   Tensor clamp(Scalar lo, Scalar hi, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, hi, loc), loc); }
   Tensor clamp_min(Scalar lo, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, lo, std::nullopt, loc), loc); }
   Tensor clamp_max(Scalar hi, Loc loc = Loc::current()) const { return Tensor(ember::clamp(a_, std::nullopt, hi, loc), loc); }
 
-  // ---- float math -----------------------------------------------------------------------------
-#define EMBER_TENSOR_FLOAT_UNARY(fn)                                                          \
-  Tensor fn(Loc loc = Loc::current()) const                                                  \
-    requires std::is_same_v<K, Float>                                                        \
-  {                                                                                           \
-    return Tensor(ember::fn(a_, loc), loc);                                                  \
+  // ---- the elementwise op table (ember/elementwise_ops.def) --------------------------------------
+  // t.fn() for unary ops; t.fn(other) (any rank, broadcast) and t.fn(scalar) for binary ones. The
+  // table's `kinds` column says which kinds have the op (t.exp() of an Int tensor does not
+  // compile), its `result` column the result's kind (comparisons and predicates: Bool).
+#define EMBER_TENSOR_UNARY_Plain(fn, kinds, result)                        \
+  Tensor<D, detail::result_##result<K>> fn(Loc loc = Loc::current()) const \
+    requires(detail::accepts_##kinds<K>)                                   \
+  {                                                                        \
+    return Tensor<D, detail::result_##result<K>>(ember::fn(a_, loc), loc); \
   }
-  EMBER_TENSOR_FLOAT_UNARY(exp)
-  EMBER_TENSOR_FLOAT_UNARY(log)
-  EMBER_TENSOR_FLOAT_UNARY(sqrt)
-  EMBER_TENSOR_FLOAT_UNARY(tanh)
-  EMBER_TENSOR_FLOAT_UNARY(erf)
-  EMBER_TENSOR_FLOAT_UNARY(sigmoid)
-  EMBER_TENSOR_FLOAT_UNARY(gelu)
-  EMBER_TENSOR_FLOAT_UNARY(expm1)
-  EMBER_TENSOR_FLOAT_UNARY(log1p)
-  EMBER_TENSOR_FLOAT_UNARY(log2)
-  EMBER_TENSOR_FLOAT_UNARY(log10)
-  EMBER_TENSOR_FLOAT_UNARY(rsqrt)
-  EMBER_TENSOR_FLOAT_UNARY(recip)
-  EMBER_TENSOR_FLOAT_UNARY(sin)
-  EMBER_TENSOR_FLOAT_UNARY(cos)
-  EMBER_TENSOR_FLOAT_UNARY(tan)
-  EMBER_TENSOR_FLOAT_UNARY(asin)
-  EMBER_TENSOR_FLOAT_UNARY(acos)
-  EMBER_TENSOR_FLOAT_UNARY(atan)
-  EMBER_TENSOR_FLOAT_UNARY(sinh)
-  EMBER_TENSOR_FLOAT_UNARY(cosh)
-  EMBER_TENSOR_FLOAT_UNARY(asinh)
-  EMBER_TENSOR_FLOAT_UNARY(acosh)
-  EMBER_TENSOR_FLOAT_UNARY(atanh)
-  EMBER_TENSOR_FLOAT_UNARY(deg2rad)
-  EMBER_TENSOR_FLOAT_UNARY(rad2deg)
-  EMBER_TENSOR_FLOAT_UNARY(gelu_tanh)
-  EMBER_TENSOR_FLOAT_UNARY(silu)
-  EMBER_TENSOR_FLOAT_UNARY(mish)
-  EMBER_TENSOR_FLOAT_UNARY(hard_sigmoid)
-  EMBER_TENSOR_FLOAT_UNARY(hard_swish)
-  EMBER_TENSOR_FLOAT_UNARY(floor)
-  EMBER_TENSOR_FLOAT_UNARY(ceil)
-  EMBER_TENSOR_FLOAT_UNARY(round)
-  EMBER_TENSOR_FLOAT_UNARY(trunc)
-#undef EMBER_TENSOR_FLOAT_UNARY
+#define EMBER_TENSOR_UNARY_Rounding(fn, kinds, result) EMBER_TENSOR_UNARY_Plain(fn, kinds, result)
+#define EMBER_TENSOR_UNARY_Params(fn, kinds, result)  // with parameters: written below
+#define EMBER_TENSOR_UNARY_Cast(fn, kinds, result)
+#define EMBER_UNARY_OP(Name, fn, rule, form, kinds, result, ...) EMBER_TENSOR_UNARY_##form(fn, kinds, result)
+#define EMBER_BINARY_OP(Name, fn, rule, kinds, result, ...)                                                    \
+  template <int D2>                                                                                          \
+    requires(detail::accepts_##kinds<K>)                                                                     \
+  Tensor<broadcast_rank<D, D2>, detail::result_##result<K>> fn(const Tensor<D2, K>& b, Loc loc = Loc::current()) \
+      const {                                                                                                \
+    return Tensor<broadcast_rank<D, D2>, detail::result_##result<K>>(ember::fn(a_, b.array(), loc), loc);    \
+  }                                                                                                          \
+  Tensor<D, detail::result_##result<K>> fn(Scalar b, Loc loc = Loc::current()) const                       \
+    requires(detail::accepts_##kinds<K>)                                                                     \
+  {                                                                                                          \
+    return Tensor<D, detail::result_##result<K>>(ember::fn(a_, b, loc), loc);                               \
+  }
+#include "ember/elementwise_ops.def"
+#undef EMBER_TENSOR_UNARY_Plain
+#undef EMBER_TENSOR_UNARY_Rounding
+#undef EMBER_TENSOR_UNARY_Params
+#undef EMBER_TENSOR_UNARY_Cast
+  // The table's ops with parameters (form Params) and cast (same kind: the dtype must belong to K).
   Tensor softplus(double beta = 1, double threshold = 20, Loc loc = Loc::current()) const
     requires std::is_same_v<K, Float>
   {
@@ -380,63 +364,9 @@ class Tensor {
   {
     return Tensor(ember::elu(a_, alpha, loc), loc);
   }
-  template <int D2>
-    requires std::is_same_v<K, Float>
-  Tensor<broadcast_rank<D, D2>, K> atan2(const Tensor<D2, K>& x, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::atan2(a_, x.array(), loc), loc);
-  }
-  Tensor square(Loc loc = Loc::current()) const
-    requires(!std::is_same_v<K, Bool>)
-  {
-    return Tensor(ember::square(a_, loc), loc);
-  }
-  Tensor<D, Bool> is_nan(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_nan(a_, loc), loc); }
-  Tensor<D, Bool> is_inf(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_inf(a_, loc), loc); }
-  Tensor<D, Bool> is_finite(Loc loc = Loc::current()) const { return Tensor<D, Bool>(ember::is_finite(a_, loc), loc); }
+  Tensor cast(DType dtype, Loc loc = Loc::current()) const { return Tensor(ember::cast(a_, dtype, loc), loc); }
 
-  // ---- bit operations (Int; Bool: the logical ops) ---------------------------------------------
-#define EMBER_TENSOR_BITWISE(fn)                                                              \
-  template <int D2>                                                                          \
-    requires(!std::is_same_v<K, Float>)                                                      \
-  Tensor<broadcast_rank<D, D2>, K> fn(const Tensor<D2, K>& b, Loc loc = Loc::current()) const { \
-    return Tensor<broadcast_rank<D, D2>, K>(ember::fn(a_, b.array(), loc), loc);             \
-  }
-  EMBER_TENSOR_BITWISE(bitwise_and)
-  EMBER_TENSOR_BITWISE(bitwise_or)
-  EMBER_TENSOR_BITWISE(bitwise_xor)
-#undef EMBER_TENSOR_BITWISE
-  Tensor bitwise_not(Loc loc = Loc::current()) const
-    requires(!std::is_same_v<K, Float>)
-  {
-    return Tensor(ember::bitwise_not(a_, loc), loc);
-  }
-  Tensor shift_left(const Tensor& n, Loc loc = Loc::current()) const
-    requires std::is_same_v<K, Int>
-  {
-    return Tensor(ember::shift_left(a_, n.a_, loc), loc);
-  }
-  Tensor shift_left(Scalar n, Loc loc = Loc::current()) const
-    requires std::is_same_v<K, Int>
-  {
-    return Tensor(ember::shift_left(a_, n, loc), loc);
-  }
-  Tensor shift_right(const Tensor& n, Loc loc = Loc::current()) const
-    requires std::is_same_v<K, Int>
-  {
-    return Tensor(ember::shift_right(a_, n.a_, loc), loc);
-  }
-  Tensor shift_right(Scalar n, Loc loc = Loc::current()) const
-    requires std::is_same_v<K, Int>
-  {
-    return Tensor(ember::shift_right(a_, n, loc), loc);
-  }
-  Tensor relu(Loc loc = Loc::current()) const
-    requires(!std::is_same_v<K, Bool>)
-  {
-    return Tensor(ember::relu(a_, loc), loc);
-  }
-
-  // ---- comparisons and masks ------------------------------------------------------------------
+  // ---- comparisons under Burn's names ---------------------------------------------------------
 #define EMBER_TENSOR_COMPARE(name, fn)                                                                      \
   template <int D2>                                                                                          \
   Tensor<broadcast_rank<D, D2>, Bool> name(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {        \
@@ -450,26 +380,6 @@ class Tensor {
   EMBER_TENSOR_COMPARE(lower, lt)
   EMBER_TENSOR_COMPARE(lower_equal, le)
 #undef EMBER_TENSOR_COMPARE
-  template <int D2>
-    requires std::is_same_v<K, Bool>
-  Tensor<broadcast_rank<D, D2>, K> logical_and(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_and(a_, b.array(), loc), loc);
-  }
-  template <int D2>
-    requires std::is_same_v<K, Bool>
-  Tensor<broadcast_rank<D, D2>, K> logical_or(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_or(a_, b.array(), loc), loc);
-  }
-  Tensor logical_not(Loc loc = Loc::current()) const
-    requires std::is_same_v<K, Bool>
-  {
-    return Tensor(ember::logical_not(a_, loc), loc);
-  }
-  template <int D2>
-    requires std::is_same_v<K, Bool>
-  Tensor<broadcast_rank<D, D2>, K> logical_xor(const Tensor<D2, K>& b, Loc loc = Loc::current()) const {
-    return Tensor<broadcast_rank<D, D2>, K>(ember::logical_xor(a_, b.array(), loc), loc);
-  }
   // Where mask is true take `other`, else this (Burn's mask_where / mask_fill).
   Tensor mask_where(const Tensor<D, Bool>& mask, const Tensor& other, Loc loc = Loc::current()) const {
     return Tensor(where(mask.array(), other.a_, a_, loc), loc);
@@ -772,6 +682,17 @@ class Tensor {
   {
     return Tensor(ember::avg_pool2d(a_, opts, loc), loc);
   }
+  // PyTorch's shorthand: x.max_pool2d(2) is {.kernel = 2} (stride = kernel).
+  Tensor max_pool2d(int64_t kernel, Loc loc = Loc::current()) const
+    requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
+  {
+    return max_pool2d(Pool2dOptions{.kernel = kernel}, loc);
+  }
+  Tensor avg_pool2d(int64_t kernel, Loc loc = Loc::current()) const
+    requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
+  {
+    return avg_pool2d(Pool2dOptions{.kernel = kernel}, loc);
+  }
   Tensor adaptive_avg_pool2d(IntPair output_size, Loc loc = Loc::current()) const
     requires((D == 3 || D == 4) && std::is_same_v<K, Float>)
   {
@@ -835,34 +756,55 @@ class Tensor {
 };
 
 // ---- free functions in the style of the API sketch --------------------------------------------
-#define EMBER_TENSOR_FREE_UNARY(fn)                                              \
-  template <int D>                                                               \
-  Tensor<D, Float> fn(const Tensor<D, Float>& x, Loc loc = Loc::current()) {   \
-    return Tensor<D, Float>(ember::fn(x.array(), loc), loc);                    \
+// The op table as free functions: fn(t) for unary ops; fn(a, b) (any ranks), fn(a, scalar) and
+// fn(scalar, a) for binary ones, with the kinds and result kinds of the members above.
+#define EMBER_TENSOR_FREE_UNARY_Plain(fn, kinds, result)                                   \
+  template <int D, class K>                                                                 \
+    requires(detail::accepts_##kinds<K>)                                                    \
+  Tensor<D, detail::result_##result<K>> fn(const Tensor<D, K>& x, Loc loc = Loc::current()) { \
+    return x.fn(loc);                                                                       \
   }
-EMBER_TENSOR_FREE_UNARY(exp)
-EMBER_TENSOR_FREE_UNARY(log)
-EMBER_TENSOR_FREE_UNARY(sqrt)
-EMBER_TENSOR_FREE_UNARY(tanh)
-EMBER_TENSOR_FREE_UNARY(erf)
-EMBER_TENSOR_FREE_UNARY(sigmoid)
-EMBER_TENSOR_FREE_UNARY(gelu)
-EMBER_TENSOR_FREE_UNARY(expm1)
-EMBER_TENSOR_FREE_UNARY(log1p)
-EMBER_TENSOR_FREE_UNARY(sin)
-EMBER_TENSOR_FREE_UNARY(cos)
-EMBER_TENSOR_FREE_UNARY(tan)
-EMBER_TENSOR_FREE_UNARY(atan)
-EMBER_TENSOR_FREE_UNARY(silu)
-EMBER_TENSOR_FREE_UNARY(mish)
-EMBER_TENSOR_FREE_UNARY(gelu_tanh)
-EMBER_TENSOR_FREE_UNARY(hard_sigmoid)
-EMBER_TENSOR_FREE_UNARY(hard_swish)
-#undef EMBER_TENSOR_FREE_UNARY
+#define EMBER_TENSOR_FREE_UNARY_Rounding(fn, kinds, result) EMBER_TENSOR_FREE_UNARY_Plain(fn, kinds, result)
+#define EMBER_TENSOR_FREE_UNARY_Params(fn, kinds, result)  // written below
+#define EMBER_TENSOR_FREE_UNARY_Cast(fn, kinds, result)
+#define EMBER_UNARY_OP(Name, fn, rule, form, kinds, result, ...) EMBER_TENSOR_FREE_UNARY_##form(fn, kinds, result)
+#define EMBER_BINARY_OP(Name, fn, rule, kinds, result, ...)                                                  \
+  template <int DA, int DB, class K>                                                                       \
+    requires(detail::accepts_##kinds<K>)                                                                   \
+  Tensor<broadcast_rank<DA, DB>, detail::result_##result<K>> fn(const Tensor<DA, K>& a, const Tensor<DB, K>& b, \
+                                                                 Loc loc = Loc::current()) {               \
+    return a.fn(b, loc);                                                                                   \
+  }                                                                                                        \
+  template <int D, class K>                                                                                \
+    requires(detail::accepts_##kinds<K>)                                                                   \
+  Tensor<D, detail::result_##result<K>> fn(const Tensor<D, K>& a, Scalar b, Loc loc = Loc::current()) {  \
+    return a.fn(b, loc);                                                                                   \
+  }                                                                                                        \
+  template <int D, class K>                                                                                \
+    requires(detail::accepts_##kinds<K>)                                                                   \
+  Tensor<D, detail::result_##result<K>> fn(Scalar a, const Tensor<D, K>& b, Loc loc = Loc::current()) {  \
+    return Tensor<D, detail::result_##result<K>>(ember::fn(a, b.array(), loc), loc);                      \
+  }
+#include "ember/elementwise_ops.def"
+#undef EMBER_TENSOR_FREE_UNARY_Plain
+#undef EMBER_TENSOR_FREE_UNARY_Rounding
+#undef EMBER_TENSOR_FREE_UNARY_Params
+#undef EMBER_TENSOR_FREE_UNARY_Cast
+template <int D>
+Tensor<D, Float> softplus(const Tensor<D, Float>& x, double beta = 1, double threshold = 20, Loc loc = Loc::current()) {
+  return x.softplus(beta, threshold, loc);
+}
+template <int D>
+Tensor<D, Float> leaky_relu(const Tensor<D, Float>& x, double slope = 0.01, Loc loc = Loc::current()) {
+  return x.leaky_relu(slope, loc);
+}
+template <int D>
+Tensor<D, Float> elu(const Tensor<D, Float>& x, double alpha = 1, Loc loc = Loc::current()) {
+  return x.elu(alpha, loc);
+}
 template <int D, class K>
-  requires(!std::is_same_v<K, Bool>)
-Tensor<D, K> relu(const Tensor<D, K>& x, Loc loc = Loc::current()) {
-  return Tensor<D, K>(ember::relu(x.array(), loc), loc);
+Tensor<D, K> cast(const Tensor<D, K>& x, DType dtype, Loc loc = Loc::current()) {
+  return x.cast(dtype, loc);
 }
 // cond, a and b broadcast together (any ranks).
 template <int DC, int DA, int DB, class K>
@@ -892,6 +834,14 @@ Tensor<D, Float> max_pool2d(const Tensor<D, Float>& x, Pool2dOptions opts, Loc l
 template <int D>
 Tensor<D, Float> avg_pool2d(const Tensor<D, Float>& x, Pool2dOptions opts, Loc loc = Loc::current()) {
   return x.avg_pool2d(opts, loc);
+}
+template <int D>
+Tensor<D, Float> max_pool2d(const Tensor<D, Float>& x, int64_t kernel, Loc loc = Loc::current()) {
+  return x.max_pool2d(kernel, loc);
+}
+template <int D>
+Tensor<D, Float> avg_pool2d(const Tensor<D, Float>& x, int64_t kernel, Loc loc = Loc::current()) {
+  return x.avg_pool2d(kernel, loc);
 }
 
 // ---- implementation details -------------------------------------------------------------------

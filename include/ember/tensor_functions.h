@@ -25,8 +25,9 @@ struct IsFloatTensor<Tensor<D, Float>> : std::true_type {};
 }  // namespace detail
 
 // Gradients of `output` (one element, or weighted by grad_output) with respect to the inputs of
-// the tuple (leaves or intermediate results), each gradient with its input's rank; zeros where
-// an input does not influence output. As the untyped ember::grad (autograd.h).
+// the tuple (leaves or intermediate results), each gradient with its input's rank. An input that
+// output does not depend on is an error unless opts.allow_unused (an undefined Tensor) or
+// opts.materialize_grads (zeros). As the untyped ember::grad (autograd.h).
 template <int DOut, class... Inputs>
   requires(sizeof...(Inputs) >= 1 && (detail::IsFloatTensor<std::remove_cvref_t<Inputs>>::value && ...))
 std::tuple<std::remove_cvref_t<Inputs>...> grad(const Tensor<DOut, Float>& output, const std::tuple<Inputs...>& inputs,

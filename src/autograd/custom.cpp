@@ -74,7 +74,8 @@ Array checkpoint(const std::function<Array(const std::vector<Array>&)>& fn, cons
         wanted.push_back(leaves[i]);
         where.push_back(i);
       }
-    std::vector<Array> got = grad(again, wanted, {}, g);
+    // An input fn does not use gets no gradient (undefined: the engine skips it).
+    std::vector<Array> got = grad(again, wanted, {.allow_unused = true}, g);
     for (size_t k = 0; k < where.size(); ++k) grads[where[k]] = got[k];
     return grads;
   };

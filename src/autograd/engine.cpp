@@ -259,7 +259,8 @@ std::vector<Array> grad(const Array& output, const std::vector<Array>& inputs, B
                         const Array& grad_output) {
   std::vector<GradNode*> targets;
   for (const Array& in : inputs) {
-    if (!in.requires_grad()) throw Error("grad: an input does not require grad");
+    if (!in.requires_grad())
+      throw Error(fmt::format("grad: input {} does not require grad", targets.size()));
     targets.push_back(in.grad_node().get());
   }
   std::unordered_map<GradNode*, Array> found;
@@ -268,8 +269,18 @@ std::vector<Array> grad(const Array& output, const std::vector<Array>& inputs, B
   std::vector<Array> result;
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto it = found.find(targets[i]);
-    result.push_back(it == found.end() ? zeros(inputs[i].shape(), {inputs[i].dtype(), inputs[i].device()})
-                                       : it->second);
+    if (it != found.end()) {
+      result.push_back(it->second);
+    } else if (opts.materialize_grads) {
+      result.push_back(zeros(inputs[i].shape(), {inputs[i].dtype(), inputs[i].device()}));
+    } else if (opts.allow_unused) {
+      result.push_back(Array());
+    } else {
+      throw Error(fmt::format("grad: input {} (shape {}) is not used to compute the output; pass "
+                              "allow_unused = true (an undefined gradient) or materialize_grads = true (zeros) "
+                              "if that is intended",
+                              i, inputs[i].shape().str()));
+    }
   }
   return result;
 }

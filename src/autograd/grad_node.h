@@ -74,5 +74,8 @@ enum class Saves { None, X, Out, XY, XYOut, XYZ, All };
 Saves saves_of(Op op);
 // True when the op has a gradient for at least one input.
 bool is_differentiable(Op op);
+// True for the piecewise-constant ops (floor, sign, ...): differentiable, with zero gradients
+// (their table column is `zero_gradient(g)`), as PyTorch gives.
+bool has_zero_gradient(Op op);
 
 }  // namespace ember::autograd

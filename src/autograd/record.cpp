@@ -55,6 +55,26 @@ bool is_differentiable(Op op) {
   }
 }
 
+namespace {
+constexpr bool is_zero_gradient(const char* column) {
+  const char* want = "zero_gradient(g)";
+  for (; *want; ++want, ++column)
+    if (*column != *want) return false;
+  return *column == 0;
+}
+}  // namespace
+
+bool has_zero_gradient(Op op) {
+  switch (op) {
+#define EMBER_UNARY(Name, fn, rule, expr, saves, dx) \
+  case Op::Name: return is_zero_gradient(#dx);
+#define EMBER_BINARY(Name, fn, rule, expr, saves, dx, dy) \
+  case Op::Name: return is_zero_gradient(#dx) && is_zero_gradient(#dy);
+#include "ops/ops.def"
+    default: return false;
+  }
+}
+
 std::shared_ptr<GradNode> make_leaf(const Shape& shape, DType dtype) {
   auto leaf = std::make_shared<GradNode>();
   leaf->is_leaf = true;

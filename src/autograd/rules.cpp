@@ -12,6 +12,9 @@ using namespace math;  // NOLINT: operators for the rule formulas
 
 namespace {
 
+// The gradient of a piecewise-constant op (the table's `zero_gradient(g)` column).
+Array zero_gradient(const Array& g) { return zeros_like(g); }
+
 // The input's shape with the reduced dims kept as size 1 (what keepdim would have given).
 Shape keep_shape(const Shape& in, const std::vector<int64_t>& reduced) {
   Shape s = in;

@@ -62,6 +62,7 @@ typedef enum ember_kir_op {
   EMBER_KIR_DIV,      /* floats: IEEE division; integers: truncating, error on zero        */
   EMBER_KIR_FLOORDIV, /* floor(a / b); integers: error on zero                            */
   EMBER_KIR_REM,      /* a - floor(a / b) * b (sign of the divisor); integers: error on 0 */
+  EMBER_KIR_FMOD,     /* C's fmod: a - trunc(a / b) * b (sign of a); integers: error on 0  */
   EMBER_KIR_POW,      /* integers: error on a negative exponent                           */
   EMBER_KIR_MAX, EMBER_KIR_MIN, /* NaN-propagating                                        */
   EMBER_KIR_LT, EMBER_KIR_LE, EMBER_KIR_GT, EMBER_KIR_GE, EMBER_KIR_EQ, EMBER_KIR_NE,

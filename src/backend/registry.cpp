@@ -366,7 +366,7 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
     const bool integer = in.dtype != EMBER_F32 && in.dtype != EMBER_F64 && in.dtype != EMBER_F16 && in.dtype != EMBER_BF16;
     checked |= in.op == EMBER_KIR_LOAD_GATHER ||
                (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
-                            in.op == EMBER_KIR_POW));
+                            in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
   }
   entry.program = std::make_shared<const CompiledProgram>(&table_, prog, device, checked);
   programs_.push_front(std::move(entry));

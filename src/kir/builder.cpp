@@ -210,6 +210,7 @@ Val floor(Val x) { return unary(EMBER_KIR_FLOOR, x); }
 Val ceil(Val x) { return unary(EMBER_KIR_CEIL, x); }
 Val floor_div(Val x, Val y) { return binary(EMBER_KIR_FLOORDIV, x, y); }
 Val rem(Val x, Val y) { return binary(EMBER_KIR_REM, x, y); }
+Val fmod(Val x, Val y) { return binary(EMBER_KIR_FMOD, x, y); }
 Val pow(Val x, Val y) { return binary(EMBER_KIR_POW, x, y); }
 Val max(Val x, Val y) { return binary(EMBER_KIR_MAX, x, y); }
 Val min(Val x, Val y) { return binary(EMBER_KIR_MIN, x, y); }
@@ -232,7 +233,7 @@ const char* op_name(ember_kir_op op) {
   static const char* names[] = {
       "const", "load", "load_gather", "iota", "store", "cast", "neg", "abs", "exp", "log",
       "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "not", "add", "sub", "mul", "div",
-      "floordiv", "rem", "pow", "max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
+      "floordiv", "rem", "fmod", "pow", "max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
       "select", "rand_uniform", "acc_sum", "acc_prod", "acc_max", "acc_min", "acc_argmax",
       "acc_argmin", "load_uniform"};
   static_assert(sizeof(names) / sizeof(names[0]) == EMBER_KIR_NUM_OPS);

@@ -98,6 +98,7 @@ Val floor(Val x);
 Val ceil(Val x);
 Val floor_div(Val x, Val y);
 Val rem(Val x, Val y);
+Val fmod(Val x, Val y);  // C's fmod: the sign of x
 Val pow(Val x, Val y);
 Val max(Val x, Val y);
 Val min(Val x, Val y);

@@ -6,96 +6,32 @@
 
 namespace ember {
 
-#define EMBER_DEFINE_BINARY(fn, Name)                                                      \
-  Array fn(const Array& a, const Array& b, Loc loc) { return elementwise(Op::Name, {a, b}, loc); } \
-  Array fn(const Array& a, Scalar b, Loc loc) {                                            \
-    return elementwise(Op::Name, {a, scalar_like(b, a, loc)}, loc);                        \
-  }                                                                                        \
-  Array fn(Scalar a, const Array& b, Loc loc) {                                            \
-    return elementwise(Op::Name, {scalar_like(a, b, loc), b}, loc);                        \
-  }
-EMBER_DEFINE_BINARY(add, Add)
-EMBER_DEFINE_BINARY(sub, Sub)
-EMBER_DEFINE_BINARY(mul, Mul)
-EMBER_DEFINE_BINARY(div, Div)
-EMBER_DEFINE_BINARY(floor_div, FloorDiv)
-EMBER_DEFINE_BINARY(rem, Rem)
-EMBER_DEFINE_BINARY(pow, Pow)
-EMBER_DEFINE_BINARY(maximum, Maximum)
-EMBER_DEFINE_BINARY(minimum, Minimum)
-EMBER_DEFINE_BINARY(eq, Eq)
-EMBER_DEFINE_BINARY(ne, Ne)
-EMBER_DEFINE_BINARY(lt, Lt)
-EMBER_DEFINE_BINARY(le, Le)
-EMBER_DEFINE_BINARY(gt, Gt)
-EMBER_DEFINE_BINARY(ge, Ge)
-EMBER_DEFINE_BINARY(logical_and, LogicalAnd)
-EMBER_DEFINE_BINARY(logical_or, LogicalOr)
-EMBER_DEFINE_BINARY(logical_xor, LogicalXor)
-EMBER_DEFINE_BINARY(atan2, Atan2)
-EMBER_DEFINE_BINARY(bitwise_and, BitwiseAnd)
-EMBER_DEFINE_BINARY(bitwise_or, BitwiseOr)
-EMBER_DEFINE_BINARY(bitwise_xor, BitwiseXor)
-EMBER_DEFINE_BINARY(shift_left, ShiftLeft)
-EMBER_DEFINE_BINARY(shift_right, ShiftRight)
-#undef EMBER_DEFINE_BINARY
-
-#define EMBER_DEFINE_UNARY(fn, Name) \
+// The unary and binary ops of the table (ember/elementwise_ops.def); the forms Params and Cast
+// are written by hand below.
+#define EMBER_DEFINE_UNARY_Plain(Name, fn) \
   Array fn(const Array& x, Loc loc) { return elementwise(Op::Name, {x}, loc); }
-EMBER_DEFINE_UNARY(neg, Neg)
-EMBER_DEFINE_UNARY(abs, Abs)
-EMBER_DEFINE_UNARY(sign, Sign)
-EMBER_DEFINE_UNARY(exp, Exp)
-EMBER_DEFINE_UNARY(log, Log)
-EMBER_DEFINE_UNARY(sqrt, Sqrt)
-EMBER_DEFINE_UNARY(tanh, Tanh)
-EMBER_DEFINE_UNARY(erf, Erf)
-EMBER_DEFINE_UNARY(sigmoid, Sigmoid)
-EMBER_DEFINE_UNARY(relu, Relu)
-EMBER_DEFINE_UNARY(gelu, Gelu)
-EMBER_DEFINE_UNARY(logical_not, LogicalNot)
-EMBER_DEFINE_UNARY(bitwise_not, BitwiseNot)
-EMBER_DEFINE_UNARY(expm1, Expm1)
-EMBER_DEFINE_UNARY(log1p, Log1p)
-EMBER_DEFINE_UNARY(log2, Log2)
-EMBER_DEFINE_UNARY(log10, Log10)
-EMBER_DEFINE_UNARY(rsqrt, Rsqrt)
-EMBER_DEFINE_UNARY(recip, Recip)
-EMBER_DEFINE_UNARY(square, Square)
-EMBER_DEFINE_UNARY(sin, Sin)
-EMBER_DEFINE_UNARY(cos, Cos)
-EMBER_DEFINE_UNARY(tan, Tan)
-EMBER_DEFINE_UNARY(asin, Asin)
-EMBER_DEFINE_UNARY(acos, Acos)
-EMBER_DEFINE_UNARY(atan, Atan)
-EMBER_DEFINE_UNARY(sinh, Sinh)
-EMBER_DEFINE_UNARY(cosh, Cosh)
-EMBER_DEFINE_UNARY(asinh, Asinh)
-EMBER_DEFINE_UNARY(acosh, Acosh)
-EMBER_DEFINE_UNARY(atanh, Atanh)
-EMBER_DEFINE_UNARY(deg2rad, Deg2rad)
-EMBER_DEFINE_UNARY(rad2deg, Rad2deg)
-EMBER_DEFINE_UNARY(gelu_tanh, GeluTanh)
-EMBER_DEFINE_UNARY(silu, Silu)
-EMBER_DEFINE_UNARY(mish, Mish)
-EMBER_DEFINE_UNARY(hard_sigmoid, HardSigmoid)
-EMBER_DEFINE_UNARY(hard_swish, HardSwish)
-EMBER_DEFINE_UNARY(is_nan, IsNan)
-EMBER_DEFINE_UNARY(is_inf, IsInf)
-EMBER_DEFINE_UNARY(is_finite, IsFinite)
-#undef EMBER_DEFINE_UNARY
-
 // Rounding of integers is the identity (bool is rejected by the Numeric rule).
-#define EMBER_DEFINE_ROUNDING(fn, Name)                                      \
-  Array fn(const Array& x, Loc loc) {                                        \
-    if (is_integral(node_of(x, #fn, loc)->dtype)) return x;                  \
-    return elementwise(Op::Name, {x}, loc);                                  \
+#define EMBER_DEFINE_UNARY_Rounding(Name, fn)                           \
+  Array fn(const Array& x, Loc loc) {                                   \
+    if (is_integral(node_of(x, #fn, loc)->dtype)) return x;             \
+    return elementwise(Op::Name, {x}, loc);                             \
   }
-EMBER_DEFINE_ROUNDING(floor, Floor)
-EMBER_DEFINE_ROUNDING(ceil, Ceil)
-EMBER_DEFINE_ROUNDING(round, Round)
-EMBER_DEFINE_ROUNDING(trunc, Trunc)
-#undef EMBER_DEFINE_ROUNDING
+#define EMBER_DEFINE_UNARY_Params(Name, fn)
+#define EMBER_DEFINE_UNARY_Cast(Name, fn)
+#define EMBER_UNARY_OP(Name, fn, rule, form, ...) EMBER_DEFINE_UNARY_##form(Name, fn)
+#define EMBER_BINARY_OP(Name, fn, ...)                                                             \
+  Array fn(const Array& a, const Array& b, Loc loc) { return elementwise(Op::Name, {a, b}, loc); } \
+  Array fn(const Array& a, Scalar b, Loc loc) {                                                    \
+    return elementwise(Op::Name, {a, scalar_like(b, a, loc)}, loc);                                \
+  }                                                                                                \
+  Array fn(Scalar a, const Array& b, Loc loc) {                                                    \
+    return elementwise(Op::Name, {scalar_like(a, b, loc), b}, loc);                                \
+  }
+#include "ember/elementwise_ops.def"
+#undef EMBER_DEFINE_UNARY_Plain
+#undef EMBER_DEFINE_UNARY_Rounding
+#undef EMBER_DEFINE_UNARY_Params
+#undef EMBER_DEFINE_UNARY_Cast
 
 static Array with_params(Op op, const Array& x, double f0, double f1, Loc loc) {
   OpAttrs attrs;

@@ -1,7 +1,8 @@
 // The typed ember::grad: gradients of a Tensor output with respect to typed inputs, each with its
 // input's rank. Values by hand: loss = sum(x^2 * w) gives dloss/dx = 2 x w and dloss/dw = x^2 (w
 // broadcast over x's rows, so its gradient sums them); second derivatives through create_graph;
-// grad_output weighting; an input the output does not depend on (zeros).
+// grad_output weighting; an input the output does not depend on (an error, or with allow_unused
+// an undefined gradient, with materialize_grads zeros).
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -51,9 +52,20 @@ TEST(TypedGradTest, IntermediateAndUnreachedInputs) {
   Tensor<1> w = w_leaf();
   Tensor<2> h = x * 3.0;          // an intermediate result
   Tensor<1> loss = (h * h).sum();  // dloss/dh = 2 h = 6 x
-  auto [dh, dw] = grad(loss, h, w);
+  // loss does not depend on w: an error naming input 1, as torch.autograd.grad.
+  try {
+    grad(loss, std::tie(h, w), {.retain_graph = true});
+    ADD_FAILURE() << "grad of an unused input did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 1 (shape [2]) is not used"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allow_unused"), std::string::npos) << e.what();
+  }
+  auto [dh, dw] = grad(loss, std::tie(h, w), {.retain_graph = true, .allow_unused = true});
   EXPECT_TRUE(all_close(dh.array(), {6, 12, 18, 24}, 0, 1e-12));
-  EXPECT_TRUE(all_close(dw.array(), {0, 0}, 0, 0));  // loss does not depend on w: zeros, as the untyped grad
+  EXPECT_FALSE(dw.defined());  // PyTorch's None
+  auto [dh2, dw2] = grad(loss, std::tie(h, w), {.materialize_grads = true});
+  EXPECT_TRUE(all_close(dh2.array(), {6, 12, 18, 24}, 0, 1e-12));
+  EXPECT_TRUE(all_close(dw2.array(), {0, 0}, 0, 0));  // zeros of w's shape
 }
 
 }  // namespace

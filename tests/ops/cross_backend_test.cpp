@@ -57,12 +57,16 @@ std::vector<Case> cases() {
   add_case("minimum f64", [](Device d) { return minimum(f64(u, {n}, d), f64(v, {n}, d)); });
   add_case("floor_div f32", [](Device d) { return floor_div(f32(u, {n}, d), f32(v, {n}, d)); });
   add_case("rem f32", [](Device d) { return rem(f32(u, {n}, d), f32(v, {n}, d)); }, 0, 1e-6);
+  add_case("fmod f32", [](Device d) { return fmod(f32(u, {n}, d), f32(v, {n}, d)); }, 0, 1e-6);
+  add_case("fmod f64 scalar", [](Device d) { return fmod(f64(u, {n}, d), -0.7); }, 0, 1e-12);
+  add_case("fmod f16", [](Device d) { return fmod(make(u, {n}, DType::F16, d), make(pos, {n}, DType::F16, d)); }, 0, 1e-3);
   for (DType t : {DType::I32, DType::I64, DType::U8}) {
     std::string s(dtype_name(t));
     add_case("add " + s, [t](Device d) { return add(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
     add_case("mul " + s, [t](Device d) { return mul(make(ints, {n}, t, d), make(ints, {n}, t, d)); });
     add_case("floor_div " + s, [t](Device d) { return floor_div(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
     add_case("rem " + s, [t](Device d) { return rem(make(ints, {n}, t, d), neg(make(nz, {n}, DType::I32, d))); });
+    add_case("fmod " + s, [t](Device d) { return fmod(make(ints, {n}, t, d), neg(make(nz, {n}, DType::I32, d))); });
     add_case("div " + s, [t](Device d) { return div(make(ints, {n}, t, d), make(nz, {n}, t, d)); });
     add_case("pow " + s, [t](Device d) { return pow(make(ints, {n}, t, d), 3); });
   }

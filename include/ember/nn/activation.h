@@ -8,26 +8,13 @@
 namespace ember::nn {
 
 // ---- typed tensor forms ----------------------------------------------------------------------
-template <int D>
-Tensor<D> leaky_relu(const Tensor<D>& x, double negative_slope = 0.01) {
-  return Tensor<D>(ember::leaky_relu(x.array(), negative_slope));
-}
-template <int D>
-Tensor<D> elu(const Tensor<D>& x, double alpha = 1.0) {
-  return Tensor<D>(ember::elu(x.array(), alpha));
-}
-template <int D>
-Tensor<D> silu(const Tensor<D>& x) {
-  return Tensor<D>(ember::silu(x.array()));
-}
-template <int D>
-Tensor<D> softplus(const Tensor<D>& x, double beta = 1.0, double threshold = 20.0) {
-  return Tensor<D>(ember::softplus(x.array(), beta, threshold));
-}
-template <int D>
-Tensor<D> gelu_tanh(const Tensor<D>& x) {
-  return Tensor<D>(ember::gelu_tanh(x.array()));
-}
+// The elementwise activations are ops of the table (ember/elementwise_ops.def), which gives them
+// their Tensor forms; nn:: names them too (one function, so calls are never ambiguous).
+using ember::elu;
+using ember::gelu_tanh;
+using ember::leaky_relu;
+using ember::silu;
+using ember::softplus;
 template <int D>
 Tensor<D> softmax(const Tensor<D>& x, int dim) {
   return Tensor<D>(ember::softmax(x.array(), dim));

@@ -25,18 +25,9 @@ template <int D>
 Tensor<D> selu(const Tensor<D>& x) {
   return Tensor<D>(selu(x.array()));
 }
-template <int D>
-Tensor<D> mish(const Tensor<D>& x) {
-  return Tensor<D>(ember::mish(x.array()));
-}
-template <int D>
-Tensor<D> hard_sigmoid(const Tensor<D>& x) {
-  return Tensor<D>(ember::hard_sigmoid(x.array()));
-}
-template <int D>
-Tensor<D> hard_swish(const Tensor<D>& x) {
-  return Tensor<D>(ember::hard_swish(x.array()));
-}
+using ember::hard_sigmoid;  // ops of the table, with their Tensor forms (see activation.h)
+using ember::hard_swish;
+using ember::mish;
 template <int D>
 Tensor<D> softsign(const Tensor<D>& x) {
   return Tensor<D>(softsign(x.array()));

@@ -264,6 +264,7 @@ std::string ExprTable::binary(uint16_t op, uint8_t dt, const std::string& a, con
       case EMBER_KIR_DIV: return fmt("%s / %s", x, y);
       case EMBER_KIR_FLOORDIV: return fmt("%s(__builtin_floor(double(%s) / double(%s)))", T, x, y);
       case EMBER_KIR_REM: return fmt("e_rem(%s, %s)", x, y);
+      case EMBER_KIR_FMOD: return fmt("%s(fmod(double(%s), double(%s)))", T, x, y);
       case EMBER_KIR_POW: return fmt("%s(pow(double(%s), double(%s)))", T, x, y);
       case EMBER_KIR_MAX: return fmt("e_max(%s, %s)", x, y);
       case EMBER_KIR_MIN: return fmt("e_min(%s, %s)", x, y);

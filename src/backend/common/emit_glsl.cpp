@@ -216,6 +216,10 @@ T e_rem_SFX(T a, T b) {
   if (m != T(0) && ((m < T(0)) != (b < T(0)))) m += b;
   return m;
 }
+T e_fmod_SFX(T a, T b) {
+  if (b == T(0)) { e_fail(3u, int64_t(a), int64_t(0)); return T(0); }
+  return b == T(-1) ? T(0) : a - (a / b) * b;
+}
 T e_pow_SFX(T a, T b) {
   if (b < T(0)) { e_fail(4u, EW(b), EW(0)); return T(0); }
   T r = T(1), x = a;
@@ -257,6 +261,24 @@ double e_remd(double x, double y) {
   return m;
 }
 float e_remf(float x, float y) { return float(e_remd(double(x), double(y))); }
+// C's fmod (the sign of x), exact while the truncated quotient q is (|x / y| < 2^53): q y is
+// formed exactly as hi + lo (Dekker's product; drivers may not fuse fma for doubles), x - hi is
+// exact (Sterbenz) and so is the one rounding of (x - hi) - lo, the representable remainder. The
+// steps after it correct a quotient that x / y rounded across an integer.
+double e_fmodd(double x, double y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == 0.0LF) return e_nand();
+  if (isinf(y) || x == 0.0LF) return x;
+  precise double q = trunc(x / y), hi = q * y;
+  precise double cq = 134217729.0LF * q, qh = cq - (cq - q), ql = q - qh;
+  precise double cy = 134217729.0LF * y, yh = cy - (cy - y), yl = y - yh;
+  precise double lo = ((qh * yh - hi) + qh * yl + ql * yh) + ql * yl;
+  precise double m = q == 0.0LF ? x : (x - hi) - lo;
+  if (abs(m) >= abs(y)) m = 0.0LF;
+  if (m != 0.0LF && ((m < 0.0LF) != (x < 0.0LF))) m += x < 0.0LF ? -abs(y) : abs(y);
+  if (m == 0.0LF) m = packDouble2x32(uvec2(0u, unpackDouble2x32(x).y & 0x80000000u));
+  return m;
+}
+float e_fmodf(float x, float y) { return float(e_fmodd(double(x), double(y))); }
 double e_uniform_f64(int64_t c, uint s, uint64_t k) {
   uvec2 w = e_philox(uint64_t(c), s, k);
   return double(((uint64_t(w.x) << 32) | uint64_t(w.y)) >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u));
@@ -271,6 +293,15 @@ float e_remf(float x, float y) {
   else if (isinf(y) || x == 0.0) m = x;
   else { precise float q = trunc(x / y); precise float t = x - q * y; m = t; if (abs(m) >= abs(y)) m = 0.0; }
   if (m != 0.0 && ((m < 0.0) != (y < 0.0))) m += y;
+  if (m == 0.0) m = uintBitsToFloat(floatBitsToUint(x) & 0x80000000u);
+  return m;
+}
+float e_fmodf(float x, float y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == 0.0) return e_nanf();
+  if (isinf(y) || x == 0.0) return x;
+  precise float q = trunc(x / y); precise float m = fma(-q, y, x);
+  if (abs(m) >= abs(y)) m = 0.0;
+  if (m != 0.0 && ((m < 0.0) != (x < 0.0))) m += x < 0.0 ? -abs(y) : abs(y);
   if (m == 0.0) m = uintBitsToFloat(floatBitsToUint(x) & 0x80000000u);
   return m;
 }
@@ -381,6 +412,7 @@ class GlslTable final : public ExprTable {
           if (f && t_.float64) return "float(floor(double(" + x + ") / double(" + y + ")))";
           return "floor(" + x + " / " + y + ")";
         case EMBER_KIR_REM: return (f ? "e_remf(" : "e_remd(") + x + ", " + y + ")";
+        case EMBER_KIR_FMOD: return (f ? "e_fmodf(" : "e_fmodd(") + x + ", " + y + ")";
         case EMBER_KIR_POW: return (f ? (t_.float64 ? "e_powf_d(" : "e_powf(") : "e_powd(") + x + ", " + y + ")";
         case EMBER_KIR_MAX: return (f ? "e_maxf(" : "e_maxd(") + x + ", " + y + ")";
         case EMBER_KIR_MIN: return (f ? "e_minf(" : "e_mind(") + x + ", " + y + ")";
@@ -395,6 +427,7 @@ class GlslTable final : public ExprTable {
       case EMBER_KIR_DIV: return std::string("e_div_") + sfx + "(" + x + ", " + y + ")";
       case EMBER_KIR_FLOORDIV: return std::string("e_floordiv_") + sfx + "(" + x + ", " + y + ")";
       case EMBER_KIR_REM: return std::string("e_rem_") + sfx + "(" + x + ", " + y + ")";
+      case EMBER_KIR_FMOD: return std::string("e_fmod_") + sfx + "(" + x + ", " + y + ")";
       case EMBER_KIR_POW: return std::string("e_pow_") + sfx + "(" + x + ", " + y + ")";
       case EMBER_KIR_MAX: return "max(" + x + ", " + y + ")";
       case EMBER_KIR_MIN: return "min(" + x + ", " + y + ")";
@@ -685,7 +718,7 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
     const bool integer = !is_float(in.dtype) && !is_half(in.dtype);
     fails |= in.op == EMBER_KIR_LOAD_GATHER ||
              (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
-                          in.op == EMBER_KIR_POW));
+                          in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
     if (is_acc(in.op)) {
       if (in.phase % 2 != 1 || in.a < 0 || in.a >= k || p.insts[in.a].dtype != in.dtype)
         if (!(in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) || in.phase % 2 != 1 || in.a < 0 ||

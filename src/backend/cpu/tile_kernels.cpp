@@ -201,6 +201,7 @@ HWY_INLINE void float_binary(uint16_t op, const T* HWY_RESTRICT a, const T* HWY_
         return T(m);
       });
       break;
+    case EMBER_KIR_FMOD: map2(a, b, o, n, [](T x, T y) { return T(std::fmod(double(x), double(y))); }); break;
     case EMBER_KIR_POW: map2(a, b, o, n, [](T x, T y) { return T(std::pow(double(x), double(y))); }); break;
     case EMBER_KIR_MAX:
       map2(a, b, o, n, [](T x, T y) {
@@ -248,11 +249,12 @@ HWY_INLINE bool int_binary(uint16_t op, const T* HWY_RESTRICT a, const T* HWY_RE
     case EMBER_KIR_DIV:
     case EMBER_KIR_FLOORDIV:
     case EMBER_KIR_REM:
+    case EMBER_KIR_FMOD:
       if (any_zero(b, n)) {
         for (size_t i = 0; i < n; ++i)
           if (b[i] == 0) {
             *err = {EMBER_ERR_INVALID,
-                    op == EMBER_KIR_REM ? "integer remainder by zero" : "integer division by zero", a[i], 0};
+                    op != EMBER_KIR_DIV && op != EMBER_KIR_FLOORDIV ? "integer remainder by zero" : "integer division by zero", a[i], 0};
             break;
           }
         return false;
@@ -266,6 +268,8 @@ HWY_INLINE bool int_binary(uint16_t op, const T* HWY_RESTRICT a, const T* HWY_RE
           if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
           return q;
         });
+      } else if (op == EMBER_KIR_FMOD) {
+        map2(a, b, o, n, [](T x, T y) { return y == -1 ? T(0) : T(x % y); });
       } else {
         map2(a, b, o, n, [](T x, T y) {
           if (y == -1) return T(0);

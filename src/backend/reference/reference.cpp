@@ -190,6 +190,14 @@ Value eval_alu(const ember_kir_inst& in, const std::vector<Value>& r, const std:
         out.i = m;
       }
       break;
+    case EMBER_KIR_FMOD:  // C's fmod: the sign of the dividend (exact, so rounding once suffices)
+      if (fl) {
+        out.f = round_to(dt, std::fmod(a.f, b.f));
+      } else {
+        if (b.i == 0) throw Error{EMBER_ERR_INVALID, "integer remainder by zero", a.i, 0};
+        out.i = b.i == -1 ? 0 : a.i % b.i;
+      }
+      break;
     case EMBER_KIR_POW:
       if (fl) out.f = round_to(dt, std::pow(a.f, b.f));
       else if (b.i < 0) throw Error{EMBER_ERR_INVALID, "integer raised to a negative power", b.i, 0};

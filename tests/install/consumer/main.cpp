@@ -24,6 +24,13 @@ int main() {
       std::printf("wrong result on %s: %f\n", d.str().c_str(), got);
       return 1;
     }
+    // Functions generated from the installed op table (ember/elementwise_ops.def):
+    // fmod(x, 3) * x = [1, 4, 0, 4] -> 9; log2(|x|) = [0, 1, log2(3), 2] -> 3 + log2(3).
+    double table = (fmod(x, 3.0) * x).sum().item<double>() + log2(x.abs()).sum().item<double>();
+    if (std::fabs(table - (12 + std::log2(3.0))) > 1e-5) {
+      std::printf("wrong op-table result on %s: %f\n", d.str().c_str(), table);
+      return 1;
+    }
     ++found;
   }
   std::printf("ember %s: %d devices ok\n", version(), found);
