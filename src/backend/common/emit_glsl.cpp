@@ -217,7 +217,7 @@ T e_rem_SFX(T a, T b) {
   return m;
 }
 T e_fmod_SFX(T a, T b) {
-  if (b == T(0)) { e_fail(3u, int64_t(a), int64_t(0)); return T(0); }
+  if (b == T(0)) { e_fail(3u, EW(a), EW(0)); return T(0); }
   return b == T(-1) ? T(0) : a - (a / b) * b;
 }
 T e_pow_SFX(T a, T b) {
