@@ -17,6 +17,7 @@ setup takes options in "opts" (the peer's settings, bench/peers.py):
         Workloads it cannot compile answer {"ok": false, "unsupported": true}.
 The answer's "config" says what was used (e.g. "Adam fused").
 """
+import copy
 import json
 import math
 import os
@@ -229,9 +230,22 @@ def mlp_model(n_in, hidden, n_out):
     return torch.nn.Sequential(*layers)
 
 
-class MlpStep:
+class Stateful:
+    """A training case whose compiling call (setup, torch.compile) must not count as a step: the
+    parameters and the optimizer state are put back after it, so the checksum (the loss after the
+    same number of steps on every side) still compares."""
+
+    def snapshot(self):
+        return copy.deepcopy(self.net.state_dict()), copy.deepcopy(self.opt.state_dict())
+
+    def restore(self, snap):
+        self.net.load_state_dict(snap[0])
+        self.opt.load_state_dict(snap[1])
+
+
+class MlpStep(Stateful):
     def __init__(self, batch, n_in, hidden, n_out):
-        self.model = mlp_model(n_in, hidden, n_out)
+        self.model = self.net = mlp_model(n_in, hidden, n_out)
         self.opt = adam(self.model.parameters(), 1e-3)
         self.x = inp([batch, n_in], 1)
         self.labels = torch.arange(batch, dtype=torch.int64) % n_out
@@ -278,13 +292,14 @@ def set_params_by_name(module, seed):
             seed += 1
 
 
-class EncoderTrain:
+class EncoderTrain(Stateful):
     """One training step of nn.TransformerEncoderLayer (post-norm, GELU, no dropout): forward,
     loss = mean(out²), backward, Adam."""
 
     def __init__(self, B, S, D, H, Fd):
         self.layer = torch.nn.TransformerEncoderLayer(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True)
         set_params_by_name(self.layer, 40)
+        self.net = self.layer
         self.opt = adam(self.layer.parameters(), 1e-4)
         self.x = inp([B, S, D], 1)
         self.loss = None
@@ -516,6 +531,7 @@ def main():
                 reply = {"ok": True}
                 if OPTS.get("compile"):
                     USED.append("torch.compile")
+                    snap = case.snapshot() if isinstance(case, Stateful) else None
                     t0 = time.perf_counter()
                     try:
                         case.run()  # the compiling call
@@ -523,6 +539,8 @@ def main():
                         case = None
                         raise Unsupported("torch.compile failed: %s: %s" % (type(e).__name__, str(e)[:300]))
                     reply["compile_s"] = time.perf_counter() - t0
+                    if snap:
+                        case.restore(snap)
                 reply["config"] = ", ".join(USED)
             elif cmd == "run":
                 times = []
