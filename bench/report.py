@@ -54,12 +54,12 @@ def peer_sentence(meta):
     if not st:  # a result file from before bench/peers.py
         return ("Peer: %s under /usr/bin/python3 with OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N GOMP_SPINCOUNT=0 "
                 "and torch.set_num_threads(N)." % peers.describe(peer))
-    waits = st.get("suite_wait") or ["passive"]
     envs = st.get("wait_env", {})
-    txt = ("Peer: %s with OMP_NUM_THREADS=N, torch.set_num_threads(N) and, for the OpenMP wait policy, %s"
-           % (peers.describe(peer), " / ".join("%s (%s)" % (x, envs.get(x, "")) for x in waits)))
-    if len(waits) > 1:
-        txt += ", each measured, the faster counts (the row's *peer setting*)"
+    txt = ("Peer: %s with OMP_NUM_THREADS=N and torch.set_num_threads(N); OpenMP wait policy %s for the suite's "
+           "rows, %s for the epoch rows; where a row has several, all run in the same rounds and the faster "
+           "counts (policies: %s)"
+           % (peers.describe(peer), " + ".join(st.get("suite_wait") or []), " + ".join(st.get("epoch_wait") or []),
+              "; ".join("%s = %s" % kv for kv in envs.items())))
     txt += "; Adam fused where torch has it"
     if st.get("channels_last_variant"):
         txt += ("; convolution and pooling rows measured in both layouts (contiguous and channels-last), the "
@@ -195,9 +195,10 @@ def markdown(data):
             bounds.append("%.0f%%" % (f * 100) if f is not None else "—")
             if t == threads[0] and e.get("kernels_per_rep") is not None:
                 kern = "%g + %g" % (e["kernels_per_rep"], e["library_calls_per_rep"])
-            s = ", ".join(v for v in (x.get("peer_setting") if x.get("peer_variants") else None,
-                                      x.get("peer_config")) if v)
-            settings.append(s or "—")
+            parts = []
+            for v in (x.get("peer_setting") if x.get("peer_variants") else None, x.get("peer_config")):
+                parts += [q for q in (v or "").split(", ") if q and q not in parts]
+            settings.append(", ".join(parts) or "—")
             compile_s.append("%.1f" % x["compile_s"] if x.get("compile_s") is not None else "—")
         uniq = sorted(set(settings))
         cells += " %s | %s | %s |" % (" / ".join(bounds), kern,

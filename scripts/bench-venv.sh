@@ -10,7 +10,7 @@
 #
 # Default place: ${XDG_CACHE_HOME:-~/.cache}/ember/bench-venv. Plain PyPI's torch wheel for Linux
 # x86-64 is the CUDA build: it pulls about 4 GB of nvidia-* packages (the venv is about 5.5 GB);
-# bench/run uses only its CPU side.
+# bench/run uses only its CPU side. Here it took about 12 minutes (mostly the download).
 set -euo pipefail
 VENV="${EMBER_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ember/bench-venv}"
 PY="${EMBER_BENCH_BASE_PYTHON:-/usr/bin/python3}"
