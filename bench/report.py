@@ -196,7 +196,7 @@ def markdown(data):
             if t == threads[0] and e.get("kernels_per_rep") is not None:
                 kern = "%g + %g" % (e["kernels_per_rep"], e["library_calls_per_rep"])
             parts = []
-            for v in (x.get("peer_setting") if x.get("peer_variants") else None, x.get("peer_config")):
+            for v in (x.get("peer_setting"), x.get("peer_config")):
                 parts += [q for q in (v or "").split(", ") if q and q not in parts]
             settings.append(", ".join(parts) or "—")
             compile_s.append("%.1f" % x["compile_s"] if x.get("compile_s") is not None else "—")
