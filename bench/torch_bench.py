@@ -118,7 +118,6 @@ class GeluGrad:
         self.x = inp([n], 1).requires_grad_(True)
         self.g = inp([n], 2)
         self.dx = None
-
         self.f = compiled(gelu_prims)
 
     def run(self):
@@ -198,7 +197,6 @@ class TinyAutograd:
         self.w = inp([n], 1).requires_grad_(True)
         self.x = inp([n], 2)
         self.h = None
-
         self.f = compiled(lambda w, x: (torch.tanh(w * x) + w).sum())
 
     def run(self):
