@@ -30,8 +30,9 @@ test: build
 	@ctest --test-dir build/release --output-on-failure -j$(JOBS) --timeout 600
 
 # Benchmarks side by side with PyTorch (bench/run; docs/performance.md). `make bench` runs the
-# full suite (about 10 minutes on 2 cores) and rewrites bench/results/ and the table in
-# docs/performance.md; `make bench-smoke` runs tiny sizes in seconds (PyTorch optional).
+# full suite and rewrites bench/results/ and the table in docs/performance.md; its peer is
+# PyTorch 2.x + ONNX Runtime in the bench venv (`bash scripts/bench-venv.sh` once; without it,
+# Debian's /usr/bin/python3). `make bench-smoke` runs tiny sizes in seconds (PyTorch optional).
 bench-build:
 	@bash scripts/setup.sh
 	@cmake --preset release $(EMBER_CMAKE_ARGS) -DEMBER_BUILD_BENCH=ON -DEMBER_BENCH_LIBTORCH=ON >/dev/null

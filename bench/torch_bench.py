@@ -2,14 +2,26 @@
 """PyTorch's side of the benchmark suite (bench/run drives it; bench/ember_bench.cpp is Ember's).
 
 The same line protocol as ember_bench (one JSON object per line on stdin/stdout): setup, run,
-check, info, quit. The runner starts this script with OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N
-GOMP_SPINCOUNT=0 (PyTorch's best configuration on this machine, see TOOLCHAIN-NOTES.md); it also
-calls torch.set_num_threads(N). Inputs use the same integer formula as Ember, so the checksums of
-the two sides can be compared.
+check, info, quit. The runner starts this script under the peer's interpreter (the bench venv's
+PyTorch 2.x by default, or Debian's /usr/bin/python3 with torch 1.13) with OMP_NUM_THREADS=N and
+the OpenMP wait policy it picked for the workload (bench/peers.py); this script calls
+torch.set_num_threads(N). Inputs use the same integer formula as Ember, so the checksums of the
+sides can be compared.
+
+setup takes options in "opts" (the peer's settings, bench/peers.py):
+  adam: "auto" (fused where this torch has a CPU fused Adam, else foreach, else the for-loop),
+        "fused", "foreach" or "loop" (training workloads);
+  channels_last: true: convolution and pooling inputs (and weights) in channels-last layout;
+  compile: true: the workload through torch.compile (torch >= 2); setup then makes the first,
+        compiling call and answers its time as compile_s, so the timed reps exclude compilation.
+        Workloads it cannot compile answer {"ok": false, "unsupported": true}.
+The answer's "config" says what was used (e.g. "Adam fused").
 """
+import copy
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -38,6 +50,43 @@ def inp(shape, seed, scale=1.0):
 
 def checksum(t):
     return float(t.double().sum().item())
+
+
+# The options of the current setup (see the module comment) and what they turned into.
+OPTS = {}
+USED = []
+
+
+def compiled(f):
+    """f through torch.compile when the setup asked for it (the first call compiles)."""
+    return torch.compile(f) if OPTS.get("compile") else f
+
+
+def adam(params, lr):
+    """Adam at the peer's best setting: fused where this torch has a CPU fused Adam (torch >= 2.4),
+    else foreach (a few multi-tensor kernels), else the per-parameter loop (torch 1.13 on CPU)."""
+    want = OPTS.get("adam", "auto")
+    params = list(params)
+    tries = {"auto": ["fused", "foreach", "loop"], "fused": ["fused"], "foreach": ["foreach"], "loop": ["loop"]}[want]
+    for impl in tries:
+        kw = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[impl]
+        try:
+            probe = torch.zeros(2, requires_grad=True)
+            probe.grad = torch.ones(2)
+            torch.optim.Adam([probe], lr=lr, **kw).step()  # older torch: TypeError or RuntimeError on CPU
+            opt = torch.optim.Adam(params, lr=lr, **kw)
+        except (TypeError, RuntimeError, ValueError):
+            continue
+        USED.append("Adam " + impl)
+        return opt
+    raise RuntimeError("no Adam implementation '%s' in torch %s" % (want, torch.__version__))
+
+
+def layout(t):
+    """Channels-last (NHWC in memory) for 4-d convolution and pooling operands when asked."""
+    if OPTS.get("channels_last") and t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
 
 
 class Fn:
@@ -69,11 +118,12 @@ class GeluGrad:
         self.x = inp([n], 1).requires_grad_(True)
         self.g = inp([n], 2)
         self.dx = None
+        self.f = compiled(gelu_prims)
 
     def run(self):
         with torch.enable_grad():
             self.x.grad = None
-            y = gelu_prims(self.x)
+            y = self.f(self.x)
             y.backward(self.g)
             self.dx = self.x.grad
 
@@ -128,12 +178,15 @@ class TinyChain:
         self.x = inp([n], 1)
         self.ops = ops
         self.h = None
+        self.chain = compiled(self.chain_eager)
 
-    def run(self):
-        y = self.x
+    def chain_eager(self, y):
         for i in range(self.ops):
             y = y * 1.0001 if i % 2 == 0 else y + 0.001
-        self.h = y.tolist()
+        return y
+
+    def run(self):
+        self.h = self.chain(self.x).tolist()
 
     def check(self):
         return float(sum(self.h))
@@ -144,11 +197,12 @@ class TinyAutograd:
         self.w = inp([n], 1).requires_grad_(True)
         self.x = inp([n], 2)
         self.h = None
+        self.f = compiled(lambda w, x: (torch.tanh(w * x) + w).sum())
 
     def run(self):
         with torch.enable_grad():
             self.w.grad = None
-            loss = (torch.tanh(self.w * self.x) + self.w).sum()
+            loss = self.f(self.w, self.x)
             loss.backward()
             self.h = self.w.grad.tolist()
 
@@ -174,18 +228,32 @@ def mlp_model(n_in, hidden, n_out):
     return torch.nn.Sequential(*layers)
 
 
-class MlpStep:
+class Stateful:
+    """A training case whose compiling call (setup, torch.compile) must not count as a step: the
+    parameters and the optimizer state are put back after it, so the checksum (the loss after the
+    same number of steps on every side) still compares."""
+
+    def snapshot(self):
+        return copy.deepcopy(self.net.state_dict()), copy.deepcopy(self.opt.state_dict())
+
+    def restore(self, snap):
+        self.net.load_state_dict(snap[0])
+        self.opt.load_state_dict(snap[1])
+
+
+class MlpStep(Stateful):
     def __init__(self, batch, n_in, hidden, n_out):
-        self.model = mlp_model(n_in, hidden, n_out)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.model = self.net = mlp_model(n_in, hidden, n_out)
+        self.opt = adam(self.model.parameters(), 1e-3)
         self.x = inp([batch, n_in], 1)
         self.labels = torch.arange(batch, dtype=torch.int64) % n_out
         self.loss = None
+        self.fwd = compiled(lambda x, y: F.cross_entropy(self.model(x), y))
 
     def run(self):
         with torch.enable_grad():
             self.opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(self.model(self.x), self.labels)
+            loss = self.fwd(self.x, self.labels)
             loss.backward()
             self.opt.step()
             self.loss = loss.detach()
@@ -198,7 +266,7 @@ class MlpInfer:
     """Batch-1 (or small-batch) MLP inference: forward only, result read to Python."""
 
     def __init__(self, batch, n_in, hidden, n_out):
-        self.model = mlp_model(n_in, hidden, n_out)
+        self.model = compiled(mlp_model(n_in, hidden, n_out))
         self.x = inp([batch, n_in], 1)
         self.out = None
 
@@ -222,22 +290,27 @@ def set_params_by_name(module, seed):
             seed += 1
 
 
-class EncoderTrain:
+class EncoderTrain(Stateful):
     """One training step of nn.TransformerEncoderLayer (post-norm, GELU, no dropout): forward,
     loss = mean(out²), backward, Adam."""
 
     def __init__(self, B, S, D, H, Fd):
         self.layer = torch.nn.TransformerEncoderLayer(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True)
         set_params_by_name(self.layer, 40)
-        self.opt = torch.optim.Adam(self.layer.parameters(), lr=1e-4)
+        self.net = self.layer
+        self.opt = adam(self.layer.parameters(), 1e-4)
         self.x = inp([B, S, D], 1)
         self.loss = None
+
+        def fwd(x):
+            y = self.layer(x)
+            return (y * y).mean()
+        self.fwd = compiled(fwd)
 
     def run(self):
         with torch.enable_grad():
             self.opt.zero_grad(set_to_none=True)
-            y = self.layer(self.x)
-            loss = (y * y).mean()
+            loss = self.fwd(self.x)
             loss.backward()
             self.opt.step()
             self.loss = loss.detach()
@@ -254,12 +327,12 @@ class LstmAutograd:
         set_params_by_name(self.lstm, 60)
         self.x = inp([seq, batch, n_in], 1)
         self.g = None
+        self.fwd = compiled(lambda x: self.lstm(x)[0].sum())
 
     def run(self):
         with torch.enable_grad():
             self.lstm.zero_grad(set_to_none=True)
-            out, _ = self.lstm(self.x)
-            out.sum().backward()
+            self.fwd(self.x).backward()
             self.g = self.lstm.weight_ih_l0.grad.tolist()
 
     def check(self):
@@ -278,34 +351,52 @@ class Encoder:
         self.g1, self.be1 = inp([D], 10, 0.1) + 1.0, inp([D], 11, 0.1)
         self.g2, self.be2 = inp([D], 12, 0.1) + 1.0, inp([D], 13, 0.1)
         self.out = None
+        self.body = compiled(self.forward)
 
     def run(self):
+        self.out = self.body(self.x)
+
+    def forward(self, x):
         B, S, D, H = self.B, self.S, self.D, self.H
         dh = D // H
-        qkv = self.x @ self.wqkv + self.bqkv
+        qkv = x @ self.wqkv + self.bqkv
         qkv = qkv.reshape(B, S, 3, H, dh).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         att = torch.softmax((q @ k.transpose(2, 3)) * (1.0 / math.sqrt(dh)), 3)
         ctx = (att @ v).permute(0, 2, 1, 3).reshape(B, S, D)
-        h1 = F.layer_norm(self.x + (ctx @ self.wo + self.bo), (D,), self.g1, self.be1, 1e-5)
+        h1 = F.layer_norm(x + (ctx @ self.wo + self.bo), (D,), self.g1, self.be1, 1e-5)
         ff = F.gelu(h1 @ self.w1 + self.b1) @ self.w2 + self.b2
-        self.out = F.layer_norm(h1 + ff, (D,), self.g2, self.be2, 1e-5)
+        return F.layer_norm(h1 + ff, (D,), self.g2, self.be2, 1e-5)
 
     def check(self):
         return checksum(self.out)
 
 
-# EMBER_BENCH_TORCH_COMPILE=1 (torch >= 2): single-function workloads run through torch.compile
-# (the first, compiling call happens in the runner's warm-up reps). For the torch.compile column
-# in docs/performance.md; Debian's 1.13 has no torch.compile.
-COMPILE = os.environ.get("EMBER_BENCH_TORCH_COMPILE") == "1"
+# Workload kinds torch.compile is not asked to compile: random numbers (other numbers than eager),
+# host transfers (nothing to compile) and the per-op overhead row (one eager op by definition).
+NO_COMPILE = {"randn", "rand", "to_device", "to_host", "lazy_op"}
+# Kinds that have convolution or pooling operands (the channels_last option).
+CONV_KINDS = {"conv2d", "max_pool2d"}
 
 
 def make_case(kind, p):
+    if OPTS.get("compile"):
+        if not hasattr(torch, "compile"):
+            raise Unsupported("torch %s has no torch.compile" % torch.__version__)
+        if kind in NO_COMPILE:
+            raise Unsupported("not compiled: %s" % kind)
+    if OPTS.get("channels_last"):
+        if kind not in CONV_KINDS:
+            raise Unsupported("channels_last: not a convolution or pooling workload")
+        USED.append("channels-last")
     case = make_case_eager(kind, p)
-    if COMPILE and isinstance(case, Fn) and kind not in ("randn", "rand"):
+    if OPTS.get("compile") and isinstance(case, Fn):
         case.f = torch.compile(case.f)
     return case
+
+
+class Unsupported(Exception):
+    pass
 
 
 def make_case_eager(kind, p):
@@ -337,12 +428,12 @@ def make_case_eager(kind, p):
         return Fn(lambda: F.layer_norm(x, (s[-1],), w, b, 1e-5))
     if kind == "conv2d":
         ws = p["w"]
-        x = inp(p["x"], 1)
-        w = inp(ws, 2, 1.0 / math.sqrt(ws[1] * ws[2] * ws[3]))
+        x = layout(inp(p["x"], 1))
+        w = layout(inp(ws, 2, 1.0 / math.sqrt(ws[1] * ws[2] * ws[3])))
         b = inp([ws[0]], 3)
         return Fn(lambda: F.conv2d(x, w, b, stride=p["stride"], padding=p["pad"]))
     if kind == "max_pool2d":
-        x = inp(p["x"], 1)
+        x = layout(inp(p["x"], 1))
         return Fn(lambda: F.max_pool2d(x, p["k"], p["stride"], p["pad"]))
     if kind == "gelu_prims":
         x = inp([n], 1, 3.0)
@@ -394,6 +485,29 @@ def blas_library():
         return None
 
 
+def build_info():
+    """What this torch really computes with: its build configuration (torch.__config__.show()),
+    not the interpreter's system libraries. PyTorch 2.x wheels carry MKL (BLAS_INFO=mkl) and
+    oneDNN inside libtorch_cpu; Debian's 1.13 calls the system libblas.so.3."""
+    cfg = torch.__config__.show()
+    info = {"blas_info": None, "mkl": None, "onednn": None, "cpu_capability": None, "openmp": None}
+    m = re.search(r"BLAS_INFO=(\w+)", cfg)
+    info["blas_info"] = m.group(1) if m else None
+    m = re.search(r"Math Kernel Library Version ([\w.]+)", cfg)
+    info["mkl"] = m.group(1) if m and torch.backends.mkl.is_available() else None
+    m = re.search(r"(?:oneDNN|MKL-DNN) (v[\w.]+)", cfg)
+    if torch.backends.mkldnn.is_available():
+        info["onednn"] = m.group(1) if m else "yes"
+    try:
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # torch < 2.1
+        m = re.search(r"CPU capability usage: (\w+)", cfg)
+        info["cpu_capability"] = m.group(1) if m else None
+    m = re.search(r"OpenMP (\d+)", torch.__config__.parallel_info())
+    info["openmp"] = m.group(1) if m else None
+    return info
+
+
 def main():
     case = None
     for line in sys.stdin:
@@ -404,11 +518,28 @@ def main():
                 break
             if cmd == "info":
                 reply = {"threads": torch.get_num_threads(), "version": torch.__version__,
-                         "config": torch.__config__.parallel_info().splitlines()[:6], "blas": blas_library()}
+                         "python": sys.executable, "config": torch.__config__.parallel_info().splitlines()[:6],
+                         "blas": blas_library(), "build": build_info(), "compile": hasattr(torch, "compile")}
             elif cmd == "setup":
                 case = None
+                OPTS.clear()
+                OPTS.update(req.get("opts") or {})
+                del USED[:]
                 case = make_case(req["kind"], req.get("p", {}))
                 reply = {"ok": True}
+                if OPTS.get("compile"):
+                    USED.append("torch.compile")
+                    snap = case.snapshot() if isinstance(case, Stateful) else None
+                    t0 = time.perf_counter()
+                    try:
+                        case.run()  # the compiling call
+                    except Exception as e:
+                        case = None
+                        raise Unsupported("torch.compile failed: %s: %s" % (type(e).__name__, str(e)[:300]))
+                    reply["compile_s"] = time.perf_counter() - t0
+                    if snap:
+                        case.restore(snap)
+                reply["config"] = ", ".join(USED)
             elif cmd == "run":
                 times = []
                 units = case.units() if hasattr(case, "units") else 1
@@ -421,6 +552,8 @@ def main():
                 reply = {"checksum": case.check()}
             else:
                 raise ValueError("unknown command " + cmd)
+        except Unsupported as e:
+            reply = {"ok": False, "unsupported": True, "error": str(e)}
         except Exception as e:
             reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
         print(json.dumps(reply), flush=True)

@@ -2,10 +2,13 @@
 """PyTorch side-by-side reference for `ember train fashion-mnist`: the same models (src/cli/models.h),
 the same normalization, Adam with a per-step cosine schedule to 5% of the rate, batch 64, test
 evaluation every epoch. Reads the IDX files of Debian's dataset-fashion-mnist. Prints the time per
-epoch and the test accuracy. Run it at its best thread settings on this machine:
+epoch and the test accuracy. Adam runs at PyTorch's best setting (--adam auto: fused where this
+torch has a CPU fused Adam, torch >= 2.4; else foreach; else the per-parameter loop); the line
+"optimizer: ..." says which. Run it as bench/run does (bench/peers.py picks the OpenMP wait policy:
+OMP_WAIT_POLICY=ACTIVE at 2 threads for PyTorch 2.x here):
 
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 GOMP_SPINCOUNT=0 \
-    /usr/bin/python3 tools/train_fashion_mnist_torch.py --model mlp --epochs 3
+  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=ACTIVE \
+    ~/.cache/ember/bench-venv/bin/python tools/train_fashion_mnist_torch.py --model mlp --epochs 3
 """
 import argparse
 import gzip
@@ -56,6 +59,21 @@ class Mlp(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
 
 
+def make_adam(params, lr, want):
+    """(optimizer, implementation): the first of fused, foreach, loop that this torch runs on CPU."""
+    params = list(params)
+    for impl in (["fused", "foreach", "loop"] if want == "auto" else [want]):
+        kw = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[impl]
+        try:
+            probe = torch.zeros(2, requires_grad=True)
+            probe.grad = torch.ones(2)
+            torch.optim.Adam([probe], lr=lr, **kw).step()
+        except (TypeError, RuntimeError, ValueError):
+            continue
+        return torch.optim.Adam(params, lr=lr, **kw), impl
+    raise SystemExit(f"torch {torch.__version__} has no Adam '{want}' on CPU")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
@@ -64,6 +82,9 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--adam", default="auto", choices=["auto", "fused", "foreach", "loop"],
+                   help="Adam implementation (auto: the fastest this torch has on CPU)")
+    p.add_argument("--channels-last", action="store_true", help="CNN: images and weights in channels-last layout")
     a = p.parse_args()
     torch.manual_seed(a.seed)
     norm = lambda x: (torch.from_numpy(x.astype(np.float32) / 255.0).unsqueeze(1) - 0.2860) / 0.3530
@@ -72,11 +93,16 @@ def main():
     if a.limit:
         xtr, ytr = xtr[: a.limit], ytr[: a.limit]
     model = Cnn() if a.model == "cnn" else Mlp()
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    if a.channels_last and a.model == "cnn":
+        model = model.to(memory_format=torch.channels_last)
+        xtr = xtr.contiguous(memory_format=torch.channels_last)
+        xte = xte.contiguous(memory_format=torch.channels_last)
+    opt, impl = make_adam(model.parameters(), a.lr, a.adam)
     steps = a.epochs * math.ceil(len(xtr) / a.batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=a.lr * 0.05)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {a.model}, "
           f"{sum(p.numel() for p in model.parameters())} parameters")
+    print(f"optimizer: Adam {impl}" + (", channels-last" if a.channels_last and a.model == "cnn" else ""))
     for epoch in range(a.epochs):
         model.train()
         t0 = time.perf_counter()
