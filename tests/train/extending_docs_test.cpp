@@ -72,9 +72,10 @@ TEST(ExtendingDocsTest, CustomOpWithBackward) {
   auto [dx] = grad((q * q).sum(), x);       // 2 q, as if q were x: [0, 4, -6]
   EXPECT_TRUE(all_close(q.array(), {0, 2, -3}, 0, 0));
   EXPECT_TRUE(all_close(dx.array(), {0, 4, -6}, 0, 1e-12));
-  // Plain round passes no gradient at all (its result has no history): the estimator is what
-  // lets a rounding step train.
-  EXPECT_FALSE(x.round().requires_grad());
+  // Plain round passes a zero gradient (as in PyTorch): the estimator is what lets a rounding
+  // step train.
+  auto [dr] = grad((x.round() * x).sum(), x);  // d/dx (round(x) x) = round(x) + 0
+  EXPECT_TRUE(all_close(dr.array(), {0, 2, -3}, 0, 0));
   EXPECT_TRUE(q.requires_grad());
 }
 
