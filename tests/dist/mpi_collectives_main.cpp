@@ -1,0 +1,103 @@
+// The MPI test program, run by mpirun as ctest entries (tests/CMakeLists.txt: dist.mpi.*):
+//   collectives   every collective on every dtype (collective_checks.h) on this job's ranks
+//   equivalence   2 ranks x batch 32 over MPI: the same parameters as 1 process x batch 64
+//                 (within the tolerance of data_parallel_test.cpp), bit-identical across ranks
+//                 and to the same run on in-process ranks (the reduction is shared)
+//   fault-hang    rank 1 stops taking part: rank 0 must fail within its 2 s timeout naming
+//                 rank 1 and the collective, and the job must end (not hang)
+// Prints "PASS" lines; exits non-zero on a failed check.
+#include <ember/dist/in_process.h>
+#include <ember/dist/mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "dist/collective_checks.h"
+#include "dist/dp_fixture.h"
+
+using namespace ember;
+using namespace ember::dist;
+
+namespace {
+
+int run_collectives(Communicator& comm) {
+  checks::run_all_collective_checks(comm);
+  std::printf("PASS collectives on rank %d of %d\n", comm.rank(), comm.size());
+  return 0;
+}
+
+int run_equivalence(Communicator& comm) {
+  int failures = 0;
+  for (auto kind : {fixture::OptimKind::Sgd, fixture::OptimKind::Adam}) {
+    for (int accumulation : {1, 2}) {
+      const char* name = kind == fixture::OptimKind::Sgd ? "sgd" : "adam";
+      fixture::Params mine = fixture::train_data_parallel(comm, kind, accumulation);
+      // Every rank's parameters, as bytes, to compare across ranks.
+      std::vector<Array> flat;
+      for (auto& p : mine) flat.push_back(from_vector(p, {int64_t(p.size())}));
+      bool same_as_peers = true;
+      for (size_t i = 0; i < flat.size(); ++i) {
+        std::vector<Array> all = comm.all_gather(flat[i]).wait();
+        for (auto& a : all) same_as_peers = same_as_peers && fixture::bit_identical({a.to_vector<float>()}, {mine[i]});
+      }
+      // The same training on in-process ranks inside this process.
+      std::vector<fixture::Params> threads(size_t(comm.size()));
+      run_in_process({.size = comm.size()}, [&](Communicator& c) {
+        threads[size_t(c.rank())] = fixture::train_data_parallel(c, kind, accumulation);
+      });
+      bool same_as_in_process = fixture::bit_identical(mine, threads[size_t(comm.rank())]);
+      double diff = fixture::max_difference(fixture::train_single_process(kind), mine);
+      bool ok = same_as_peers && same_as_in_process && diff < 5e-6;
+      std::printf("%s equivalence %s accumulation %d on rank %d: ranks identical %d, in-process identical %d, "
+                  "difference to 1 process x 64: %.3g\n",
+                  ok ? "PASS" : "FAIL", name, accumulation, comm.rank(), same_as_peers, same_as_in_process, diff);
+      failures += !ok;
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+int run_fault_hang(Communicator& comm) {
+  comm.set_timeout(std::chrono::seconds(2));
+  comm.barrier().wait();
+  if (comm.rank() == 1) {
+    // Stuck: never makes the next call (the job is ended by rank 0's abort long before).
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  auto start = std::chrono::steady_clock::now();
+  try {
+    comm.all_reduce(zeros({16}), ReduceOp::Sum).wait();
+    std::printf("FAIL: all_reduce succeeded without rank 1\n");
+    return 1;
+  } catch (const Error& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("FAULT DETECTED after %.1f s: %s\n", s, e.what());
+    std::fflush(stdout);
+    return 3;  // destroying the communicator ends the job (MPI_Abort)
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "collectives";
+  auto comm = mpi_world();
+  int rc = 1;
+  try {
+    if (mode == "collectives") rc = run_collectives(*comm);
+    else if (mode == "equivalence") rc = run_equivalence(*comm);
+    else if (mode == "fault-hang") rc = run_fault_hang(*comm);
+    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang)\n", mode.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL on rank %d: %s\n", comm->rank(), e.what());
+    std::fflush(stderr);
+    mpi_abort(1, "ending the job");
+  }
+  std::fflush(stdout);
+  if (rc != 0 && mode != "fault-hang") mpi_abort(rc, "a check failed");
+  comm.reset();
+  return rc;
+}
