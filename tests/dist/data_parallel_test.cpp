@@ -79,6 +79,18 @@ TEST(DataParallelTest, FourRanksAgreeBitForBit) {
   EXPECT_LT(max_difference(single_process(fixture::OptimKind::Adam), ranks[0]), 5e-6);
 }
 
+// Two ranks on two devices (the CPU and the reference interpreter): the same training, within
+// the tolerance above (the devices' kernels round differently), the ranks bit-identical.
+TEST(DataParallelTest, TwoDevicesMatchOneProcess) {
+  if (!Device::reference().available()) GTEST_SKIP() << "reference plugin not found";
+  std::vector<Params> out(2);
+  run_in_process({.size = 2, .devices = {Device::cpu(), Device::reference()}, .timeout = 60s}, [&](Communicator& comm) {
+    out[size_t(comm.rank())] = fixture::train_data_parallel(comm, fixture::OptimKind::Adam, 1);
+  });
+  expect_bit_identical(out[0], out[1], "cpu rank vs reference rank");
+  EXPECT_LT(max_difference(single_process(fixture::OptimKind::Adam), out[0]), 5e-6);
+}
+
 TEST(DataParallelTest, ConstructorBroadcastsRankZerosParameters) {
   std::vector<Params> got(3);
   run_in_process({.size = 3, .timeout = 30s}, [&](Communicator& comm) {

@@ -74,10 +74,11 @@ inline Params snapshot(Mlp model) {
 // optimizer steps; returns this rank's parameters.
 inline Params train_data_parallel(Communicator& comm, OptimKind kind, int accumulation) {
   Mlp model(1 + uint64_t(comm.rank()) * 100);  // different initializations: rank 0's is broadcast
+  model.to(comm.device());
   DataParallel dp(comm, model, {.accumulation_steps = accumulation});
   auto opt = make_optimizer(kind, model);
   auto mine = shard(dataset(), {.rank = comm.rank(), .size = comm.size(), .shuffle = true, .seed = 5});
-  Loader loader(mine, {.batch_size = size_t(64 / comm.size() / accumulation)}, to_batch);
+  Loader loader(mine, {.batch_size = size_t(64 / comm.size() / accumulation), .device = comm.device()}, to_batch);
   int steps = 0;
   for (auto& [x, y] : loader) {
     if (dp.backward(loss(model, x, y))) {
@@ -85,6 +86,10 @@ inline Params train_data_parallel(Communicator& comm, OptimKind kind, int accumu
       ++steps;
     }
   }
+  for (auto& np : model.named_parameters())
+    if (np.param.array().device() != comm.device())
+      throw Error("train_data_parallel: " + np.name + " is on " + np.param.array().device().str() + ", not " +
+                  comm.device().str());
   if (steps != 20 || dp.stats().reductions != 20)
     throw Error("train_data_parallel: " + std::to_string(steps) + " steps, expected 20");
   return snapshot(model);

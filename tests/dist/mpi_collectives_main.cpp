@@ -5,6 +5,7 @@
 //                 and to the same run on in-process ranks (the reduction is shared)
 //   fault-hang    rank 1 stops taking part: rank 0 must fail within its 2 s timeout naming
 //                 rank 1 and the collective, and the job must end (not hang)
+//   fault-exit    the same with rank 1 exiting early (normally, MPI finalized)
 // Prints "PASS" lines; exits non-zero on a failed check.
 #include <ember/dist/in_process.h>
 #include <ember/dist/mpi.h>
@@ -59,12 +60,15 @@ int run_equivalence(Communicator& comm) {
   return failures ? 1 : 0;
 }
 
-int run_fault_hang(Communicator& comm) {
+// Rank 1 stops taking part after a barrier: it hangs (`exit_early` false) or finishes at once,
+// destroying its communicator (`exit_early`). Rank 0's next all_reduce must fail within its 2 s
+// timeout naming rank 1; the job then ends through rank 0's MPI_Abort.
+int run_fault(Communicator& comm, bool exit_early) {
   comm.set_timeout(std::chrono::seconds(2));
   comm.barrier().wait();
   if (comm.rank() == 1) {
-    // Stuck: never makes the next call (the job is ended by rank 0's abort long before).
-    std::this_thread::sleep_for(std::chrono::seconds(60));
+    if (exit_early) return -1;  // main() destroys the communicator (MPI_Finalize) and returns 0
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // ended long before by rank 0's abort
     return 0;
   }
   auto start = std::chrono::steady_clock::now();
@@ -89,15 +93,17 @@ int main(int argc, char** argv) {
   try {
     if (mode == "collectives") rc = run_collectives(*comm);
     else if (mode == "equivalence") rc = run_equivalence(*comm);
-    else if (mode == "fault-hang") rc = run_fault_hang(*comm);
-    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang)\n", mode.c_str());
+    else if (mode == "fault-hang") rc = run_fault(*comm, false);
+    else if (mode == "fault-exit") rc = run_fault(*comm, true);
+    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang, fault-exit)\n", mode.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL on rank %d: %s\n", comm->rank(), e.what());
     std::fflush(stderr);
     mpi_abort(1, "ending the job");
   }
   std::fflush(stdout);
-  if (rc != 0 && mode != "fault-hang") mpi_abort(rc, "a check failed");
+  bool fault_mode = mode.rfind("fault", 0) == 0;
+  if (rc != 0 && !fault_mode) mpi_abort(rc, "a check failed");
   comm.reset();
-  return rc;
+  return rc < 0 ? 0 : rc;
 }
