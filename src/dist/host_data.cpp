@@ -48,26 +48,40 @@ T min_of(T a, T b) {
 }
 
 // Elements stored as `Stored`, accumulated as `Acc` (f16/bf16: f32), rounded once at the end.
+// The op is a template parameter so that the inner loops have no branch on it (they vectorize).
+template <ReduceOp Op, class Stored, class Acc, class ToAcc, class FromAcc>
+Bytes reduce_with(const std::vector<const uint8_t*>& parts, size_t count, ToAcc to_acc, FromAcc from_acc) {
+  Bytes out(count * sizeof(Stored));
+  const size_t n = parts.size();
+  std::vector<Acc> acc(count);
+  for (size_t i = 0; i < count; ++i) acc[i] = to_acc(load<Stored>(parts[0], i));
+  for (size_t r = 1; r < n; ++r) {
+    const uint8_t* p = parts[r];
+    for (size_t i = 0; i < count; ++i) {
+      Acc v = to_acc(load<Stored>(p, i));
+      if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc[i] = Acc(acc[i] + v);
+      else if constexpr (Op == ReduceOp::Max) acc[i] = max_of(acc[i], v);
+      else acc[i] = min_of(acc[i], v);
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Acc a = acc[i];
+    if constexpr (Op == ReduceOp::Mean) a = Acc(a / Acc(n));
+    store<Stored>(out.data(), i, from_acc(a));
+  }
+  return out;
+}
+
 template <class Stored, class Acc, class ToAcc, class FromAcc>
 Bytes reduce_typed(const std::vector<const uint8_t*>& parts, size_t count, ReduceOp op, ToAcc to_acc,
                    FromAcc from_acc) {
-  Bytes out(count * sizeof(Stored));
-  const size_t n = parts.size();
-  for (size_t i = 0; i < count; ++i) {
-    Acc acc = to_acc(load<Stored>(parts[0], i));
-    for (size_t r = 1; r < n; ++r) {
-      Acc v = to_acc(load<Stored>(parts[r], i));
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Mean: acc = Acc(acc + v); break;
-        case ReduceOp::Max: acc = max_of(acc, v); break;
-        case ReduceOp::Min: acc = min_of(acc, v); break;
-      }
-    }
-    if (op == ReduceOp::Mean) acc = Acc(acc / Acc(n));
-    store<Stored>(out.data(), i, from_acc(acc));
+  switch (op) {
+    case ReduceOp::Sum: return reduce_with<ReduceOp::Sum, Stored, Acc>(parts, count, to_acc, from_acc);
+    case ReduceOp::Mean: return reduce_with<ReduceOp::Mean, Stored, Acc>(parts, count, to_acc, from_acc);
+    case ReduceOp::Max: return reduce_with<ReduceOp::Max, Stored, Acc>(parts, count, to_acc, from_acc);
+    case ReduceOp::Min: return reduce_with<ReduceOp::Min, Stored, Acc>(parts, count, to_acc, from_acc);
   }
-  return out;
+  throw Error("dist: unknown reduction");
 }
 
 template <class T>

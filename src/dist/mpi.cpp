@@ -114,11 +114,16 @@ class MpiCommunicator final : public Communicator {
         throw Error(what + ": timed out after " + detail::seconds_text(timeout()) + " sending to " +
                     detail::rank_list(not_taking));
       }
-      if (progressed) {
-        pause = std::chrono::microseconds(20);
+      // Sends in flight need MPI_Test calls to move (large messages go in fragments): keep
+      // polling them without sleeping. While peers have not arrived, back off to at most 200 us.
+      bool all_received = true;
+      for (int r = 0; r < n; ++r) all_received = all_received && received[size_t(r)];
+      if (progressed || all_received) {
+        pause = std::chrono::microseconds(10);
+        if (!progressed) std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(pause);
-        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::microseconds(1000));
+        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::microseconds(200));
       }
     }
   }

@@ -6,6 +6,7 @@
 //   fault-hang    rank 1 stops taking part: rank 0 must fail within its 2 s timeout naming
 //                 rank 1 and the collective, and the job must end (not hang)
 //   fault-exit    the same with rank 1 exiting early (normally, MPI finalized)
+//   bench         times all_reduce of 1 and 25 MiB buckets over MPI and in-process (no checks)
 // Prints "PASS" lines; exits non-zero on a failed check.
 #include <ember/dist/in_process.h>
 #include <ember/dist/mpi.h>
@@ -84,6 +85,30 @@ int run_fault(Communicator& comm, bool exit_early) {
   }
 }
 
+// Timing (not a test): all_reduce (mean) of f32 buckets over MPI and over in-process ranks.
+void time_all_reduce(Communicator& comm, const char* label) {
+  for (int64_t mib : {1, 25}) {
+    Array x = full({mib * 262144}, double(comm.rank() + 1));
+    x.eval();
+    comm.all_reduce(x, ReduceOp::Mean).wait();  // warm-up
+    const int reps = 5;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < reps; ++k) comm.all_reduce(x, ReduceOp::Mean).wait();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    if (comm.rank() == 0)
+      std::printf("%s all_reduce %lld MiB f32 on %d ranks: %.2f ms (%.2f GB/s of bucket)\n", label, (long long)mib,
+                  comm.size(), ms, double(mib) * 1048576 / (ms * 1e6));
+  }
+}
+
+int run_bench(Communicator& comm) {
+  time_all_reduce(comm, "mpi");
+  comm.barrier().wait();
+  if (comm.rank() == 0) run_in_process({.size = comm.size()}, [](Communicator& c) { time_all_reduce(c, "in-process"); });
+  comm.barrier().wait();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,7 +120,8 @@ int main(int argc, char** argv) {
     else if (mode == "equivalence") rc = run_equivalence(*comm);
     else if (mode == "fault-hang") rc = run_fault(*comm, false);
     else if (mode == "fault-exit") rc = run_fault(*comm, true);
-    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang, fault-exit)\n", mode.c_str());
+    else if (mode == "bench") rc = run_bench(*comm);
+    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang, fault-exit, bench)\n", mode.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL on rank %d: %s\n", comm->rank(), e.what());
     std::fflush(stderr);
