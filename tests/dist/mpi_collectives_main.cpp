@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/models.h"
 #include "dist/collective_checks.h"
 #include "dist/dp_fixture.h"
 
@@ -101,7 +102,59 @@ void time_all_reduce(Communicator& comm, const char* label) {
   }
 }
 
+// Timing (not a test): the Fashion-MNIST CNN of `ember train` (0.42 M parameters, one 1.6 MiB
+// bucket) with a global batch of 64 split over the ranks. `separate`: backward's gradients are
+// computed to the end first, then all-reduced (compute and communication timed apart); else
+// DataParallel::backward as in training (the all-reduce waits for the bucket's values).
+void time_cnn(Communicator& comm, bool separate) {
+  manual_seed(1);
+  cli::FashionCnn model;
+  DataParallel dp(comm, model);
+  optim::Adam opt(model, {.lr = 1e-3});
+  auto mine = shard(data::FashionMnist::train(), {.rank = comm.rank(), .size = comm.size(), .shuffle = true, .seed = 1});
+  data::DataLoader loader(mine, {.batch_size = size_t(64 / comm.size())});
+  const int warmup = 20, steps = 60;
+  int k = 0;
+  double compute_ms = 0, reduce_ms = 0;
+  std::chrono::steady_clock::time_point t0;
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
+  for (auto& [x, y] : loader) {
+    if (k == warmup) t0 = clock::now();
+    if (separate) {
+      auto c0 = clock::now();
+      Gradients g = nn::cross_entropy(model.forward(x), y).array().backward();
+      std::vector<Array> all = g.arrays();
+      eval(all);
+      for (auto& a : all) a.to_vector<float>();  // waits for the values
+      auto c1 = clock::now();
+      dp.all_reduce_gradients(g);
+      if (k >= warmup) {
+        compute_ms += std::chrono::duration<double, std::milli>(c1 - c0).count();
+        reduce_ms += ms_since(c1);
+      }
+      opt.step(g);
+    } else if (dp.backward(nn::cross_entropy(model.forward(x), y).array())) {
+      opt.step(dp.gradients());
+    }
+    if (++k == warmup + steps) break;
+  }
+  synchronize();
+  double per_step = ms_since(t0) / steps;
+  if (comm.rank() == 0) {
+    if (separate)
+      std::printf("cnn on %d ranks, global batch 64, apart: %.1f ms per step = forward+backward %.1f ms + all-reduce "
+                  "%.1f ms (%.2f MiB) + rest\n",
+                  comm.size(), per_step, compute_ms / steps, reduce_ms / steps,
+                  double(dp.stats().bytes) / double(std::max<int64_t>(1, dp.stats().reductions)) / 1048576);
+    else
+      std::printf("cnn on %d ranks, global batch 64, DataParallel::backward: %.1f ms per step\n", comm.size(), per_step);
+  }
+}
+
 int run_bench(Communicator& comm) {
+  time_cnn(comm, false);
+  time_cnn(comm, true);
   time_all_reduce(comm, "mpi");
   comm.barrier().wait();
   if (comm.rank() == 0) run_in_process({.size = comm.size()}, [](Communicator& c) { time_all_reduce(c, "in-process"); });
