@@ -113,7 +113,8 @@ inline void check_all_gather(Communicator& comm, DType dtype) {
 inline void check_reduce_scatter(Communicator& comm, DType dtype, const Shape& shape) {
   const int n = comm.size(), r = comm.rank();
   Array got = comm.reduce_scatter(make_input(r, shape, dtype, comm.device()), ReduceOp::Sum).wait();
-  auto [begin, end] = chunk_rows(shape[0], n, r);
+  const auto chunk = chunk_rows(shape[0], n, r);
+  const int64_t begin = chunk.first, end = chunk.second;
   std::vector<int64_t> dims = shape.dims();
   dims[0] = end - begin;
   int64_t row = shape[0] == 0 ? 0 : shape.numel() / shape[0];
