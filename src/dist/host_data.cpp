@@ -53,10 +53,17 @@ template <ReduceOp Op, class Stored, class Acc, class ToAcc, class FromAcc>
 Bytes reduce_with(const std::vector<const uint8_t*>& parts, size_t count, ToAcc to_acc, FromAcc from_acc) {
   Bytes out(count * sizeof(Stored));
   const size_t n = parts.size();
-  std::vector<Acc> acc(count);
-  for (size_t i = 0; i < count; ++i) acc[i] = to_acc(load<Stored>(parts[0], i));
+  // The running result lives in `out` itself when the accumulator is the stored type.
+  constexpr bool in_place = std::is_same_v<Acc, Stored>;
+  std::vector<Acc> scratch(in_place ? 0 : count);
+  auto acc_at = [&](size_t i) -> Acc* {
+    if constexpr (in_place) return reinterpret_cast<Acc*>(out.data()) + i;
+    else return scratch.data() + i;
+  };
+  for (size_t i = 0; i < count; ++i) *acc_at(i) = to_acc(load<Stored>(parts[0], i));
   for (size_t r = 1; r < n; ++r) {
     const uint8_t* p = parts[r];
+    Acc* acc = acc_at(0);
     for (size_t i = 0; i < count; ++i) {
       Acc v = to_acc(load<Stored>(p, i));
       if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc[i] = Acc(acc[i] + v);
@@ -65,7 +72,7 @@ Bytes reduce_with(const std::vector<const uint8_t*>& parts, size_t count, ToAcc 
     }
   }
   for (size_t i = 0; i < count; ++i) {
-    Acc a = acc[i];
+    Acc a = *acc_at(i);
     if constexpr (Op == ReduceOp::Mean) a = Acc(a / Acc(n));
     store<Stored>(out.data(), i, from_acc(a));
   }
