@@ -16,6 +16,7 @@ packages=(
   libshaderc-dev glslang-dev                      # GLSL -> SPIR-V at run time (the Vulkan plugin links them statically)
   spirv-tools glslang-tools vulkan-validationlayers  # spirv-val, glslangValidator and the validation layer (Vulkan tests)
   chromium-common                                 # SwiftShader, the second CPU Vulkan driver (no int64/f64/16-bit: the weak device)
+  libonnx-dev libprotobuf-dev                     # ONNX import: onnx-ml.pb.h + libonnx_proto (ONNX 1.12) and protobuf 3.21
 )
 
 missing=()
