@@ -63,22 +63,27 @@ std::vector<Array> op_attention(const OpContext& c) {
     Array add_mask = m.dtype() == DType::Bool ? where(m, zeros_like(m, work), full_like(m, -INFINITY, work)) : cast(m, work);
     bias = add(bias, add_mask);
   }
+  Array minus_inf = full(Shape{1}, -INFINITY, TensorOptions{.dtype = work, .device = q.device()});
   if (c.attr_int("is_causal", 0) != 0) {
-    // Query i (the last L of the S positions when keys include the past) sees keys j <= i + S - L.
+    // Query i sees keys j <= i + offset: offset = the past's length (top-left aligned without a
+    // past), or with nonpad_kv_seqlen (opset 24) that batch's valid length minus L.
     Array i = reshape(arange(0, L, 1, DType::I64, q.device()), Shape{L, 1});
     Array j = reshape(arange(0, S, 1, DType::I64, q.device()), Shape{1, S});
-    bias = where(gt(j, add(i, S - L)), full_like(bias, -INFINITY), bias);
+    Array offset = full(Shape{1}, c.has_input(4) ? c.input(4).shape()[2] : 0, TensorOptions{.dtype = DType::I64, .device = q.device()});
+    if (c.has_input(6)) offset = reshape(sub(cast(c.input(6), DType::I64), L), Shape{-1, 1, 1, 1});
+    bias = where(gt(j, add(i, offset)), minus_inf, bias);
   }
   if (c.has_input(6)) {  // opset 24: nonpad_kv_seqlen [B]: keys at or past it are padding
     Array n = reshape(cast(c.input(6), DType::I64), Shape{-1, 1, 1, 1});
     Array j = reshape(arange(0, S, 1, DType::I64, q.device()), Shape{1, 1, 1, S});
-    bias = where(ge(j, n), full(Shape{1}, -INFINITY, TensorOptions{.dtype = work, .device = q.device()}), bias);
+    bias = where(ge(j, n), minus_inf, bias);
   }
   scores = add(scores, bias);
-  Array qk1 = scores;
+  Array qk_masked = scores;
+  // softcap bounds the masked scores; a masked key (-inf) stays masked instead of becoming -softcap.
   double softcap = c.attr_float("softcap", 0.0);
-  if (softcap > 0) scores = mul(tanh(div(scores, softcap)), softcap);
-  Array qk2 = scores;
+  if (softcap > 0) scores = where(is_inf(scores), scores, mul(tanh(div(scores, softcap)), softcap));
+  Array qk_capped = scores;
   // Softmax that gives 0 for a row without any visible key.
   Array mx = max(scores, {3}, true);
   mx = where(is_finite(mx), mx, zeros_like(mx));
@@ -90,7 +95,7 @@ std::vector<Array> op_attention(const OpContext& c) {
   std::vector<Array> outs = {cast(y, io), present_k, present_v};
   if (c.node().outputs.size() > 3) {
     int64_t mode = c.attr_int("qk_matmul_output_mode", 0);
-    Array qk = mode == 0 ? qk0 : mode == 1 ? qk1 : mode == 2 ? qk2 : p;
+    Array qk = mode == 0 ? qk0 : mode == 1 ? qk_masked : mode == 2 ? qk_capped : p;
     outs.push_back(cast(qk, io));
   }
   return outs;
