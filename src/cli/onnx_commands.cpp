@@ -138,6 +138,7 @@ int cmd_onnx_run(int argc, char** argv) {
   std::vector<Array> ordered;
   for (const auto& vi : model.graph().outputs) ordered.push_back(outputs.at(vi.name));
   eval(ordered);
+  synchronize(dev);
   auto t3 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   int mismatches = 0;

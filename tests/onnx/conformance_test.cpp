@@ -197,6 +197,26 @@ TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
   EXPECT_GE(total.pass, threshold) << "fewer ONNX conformance tests pass than the recorded threshold";
 }
 
+// The three real architectures of onnx-models (IR 3, opset 9, initializers listed as inputs,
+// weights from ConstantOfShape): they load and reproduce the stored outputs.
+TEST(OnnxConformanceTest, LightModelsReproduceStoredOutputs) {
+  const fs::path models = conformance_root() / "onnx-models";
+  if (!fs::exists(models / "light_squeezenet")) {
+    if (in_ci()) FAIL() << "CI=true but the ONNX models are missing at " << models;
+    GTEST_SKIP() << "the ONNX models are not at " << models;
+  }
+  for (const char* name : {"light_squeezenet", "light_resnet50", "light_densenet121"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = models / name;
+    onnx::Model model = onnx::load((dir / "model.onnx").string());
+    ASSERT_EQ(model.graph().inputs.size(), 1u);  // the initializers listed as inputs are not inputs
+    Array x = onnx::load_tensor((dir / "test_data_set_0" / "input_0.pb").string());
+    std::vector<Array> out = model.forward(std::vector<Array>{x});
+    Array want = onnx::load_tensor((dir / "test_data_set_0" / "output_0.pb").string());
+    EXPECT_EQ(compare_tensors(out.at(0), want), "");
+  }
+}
+
 #else
 TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
   GTEST_SKIP() << "this build has no ONNX import (libonnx-dev or libprotobuf-dev missing)";
