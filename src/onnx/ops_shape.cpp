@@ -257,6 +257,36 @@ std::vector<Array> op_gather_nd(const OpContext& c) {
   return {gather_nd(c.input(0), cast(c.input(1), DType::I64))};
 }
 
+// Scatter with a reduction other than none (ScatterElements) or add (both ops): computed on the
+// host in the element type (f64 for floats, i64 for integers), in index order as the reference.
+// Not differentiable; the values are read back once.
+template <class T>
+Array host_scatter(const OpContext& c, const Array& x, const std::vector<int64_t>& offsets, const Array& updates,
+                   int64_t inner, const std::string& red) {
+  std::vector<T> out = x.to_vector<T>();
+  std::vector<T> up = updates.to_vector<T>();
+  for (size_t i = 0; i < offsets.size(); ++i)
+    for (int64_t k = 0; k < inner; ++k) {
+      int64_t o = offsets[i] + k;
+      if (o < 0 || o >= int64_t(out.size())) c.fail("index out of range");
+      T u = up[i * size_t(inner) + size_t(k)];
+      T& v = out[size_t(o)];
+      if (red == "add") v = v + u;
+      else if (red == "mul") v = v * u;
+      else if (red == "max") v = std::max(v, u);
+      else if (red == "min") v = std::min(v, u);
+      else c.unsupported("reduction '" + red + "'");
+    }
+  Array r = from_vector(out, x.shape(), x.device());
+  return r.dtype() == x.dtype() ? r : cast(r, x.dtype());
+}
+
+Array host_scatter_any(const OpContext& c, const Array& x, const std::vector<int64_t>& offsets, const Array& updates,
+                       int64_t inner, const std::string& red) {
+  if (is_floating(x.dtype())) return host_scatter<double>(c, x, offsets, updates, inner, red);
+  return host_scatter<int64_t>(c, x, offsets, updates, inner, red);
+}
+
 std::vector<Array> op_scatter_elements(const OpContext& c) {
   const Array& x = c.input(0);
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
@@ -264,13 +294,44 @@ std::vector<Array> op_scatter_elements(const OpContext& c) {
   std::string red = c.attr_string("reduction", "none");
   if (red == "none") return {scatter(x, axis, idx, c.input(2))};
   if (red == "add") return {scatter_add(x, axis, idx, c.input(2))};
-  c.unsupported("reduction '" + red + "'");
+  // Offsets of every index element: its own position with the axis coordinate replaced.
+  const Shape& is = idx.shape();
+  std::vector<int64_t> iv = idx.to_vector<int64_t>(), offsets(iv.size());
+  std::vector<int64_t> xstrides = x.shape().contiguous_strides();
+  for (size_t p = 0; p < iv.size(); ++p) {
+    int64_t rest = int64_t(p), off = 0;
+    for (int d = is.rank() - 1; d >= 0; --d) {
+      int64_t coord = rest % is[d];
+      rest /= is[d];
+      off += (d == axis ? iv[p] : coord) * xstrides[size_t(d)];
+    }
+    offsets[p] = off;
+  }
+  return {host_scatter_any(c, x, offsets, c.input(2), 1, red)};
 }
 
 std::vector<Array> op_scatter_nd(const OpContext& c) {
   std::string red = c.attr_string("reduction", "none");
-  if (red != "none") c.unsupported("reduction '" + red + "'");
-  return {scatter_nd(c.input(0), cast(c.input(1), DType::I64), c.input(2))};
+  if (red == "none") return {scatter_nd(c.input(0), cast(c.input(1), DType::I64), c.input(2))};
+  const Array& x = c.input(0);
+  const Array& idx = c.input(1);
+  const int64_t k = idx.shape()[idx.rank() - 1];
+  if (k > x.rank()) c.fail("indices address " + std::to_string(k) + " dims of a rank-" + std::to_string(x.rank()) + " tensor");
+  std::vector<int64_t> strides = x.shape().contiguous_strides();
+  int64_t inner = 1;
+  for (int d = int(k); d < x.rank(); ++d) inner *= x.shape()[d];
+  std::vector<int64_t> iv = idx.to_vector<int64_t>(), offsets;
+  for (size_t p = 0; p + size_t(k) <= iv.size() && k > 0; p += size_t(k)) {
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = iv[p + size_t(j)], dim = x.shape()[int(j)];
+      if (v < 0) v += dim;
+      if (v < 0 || v >= dim) c.fail("index " + std::to_string(iv[p + size_t(j)]) + " out of range for dim " + std::to_string(dim));
+      off += v * strides[size_t(j)];
+    }
+    offsets.push_back(off);
+  }
+  return {host_scatter_any(c, x, offsets, c.input(2), inner, red)};
 }
 
 std::vector<Array> op_constant(const OpContext& c) {
