@@ -1,8 +1,9 @@
-// ONNX neural-network operators: MatMul, Gemm, Conv / ConvTranspose (1-D and 2-D), MaxPool /
+// ONNX neural-network operators: MatMul, Gemm, Einsum, Conv / ConvTranspose (1-D and 2-D), MaxPool /
 // AveragePool (1-D and 2-D, explicit or auto padding, ceil_mode), the global pools, the
 // normalizations (Batch, Instance, Layer, Group, RMS) and Dropout. Pools pad explicitly and
 // call Ember's pools without padding, so asymmetric pads and ceil_mode need no special kernel.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "ember/nn/conv_transpose.h"
@@ -85,6 +86,118 @@ Array pad_spatial(const Array& x, const Window& w, double value) {
   bool any = false;
   for (int64_t p : pads) any = any || p != 0;
   return any ? pad(x, pads, PadMode::Constant, value) : x;
+}
+
+// Einsum by broadcasting: each operand (diagonals taken for a label repeated within it) is laid
+// out over all labels of the equation, the operands are multiplied, and the labels missing from
+// the output are summed. "..." stands for the broadcast dims (right-aligned across operands).
+std::vector<Array> op_einsum(const OpContext& c) {
+  std::string eq;
+  for (char ch : c.attr_string("equation", "")) if (ch != ' ') eq.push_back(ch);
+  std::string lhs = eq, rhs;
+  const bool has_arrow = eq.find("->") != std::string::npos;
+  if (has_arrow) {
+    lhs = eq.substr(0, eq.find("->"));
+    rhs = eq.substr(eq.find("->") + 2);
+  }
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (int(terms.size()) != c.num_inputs()) c.fail("equation '" + eq + "' has " + std::to_string(terms.size()) + " operands");
+  // Ellipsis dims get the labels '0', '1', ... (right-aligned over the widest ellipsis).
+  int ell = 0;
+  auto explicit_count = [](const std::string& t) { return int(t.size()) - (t.find("...") != std::string::npos ? 3 : 0); };
+  for (size_t i = 0; i < terms.size(); ++i)
+    if (terms[i].find("...") != std::string::npos) ell = std::max(ell, c.input(int(i)).rank() - explicit_count(terms[i]));
+  auto expand = [&](const std::string& t, int rank) {
+    std::string out;
+    size_t p = t.find("...");
+    if (p == std::string::npos) return t;
+    int n = rank - explicit_count(t);
+    out = t.substr(0, p);
+    for (int k = ell - n; k < ell; ++k) out.push_back(char('0' + k));
+    return out + t.substr(p + 3);
+  };
+  std::string all;
+  std::vector<std::string> labels;
+  std::vector<Array> ops;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    Array x = c.input(int(i));
+    std::string l = expand(terms[i], x.rank());
+    if (int(l.size()) != x.rank()) c.fail("term '" + terms[i] + "' does not match rank " + std::to_string(x.rank()));
+    // Diagonals: a label seen twice keeps the entries where both indices agree.
+    for (size_t a = 0; a < l.size(); ++a)
+      for (size_t b = a + 1; b < l.size(); ++b)
+        if (l[a] == l[b]) {
+          const int64_t n = x.shape()[int(a)];
+          Array m = movedim(movedim(x, int(a), x.rank() - 1), int(b) - (b > a ? 1 : 0), x.rank() - 1);
+          std::vector<int64_t> shape(m.shape().begin(), m.shape().end() - 2);
+          shape.push_back(n * n);
+          Array diag = index_select(reshape(m, Shape(shape)), int(shape.size()) - 1, arange(0, n * n, n + 1, DType::I64, x.device()));
+          std::string rest;
+          for (size_t k = 0; k < l.size(); ++k)
+            if (k != a && k != b) rest.push_back(l[k]);
+          x = diag;
+          l = rest + l[a];
+          a = size_t(-1);  // restart the scan on the new labels
+          break;
+        }
+    for (char ch : l)
+      if (all.find(ch) == std::string::npos) all.push_back(ch);
+    labels.push_back(l);
+    ops.push_back(x);
+  }
+  std::string out_labels;
+  if (has_arrow) {
+    out_labels = rhs;
+    if (size_t p = rhs.find("..."); p != std::string::npos) {
+      std::string e;
+      for (int k = 0; k < ell; ++k) e.push_back(char('0' + k));
+      out_labels = rhs.substr(0, p) + e + rhs.substr(p + 3);
+    }
+  } else {
+    for (int k = 0; k < ell; ++k) out_labels.push_back(char('0' + k));
+    std::string once;
+    for (char ch : all)
+      if (!std::isdigit(static_cast<unsigned char>(ch)) && std::count(lhs.begin(), lhs.end(), ch) == 1) once.push_back(ch);
+    std::sort(once.begin(), once.end());
+    out_labels += once;
+  }
+  Array prod;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::vector<int> perm;
+    std::vector<int64_t> shape;
+    for (char ch : all) {
+      size_t p = labels[i].find(ch);
+      if (p != std::string::npos) perm.push_back(int(p));
+    }
+    Array x = perm.empty() ? ops[i] : permute(ops[i], perm);
+    for (char ch : all) {
+      size_t p = labels[i].find(ch);
+      shape.push_back(p == std::string::npos ? 1 : ops[i].shape()[int(p)]);
+    }
+    x = reshape(x, Shape(shape));
+    prod = prod.defined() ? mul(prod, x) : x;
+  }
+  std::vector<int> reduce;
+  std::string kept;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (out_labels.find(all[k]) == std::string::npos) reduce.push_back(int(k));
+    else kept.push_back(all[k]);
+  }
+  Array y = reduce.empty() ? prod : sum(prod, reduce, false);
+  if (y.dtype() != c.input(0).dtype()) y = cast(y, c.input(0).dtype());
+  std::vector<int> perm;
+  for (char ch : out_labels) {
+    size_t p = kept.find(ch);
+    if (p == std::string::npos) c.fail("output label '" + std::string(1, ch) + "' is not in the inputs");
+    perm.push_back(int(p));
+  }
+  return {perm.empty() ? y : permute(y, perm)};
 }
 
 std::vector<Array> op_conv(const OpContext& c) {
@@ -300,6 +413,7 @@ std::vector<Array> op_dropout(const OpContext& c) {
 
 const Registrar registrar({
     {"MatMul", {op_matmul}},
+    {"Einsum", {op_einsum}},
     {"Gemm", {op_gemm}},
     {"Conv", {op_conv}},
     {"ConvTranspose", {op_conv_transpose}},
