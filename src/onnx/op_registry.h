@@ -21,6 +21,7 @@ class OpContext {
       : opset(opset), device(device), node_(node), index_(node_index), inputs_(std::move(inputs)) {}
 
   const Node& node() const { return node_; }
+  int index() const { return index_; }
   const int64_t opset;
   const Device device;
 

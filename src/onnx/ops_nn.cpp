@@ -255,7 +255,12 @@ std::vector<Array> op_pool(const OpContext& c, bool is_max) {
   Array x = c.input(0);
   const int n = x.rank() - 2;
   if (n != 1 && n != 2) c.unsupported(std::to_string(n) + "-D pooling (1-D and 2-D only)");
-  if (!is_floating(x.dtype())) c.unsupported("pooling of " + std::string(dtype_name(x.dtype())));
+  if (!is_floating(x.dtype())) {
+    if (!is_max || x.dtype() != DType::U8) c.unsupported(std::string(is_max ? "max" : "average") + " pooling of " + std::string(dtype_name(x.dtype())));
+    // uint8 max pooling: exact in f32 (every uint8 is a float32).
+    OpContext as_float(c.node(), c.index(), c.opset, c.device, {cast(x, DType::F32)});
+    return {cast(op_pool(as_float, true).at(0), DType::U8)};
+  }
   Window w = window(c, x, c.attr_ints("kernel_shape"), c.attr_int("ceil_mode", 0) != 0);
   for (int64_t d : w.dilation)
     if (d != 1) c.unsupported("dilations other than 1");

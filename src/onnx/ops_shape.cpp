@@ -221,6 +221,19 @@ std::vector<Array> op_pad(const OpContext& c) {
     ember_pads.push_back(begin[size_t(d)]);
     ember_pads.push_back(end[size_t(d)]);
   }
+  if (mode == "wrap") {  // circular: each dim gets its last `before` and first `after` entries around it
+    Array y = x;
+    for (int d = 0; d < x.rank(); ++d) {
+      const int64_t n = y.shape()[d], b = begin[size_t(d)], e = end[size_t(d)];
+      if (b < 0 || e < 0 || b > n || e > n) c.unsupported("wrap padding beyond the dim's size or negative");
+      std::vector<Array> parts;
+      if (b > 0) parts.push_back(slice(y, d, n - b, n));
+      parts.push_back(y);
+      if (e > 0) parts.push_back(slice(y, d, 0, e));
+      if (parts.size() > 1) y = cat(parts, d);
+    }
+    return {y};
+  }
   PadMode m = PadMode::Constant;
   if (mode == "reflect") m = PadMode::Reflect;
   else if (mode == "edge") m = PadMode::Replicate;
