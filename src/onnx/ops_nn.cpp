@@ -222,33 +222,79 @@ std::vector<Array> op_conv(const OpContext& c) {
   return {bias.defined() ? conv2d(x, wgt, bias, o) : conv2d(x, wgt, o)};
 }
 
+// [C] -> [1, C, 1, ...] to broadcast against x [N, C, ...].
+Array per_channel(const Array& v, int rank) {
+  std::vector<int64_t> shape(size_t(rank), 1);
+  shape[1] = v.numel();
+  return reshape(v, Shape(shape));
+}
+
+// The full transposed convolution (no padding) is cropped by the pads, and extended with zeros
+// for output_padding, before the bias is added: so asymmetric pads, output_shape and auto_pad
+// need nothing from Ember's conv_transpose beyond its unpadded form.
 std::vector<Array> op_conv_transpose(const OpContext& c) {
   const Array& x = c.input(0);
   const Array& wgt = c.input(1);
-  Array bias = c.has_input(2) ? c.input(2) : Array();
   const int n = x.rank() - 2;
   if (n != 1 && n != 2) c.unsupported(std::to_string(n) + "-D transposed convolution (1-D and 2-D only)");
-  if (c.has_attr("output_shape")) c.unsupported("attribute output_shape");
-  if (c.attr_string("auto_pad", "NOTSET") != "NOTSET") c.unsupported("auto_pad");
   auto get = [&](const char* name, int64_t fallback) {
     std::vector<int64_t> v = c.attr_ints(name);
     if (v.empty()) v.assign(size_t(n), fallback);
+    if (int(v.size()) != n) c.fail(std::string(name) + " must have " + std::to_string(n) + " values");
     return v;
   };
   std::vector<int64_t> stride = get("strides", 1), dil = get("dilations", 1), outpad = get("output_padding", 0);
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  if (kernel.empty())
+    for (int i = 0; i < n; ++i) kernel.push_back(wgt.shape()[i + 2]);
   std::vector<int64_t> pads = c.attr_ints("pads");
   if (pads.empty()) pads.assign(size_t(2 * n), 0);
-  for (int i = 0; i < n; ++i)
-    if (pads[size_t(i)] != pads[size_t(i + n)]) c.unsupported("asymmetric pads");
-  int64_t groups = c.attr_int("group", 1);
-  if (n == 1) {
-    nn::ConvTranspose1dOptions o{.stride = stride[0], .padding = pads[0], .output_padding = outpad[0], .dilation = dil[0], .groups = groups};
-    return {bias.defined() ? nn::conv_transpose1d(x, wgt, bias, o) : nn::conv_transpose1d(x, wgt, o)};
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  const size_t nd = static_cast<size_t>(n);
+  std::vector<int64_t> full_len(nd), begin(nd), target(nd);
+  for (int i = 0; i < n; ++i) {
+    const int64_t in = x.shape()[i + 2];
+    full_len[size_t(i)] = (in - 1) * stride[size_t(i)] + (kernel[size_t(i)] - 1) * dil[size_t(i)] + 1;
+    int64_t b = pads[size_t(i)], e = pads[size_t(i + n)];
+    int64_t want = full_len[size_t(i)] + outpad[size_t(i)] - b - e;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      want = !out_shape.empty() ? out_shape[out_shape.size() - size_t(n) + size_t(i)] : in * stride[size_t(i)];
+      int64_t total = full_len[size_t(i)] + outpad[size_t(i)] - want;
+      // The odd crop goes at the end except for SAME_LOWER (as Conv's auto_pad, and as the
+      // corpus' output_shape test without auto_pad expects).
+      b = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    } else if (auto_pad == "VALID") {
+      b = 0;
+      want = full_len[size_t(i)] + outpad[size_t(i)];
+    } else if (auto_pad != "NOTSET") {
+      c.fail("auto_pad '" + auto_pad + "'");
+    }
+    if (want <= 0) c.fail("the output would be empty");
+    begin[size_t(i)] = b;
+    target[size_t(i)] = want;
   }
-  nn::ConvTranspose2dOptions o{.stride = IntPair(stride[0], stride[1]), .padding = IntPair(pads[0], pads[1]),
-                               .output_padding = IntPair(outpad[0], outpad[1]), .dilation = IntPair(dil[0], dil[1]),
-                               .groups = groups};
-  return {bias.defined() ? nn::conv_transpose2d(x, wgt, bias, o) : nn::conv_transpose2d(x, wgt, o)};
+  int64_t groups = c.attr_int("group", 1);
+  Array y;
+  if (n == 1) {
+    y = nn::conv_transpose1d(x, wgt, nn::ConvTranspose1dOptions{.stride = stride[0], .dilation = dil[0], .groups = groups});
+  } else {
+    y = nn::conv_transpose2d(x, wgt, nn::ConvTranspose2dOptions{.stride = IntPair(stride[0], stride[1]),
+                                                                 .dilation = IntPair(dil[0], dil[1]), .groups = groups});
+  }
+  for (int i = 0; i < n; ++i) {
+    const int d = i + 2;
+    const int64_t b = begin[size_t(i)], len = target[size_t(i)], have = y.shape()[d];
+    // Negative begin or a window past the end: zeros there (output_padding, or a larger output_shape).
+    std::vector<int64_t> p(size_t(2 * (y.rank() - d)), 0);
+    p[p.size() - 2] = std::max<int64_t>(-b, 0);
+    p[p.size() - 1] = std::max<int64_t>(b + len - have, 0);
+    if (p[p.size() - 2] || p[p.size() - 1]) y = pad(y, p);
+    const int64_t start = std::max<int64_t>(b, 0);
+    y = slice(y, d, start, start + len);
+  }
+  if (c.has_input(2)) y = add(y, per_channel(c.input(2), y.rank()));
+  return {y};
 }
 
 std::vector<Array> op_pool(const OpContext& c, bool is_max) {
@@ -311,13 +357,6 @@ std::vector<Array> op_global_pool(const OpContext& c, bool is_max) {
   std::vector<int> dims;
   for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
   return {is_max ? max(x, dims, true) : mean(x, dims, true)};
-}
-
-// [C] -> [1, C, 1, ...] to broadcast against x [N, C, ...].
-Array per_channel(const Array& v, int rank) {
-  std::vector<int64_t> shape(size_t(rank), 1);
-  shape[1] = v.numel();
-  return reshape(v, Shape(shape));
 }
 
 std::vector<Array> op_batch_norm(const OpContext& c) {
