@@ -1,5 +1,5 @@
 // ONNX neural-network operators: MatMul, Gemm, Einsum, Conv / ConvTranspose (1-D and 2-D), MaxPool /
-// AveragePool (1-D and 2-D, explicit or auto padding, ceil_mode), the global pools, the
+// AveragePool (1-D to 3-D, dilations, explicit or auto padding, ceil_mode), the global pools, the
 // normalizations (Batch, Instance, Layer, Group, RMS) and Dropout. Pools pad explicitly and
 // call Ember's pools without padding, so asymmetric pads and ceil_mode need no special kernel.
 #include <algorithm>
@@ -297,10 +297,62 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
   return {y};
 }
 
+// Any-rank pooling with dilations: the reduction over the kernel offsets of strided slices of
+// the padded input (kernel volume many slices: meant for the small kernels of 3-D / dilated
+// pools; the 1-D / 2-D undilated ones use Ember's pool kernels).
+Array pool_by_slices(const OpContext& c, const Array& x, const Window& w, bool is_max) {
+  const int n = x.rank() - 2;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  int64_t volume = 1;
+  for (int i = 0; i < n; ++i) {
+    const int64_t k = (w.kernel[size_t(i)] - 1) * w.dilation[size_t(i)] + 1;
+    out[size_t(i)] = (x.shape()[i + 2] + w.begin[size_t(i)] + w.end[size_t(i)] - k) / w.stride[size_t(i)] + 1;
+    if (out[size_t(i)] <= 0) c.fail("the pooled output would be empty");
+    volume *= w.kernel[size_t(i)];
+  }
+  if (volume > 4096) c.unsupported("a dilated / 3-D pooling kernel of " + std::to_string(volume) + " elements");
+  const bool include_pad = c.attr_int("count_include_pad", 0) != 0;
+  Array xp = pad_spatial(x, w, is_max ? -INFINITY : 0.0);
+  Array mask;
+  if (!is_max) {
+    Window explicit_only = w;  // count_include_pad counts the explicit pads, not ceil_mode's extension
+    std::vector<int64_t> pads = c.attr_ints("pads");
+    for (int i = 0; i < n; ++i) {
+      explicit_only.begin[size_t(i)] = include_pad && !pads.empty() ? pads[size_t(i)] : 0;
+      explicit_only.end[size_t(i)] = include_pad && !pads.empty() ? pads[size_t(i + n)] : 0;
+    }
+    Window rest = w;
+    for (int i = 0; i < n; ++i) {
+      rest.begin[size_t(i)] = w.begin[size_t(i)] - explicit_only.begin[size_t(i)];
+      rest.end[size_t(i)] = w.end[size_t(i)] - explicit_only.end[size_t(i)];
+    }
+    std::vector<int64_t> spatial{1, 1};
+    for (int i = 0; i < n; ++i) spatial.push_back(x.shape()[i + 2]);
+    Array ones_x = ones(Shape(spatial), TensorOptions{.dtype = x.dtype(), .device = x.device()});
+    mask = pad_spatial(pad_spatial(ones_x, explicit_only, 1.0), rest, 0.0);
+  }
+  Array acc, count;
+  for (int64_t flat = 0; flat < volume; ++flat) {
+    Array v = xp, m = mask;
+    int64_t rest = flat;
+    for (int i = n - 1; i >= 0; --i) {
+      const int64_t k = rest % w.kernel[size_t(i)];
+      rest /= w.kernel[size_t(i)];
+      const int64_t start = k * w.dilation[size_t(i)];
+      const int64_t stop = start + (out[size_t(i)] - 1) * w.stride[size_t(i)] + 1;
+      v = slice(v, i + 2, start, stop, w.stride[size_t(i)]);
+      if (m.defined()) m = slice(m, i + 2, start, stop, w.stride[size_t(i)]);
+    }
+    acc = !acc.defined() ? v : is_max ? maximum(acc, v) : add(acc, v);
+    if (m.defined()) count = count.defined() ? add(count, m) : m;
+  }
+  return is_max ? acc : div(acc, count);
+}
+
 std::vector<Array> op_pool(const OpContext& c, bool is_max) {
   Array x = c.input(0);
   const int n = x.rank() - 2;
-  if (n != 1 && n != 2) c.unsupported(std::to_string(n) + "-D pooling (1-D and 2-D only)");
+  if (n < 1 || n > 3) c.unsupported(std::to_string(n) + "-D pooling (1-D to 3-D only)");
   if (!is_floating(x.dtype())) {
     if (!is_max || x.dtype() != DType::U8) c.unsupported(std::string(is_max ? "max" : "average") + " pooling of " + std::string(dtype_name(x.dtype())));
     // uint8 max pooling: exact in f32 (every uint8 is a float32).
@@ -308,8 +360,9 @@ std::vector<Array> op_pool(const OpContext& c, bool is_max) {
     return {cast(op_pool(as_float, true).at(0), DType::U8)};
   }
   Window w = window(c, x, c.attr_ints("kernel_shape"), c.attr_int("ceil_mode", 0) != 0);
-  for (int64_t d : w.dilation)
-    if (d != 1) c.unsupported("dilations other than 1");
+  bool dilated = false;
+  for (int64_t d : w.dilation) dilated = dilated || d != 1;
+  if (n == 3 || dilated) return {pool_by_slices(c, x, w, is_max)};
   const bool one_d = n == 1;
   if (one_d) {  // as a 2-D pool with H = 1
     x = unsqueeze(x, 2);
