@@ -179,7 +179,7 @@ Model convert_model(const ::onnx::ModelProto& proto, const LoadOptions& opts) {
   const int64_t opset = g.opset();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
+    if (!opts.check_support) continue;
     if (!n.domain.empty() && n.domain != "ai.onnx")
       throw Unsupported("onnx: " + node_label(n, i) + ": domain '" + n.domain + "' is not supported (only ai.onnx)");
     if (!is_supported(n.op_type, n.domain, opset)) {
@@ -204,7 +204,7 @@ Model convert_model(const ::onnx::ModelProto& proto, const LoadOptions& opts) {
   std::vector<Node> remaining;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
-    bool all_const = foldable(n);
+    bool all_const = foldable(n) && is_supported(n.op_type, n.domain, opset);
     for (const auto& in : n.inputs) all_const = all_const && (in.empty() || constants.count(in));
     if (!all_const) {
       remaining.push_back(std::move(n));

@@ -233,6 +233,11 @@ TEST(OnnxLoaderTest, UnsupportedOperatorNamesNodeOpAndOpset) {
     std::string s = e.what();
     EXPECT_NE(s.find("node 'act' (FancyOp), opset 17: operator FancyOp is not supported"), std::string::npos) << s;
   }
+  // Without the support check (onnx-check) the model loads, lists the op, and fails at forward.
+  ember::onnx::Model listed = ember::onnx::load_from_memory(bytes_of(m), {.check_support = false});
+  EXPECT_EQ(listed.graph().nodes.at(1).op_type, "FancyOp");
+  std::string err = error_of([&] { listed.forward({{"x", zeros({1, 3})}}); });
+  EXPECT_NE(err.find("(FancyOp, opset 17): operator FancyOp is not supported"), std::string::npos) << err;
   EXPECT_FALSE(ember::onnx::is_supported("FancyOp", "", 17));
   EXPECT_TRUE(ember::onnx::is_supported("Conv", "", 11));
 }

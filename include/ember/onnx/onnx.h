@@ -118,6 +118,9 @@ struct LoadOptions {
   std::string base_dir;
   // Refuse files (and external data) larger than this.
   uint64_t max_bytes = uint64_t(4) << 30;
+  // false: load a model with unsupported operators anyway (they are left unfolded and fail at
+  // forward), so that tools such as `ember onnx-check` can list them.
+  bool check_support = true;
 };
 
 Model load(const std::string& path, LoadOptions opts = {});
