@@ -70,7 +70,7 @@ struct Result {
   std::string reason;
 };
 
-Result run_case(const fs::path& dir, const std::string& family) {
+Result run_case(const fs::path& dir, const std::string& family, Device device) {
   Result r{dir.filename().string(), family, Outcome::Pass, ""};
   static const std::set<std::string> kRandom = {"test_training_dropout_default", "test_training_dropout_default_mask",
                                                 "test_training_dropout_mask"};
@@ -81,6 +81,7 @@ Result run_case(const fs::path& dir, const std::string& family) {
   }
   try {
     onnx::Model model = onnx::load((dir / "model.onnx").string());
+    model.to(device);
     const fs::path data = dir / "test_data_set_0";
     std::vector<Array> inputs;
     for (size_t i = 0; i < model.graph().inputs.size(); ++i) {
@@ -93,7 +94,8 @@ Result run_case(const fs::path& dir, const std::string& family) {
     eval(outputs);
     for (size_t i = 0; i < outputs.size(); ++i) {
       Array want = onnx::load_tensor((data / ("output_" + std::to_string(i) + ".pb")).string());
-      std::string why = compare_tensors(outputs[i], want);
+      std::string why = outputs[i].device() != device ? "computed on " + outputs[i].device().str()
+                                                      : compare_tensors(to_device(outputs[i], Device::cpu()), want);
       if (!why.empty()) {
         r.outcome = Outcome::Fail;
         r.reason = "output " + std::to_string(i) + ": " + why;
@@ -122,7 +124,8 @@ std::string short_reason(const std::string& reason, const fs::path& root) {
 
 }  // namespace
 
-TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
+// The whole corpus on `device`; fails below the pass count in tests/onnx/<threshold_name>.
+void run_corpus(Device device, const char* threshold_name) {
   const fs::path root = conformance_root();
   const fs::path corpus = root / "onnx-node";
   if (!fs::exists(corpus / "INDEX.txt")) {
@@ -152,7 +155,7 @@ TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
   std::vector<Result> results;
   for (const auto& d : dirs) {
     std::string name = d.filename().string();
-    results.push_back(run_case(d, family.count(name) ? family[name] : "?"));
+    results.push_back(run_case(d, family.count(name) ? family[name] : "?", device));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -177,7 +180,7 @@ TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
   table << "| **total** | **" << total.pass << "** | " << total.fail << " | " << total.unsupported << " | " << total.skipped
         << " |\n";
   std::printf("%s", table.str().c_str());
-  std::printf("ONNX node corpus: %d of %zu pass (%d fail, %d unsupported, %d skipped) in %.1f s\n", total.pass,
+  std::printf("ONNX node corpus on %s: %d of %zu pass (%d fail, %d unsupported, %d skipped) in %.1f s\n", device.str().c_str(), total.pass,
               results.size(), total.fail, total.unsupported, total.skipped, seconds);
 
   if (const char* md = std::getenv("EMBER_ONNX_MARKDOWN")) {
@@ -190,11 +193,18 @@ TEST(OnnxConformanceTest, NodeCorpusOnCpu) {
       if (r.outcome == Outcome::Unsupported) out << "| " << r.name << " | " << short_reason(r.reason, root) << " |\n";
   }
 
-  std::ifstream threshold_file(fs::path(EMBER_SOURCE_DIR) / "tests" / "onnx" / "conformance_threshold.txt");
+  std::ifstream threshold_file(fs::path(EMBER_SOURCE_DIR) / "tests" / "onnx" / threshold_name);
   int threshold = -1;
   threshold_file >> threshold;
-  ASSERT_GT(threshold, 0) << "tests/onnx/conformance_threshold.txt must hold the pass count to keep";
-  EXPECT_GE(total.pass, threshold) << "fewer ONNX conformance tests pass than the recorded threshold";
+  ASSERT_GT(threshold, 0) << "tests/onnx/" << threshold_name << " must hold the pass count to keep";
+  EXPECT_GE(total.pass, threshold) << "fewer ONNX conformance tests pass on " << device << " than the recorded threshold";
+}
+
+TEST(OnnxConformanceTest, NodeCorpusOnCpu) { run_corpus(Device::cpu(), "conformance_threshold.txt"); }
+
+// The reference backend (always built): the same graphs through a second set of kernels.
+TEST(OnnxConformanceTest, NodeCorpusOnReference) {
+  run_corpus(Device::reference(), "conformance_threshold_reference.txt");
 }
 
 // The three real architectures of onnx-models (IR 3, opset 9, initializers listed as inputs,
