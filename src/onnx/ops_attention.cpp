@@ -1,10 +1,10 @@
 // ONNX Attention (opsets 23 and 24), written with plain ops so that it differentiates and runs on
 // every device: 3-D inputs are split into heads (q_num_heads / kv_num_heads), past keys and
 // values are prepended (present_key / present_value), grouped-query heads are repeated, then
-// softmax(softcap(Q K^T * scale + mask)) V. A row that sees no key gives zeros (not NaN), as
+// softmax(softcap(Q K^T * scale) + mask) V. A row that sees no key gives zeros (not NaN), as
 // the reference's "nan robustness" tests expect. qk_matmul_output_mode picks which
-// intermediate the fourth output is: 0 the scaled scores, 1 with the mask, 2 after softcap,
-// 3 after softmax.
+// intermediate the fourth output is: 0 the scaled scores, 1 after softcap, 2 with the mask
+// added, 3 after softmax.
 #include <cmath>
 
 #include "onnx/op_registry.h"
@@ -78,12 +78,12 @@ std::vector<Array> op_attention(const OpContext& c) {
     Array j = reshape(arange(0, S, 1, DType::I64, q.device()), Shape{1, 1, 1, S});
     bias = where(ge(j, n), minus_inf, bias);
   }
-  scores = add(scores, bias);
-  Array qk_masked = scores;
-  // softcap bounds the masked scores; a masked key (-inf) stays masked instead of becoming -softcap.
+  // The order, as the corpus' reference outputs fix it: softcap bounds the scaled scores (mode 1),
+  // then the mask is added (mode 2; masked keys stay at -inf).
   double softcap = c.attr_float("softcap", 0.0);
-  if (softcap > 0) scores = where(is_inf(scores), scores, mul(tanh(div(scores, softcap)), softcap));
-  Array qk_capped = scores;
+  Array qk_capped = softcap > 0 ? mul(tanh(div(scores, softcap)), softcap) : scores;
+  Array qk_masked = add(qk_capped, bias);
+  scores = qk_masked;
   // Softmax that gives 0 for a row without any visible key.
   Array mx = max(scores, {3}, true);
   mx = where(is_finite(mx), mx, zeros_like(mx));
@@ -95,7 +95,7 @@ std::vector<Array> op_attention(const OpContext& c) {
   std::vector<Array> outs = {cast(y, io), present_k, present_v};
   if (c.node().outputs.size() > 3) {
     int64_t mode = c.attr_int("qk_matmul_output_mode", 0);
-    Array qk = mode == 0 ? qk0 : mode == 1 ? qk_masked : mode == 2 ? qk_capped : p;
+    Array qk = mode == 0 ? qk0 : mode == 1 ? qk_capped : mode == 2 ? qk_masked : p;
     outs.push_back(cast(qk, io));
   }
   return outs;
