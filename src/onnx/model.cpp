@@ -130,6 +130,13 @@ std::vector<Array> run_node(const Node& n, int index, int64_t opset, Device devi
   for (size_t k = 0; k < n.outputs.size(); ++k)
     if (!n.outputs[k].empty() && (k >= outs.size() || !outs[k].defined()))
       ctx.unsupported("output " + std::to_string(k) + " ('" + n.outputs[k] + "') is not supported");
+  // Shapes are known before anything is computed: a hostile ConstantOfShape / Expand / Tile /
+  // Range asking for an absurd size is refused here instead of failing to allocate.
+  constexpr uint64_t kMaxValueBytes = uint64_t(16) << 30;
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (outs[k].defined() && uint64_t(outs[k].numel()) * dtype_size(outs[k].dtype()) > kMaxValueBytes)
+      ctx.fail("output " + std::to_string(k) + " would have shape " + outs[k].shape().str() + " (" +
+               std::to_string(uint64_t(outs[k].numel()) * dtype_size(outs[k].dtype())) + " bytes, above the 16 GiB limit)");
   return outs;
 }
 
