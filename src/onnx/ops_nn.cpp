@@ -300,7 +300,9 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
 // Any-rank pooling with dilations: the reduction over the kernel offsets of strided slices of
 // the padded input (kernel volume many slices: meant for the small kernels of 3-D / dilated
 // pools; the 1-D / 2-D undilated ones use Ember's pool kernels).
-Array pool_by_slices(const OpContext& c, const Array& x, const Window& w, bool is_max) {
+// With `indices`, max pooling also gives the flat index (over N, C and the spatial dims; the
+// spatial part row-major, or column-major with storage_order 1) of each window's first maximum.
+Array pool_by_slices(const OpContext& c, const Array& x, const Window& w, bool is_max, Array* indices = nullptr) {
   const int n = x.rank() - 2;
   std::vector<int64_t> out(static_cast<size_t>(n));
   int64_t volume = 1;
@@ -343,8 +345,51 @@ Array pool_by_slices(const OpContext& c, const Array& x, const Window& w, bool i
       v = slice(v, i + 2, start, stop, w.stride[size_t(i)]);
       if (m.defined()) m = slice(m, i + 2, start, stop, w.stride[size_t(i)]);
     }
+    if (indices) {
+      // The unpadded spatial position each output reads at this kernel offset.
+      const bool column_major = c.attr_int("storage_order", 0) != 0;
+      std::vector<int64_t> kofs(static_cast<size_t>(n));
+      for (int64_t r2 = flat, i = n - 1; i >= 0; --i) {
+        kofs[size_t(i)] = r2 % w.kernel[size_t(i)];
+        r2 /= w.kernel[size_t(i)];
+      }
+      int64_t count = 1;
+      for (int64_t o : out) count *= o;
+      std::vector<int64_t> pos(static_cast<size_t>(count));
+      for (int64_t q = 0; q < count; ++q) {
+        int64_t rest2 = q, flat_pos = 0, stride = 1;
+        std::vector<int64_t> coord(static_cast<size_t>(n));
+        for (int i = n - 1; i >= 0; --i) {
+          coord[size_t(i)] = rest2 % out[size_t(i)] * w.stride[size_t(i)] + kofs[size_t(i)] * w.dilation[size_t(i)] - w.begin[size_t(i)];
+          rest2 /= out[size_t(i)];
+        }
+        if (column_major) {
+          for (int i = 0; i < n; ++i, stride *= x.shape()[i + 1]) flat_pos += coord[size_t(i)] * stride;
+        } else {
+          for (int i = n - 1; i >= 0; --i, stride *= x.shape()[i + 3]) flat_pos += coord[size_t(i)] * stride;
+        }
+        pos[size_t(q)] = flat_pos;
+      }
+      std::vector<int64_t> view{1, 1};
+      view.insert(view.end(), out.begin(), out.end());
+      Array idx_k = reshape(from_vector(pos, Shape{count}, x.device()), Shape(view));
+      if (!acc.defined()) {
+        *indices = broadcast_to(idx_k, v.shape());
+      } else {
+        Array take = gt(v, acc);  // strictly greater: the first maximum keeps its index
+        *indices = where(take, broadcast_to(idx_k, v.shape()), *indices);
+      }
+    }
     acc = !acc.defined() ? v : is_max ? maximum(acc, v) : add(acc, v);
     if (m.defined()) count = count.defined() ? add(count, m) : m;
+  }
+  if (indices) {
+    int64_t spatial = 1;
+    for (int i = 0; i < n; ++i) spatial *= x.shape()[i + 2];
+    std::vector<int64_t> view{x.shape()[0], x.shape()[1]};
+    view.insert(view.end(), size_t(n), 1);
+    Array base = reshape(mul(arange(0, x.shape()[0] * x.shape()[1], 1, DType::I64, x.device()), spatial), Shape(view));
+    *indices = add(*indices, base);
   }
   return is_max ? acc : div(acc, count);
 }
@@ -362,6 +407,12 @@ std::vector<Array> op_pool(const OpContext& c, bool is_max) {
   Window w = window(c, x, c.attr_ints("kernel_shape"), c.attr_int("ceil_mode", 0) != 0);
   bool dilated = false;
   for (int64_t d : w.dilation) dilated = dilated || d != 1;
+  const bool want_indices = is_max && c.node().outputs.size() > 1 && !c.node().outputs[1].empty();
+  if (want_indices) {
+    Array idx;
+    Array y = pool_by_slices(c, x, w, true, &idx);
+    return {y, idx};
+  }
   if (n == 3 || dilated) return {pool_by_slices(c, x, w, is_max)};
   const bool one_d = n == 1;
   if (one_d) {  // as a 2-D pool with H = 1
