@@ -4,6 +4,7 @@
 //         [--seed S] [--limit N] [--plain] [--allow-config-change]
 //   ember eval --checkpoint PATH [--device D] [--batch-size B]
 //   ember info
+//   ember onnx-check / onnx-run: src/cli/onnx_commands.cpp
 // Bad arguments (unknown options, empty or option-like values, values out of range, an option
 // given twice) print a usage message and exit with code 2; runtime failures exit with 1.
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "backend/device_kinds.h"
 #include "backend/registry.h"
 #include "cli/models.h"
+#include "cli/onnx_commands.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -323,7 +325,7 @@ int main(int argc, char** argv) {
     if (argc < 2) throw UsageError("no command given");
     std::string cmd = argv[1];
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      std::cout << kUsage;
+      std::cout << kUsage << cli::kOnnxUsage;
       return 0;
     }
     if (cmd == "--version") {
@@ -333,9 +335,14 @@ int main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
     if (cmd == "info") return cmd_info(argc, argv);
+    if (cmd == "onnx-check") return cli::cmd_onnx_check(argc, argv);
+    if (cmd == "onnx-run") return cli::cmd_onnx_run(argc, argv);
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
-    std::cerr << "ember: " << e.what() << "\n" << kUsage;
+    std::cerr << "ember: " << e.what() << "\n" << kUsage << cli::kOnnxUsage;
+    return 2;
+  } catch (const std::invalid_argument& e) {  // the onnx commands' usage errors
+    std::cerr << "ember: " << e.what() << "\n" << kUsage << cli::kOnnxUsage;
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "ember: error: " << e.what() << "\n";
