@@ -65,12 +65,13 @@ asan-test: asan
 # race by design, which TSan rightly reports).
 ASYNC_DEVICE_ENV = EMBER_REFERENCE_ASYNC=1 EMBER_REFERENCE_DEVICES=2 EMBER_CACHE_BYTES=0 EMBER_REQUIRE_ASYNC_DEVICE=1 EMBER_TEST_DEVICE=reference
 ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpIndexing*:-*Million*:*vulkan*
-# The file readers (malformed input, fuzz corpora) run here too. The Vulkan tests are left out
+# The file readers (malformed input, fuzz corpora, the ONNX loader) and the in-process
+# collectives run here too. The Vulkan tests are left out
 # of the sanitizer stages for now, and the Vulkan loader is pointed at no driver there (so the
 # plugin loads and reports no device): the driver (Mesa's lavapipe, an LLVM JIT with its own
 # threads) is not instrumented, and suppressions for it have not been written yet.
 NO_VULKAN_DRIVER = VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json
-ASAN_FILTER ?= DType*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*:*vulkan*:VulkanTest.*
+ASAN_FILTER ?= DType*:OnnxLoaderTest*:CollectivesInProcessTest*:DataParallelTest*:ShardTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*:*vulkan*:VulkanTest.*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP
@@ -90,7 +91,7 @@ tsan-test: tsan
 	@$(NO_VULKAN_DRIVER) OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(ASYNC_DEVICE_ENV) $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 \
 	  --gtest_filter='$(ASYNC_FILTER):AsyncDeviceTest.ReadsThatDoNotWaitForTheirWorkAreCaught'
-TSAN_FILTER ?= ThreadStressTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
+TSAN_FILTER ?= ThreadStressTest*:CollectivesInProcessTest*:DataParallelTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).
