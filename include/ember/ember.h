@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ember/array.h"
+#include "ember/autocast.h"
 #include "ember/autograd.h"
 #include "ember/debug.h"
 #include "ember/profiler.h"
@@ -39,6 +40,7 @@
 #include "ember/optim/adadelta.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/adam_family.h"
+#include "ember/optim/grad_scaler.h"
 #include "ember/optim/lbfgs.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/rmsprop_adagrad_lion.h"

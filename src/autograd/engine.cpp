@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_math.h"
+#include "ember/autocast.h"
 #include "autograd/grad_node.h"
 
 namespace ember {
@@ -120,6 +121,8 @@ Array merge_pieces(std::vector<SlicePiece>& pieces, const Shape& shape) {
 void run_backward(const Array& output, const Array& grad_output, BackwardOptions opts, Gradients& into,
                   const std::vector<GradNode*>* targets, std::unordered_map<GradNode*, Array>* target_grads) {
   if (!output.defined()) throw Error("backward: the tensor is empty (default-constructed)");
+  // Each op's backward keeps the dtypes its forward pass chose: no autocast policy applies again.
+  AutocastGuard no_autocast({.enabled = false});
   if (!output.requires_grad())
     throw Error("backward: the tensor does not require grad (no input of it was made with require_grad())");
   Array seed = grad_output;

@@ -1,7 +1,7 @@
 // The `ember` command:
 //   ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]
 //         [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N] [--out DIR] [--resume]
-//         [--seed S] [--limit N] [--plain] [--allow-config-change]
+//         [--seed S] [--limit N] [--plain] [--allow-config-change] [--precision f32|bf16|f16]
 //   ember eval --checkpoint PATH [--device D] [--batch-size B]
 //   ember info
 //   ember onnx-check / onnx-run: src/cli/onnx_commands.cpp
@@ -33,7 +33,7 @@ const char* kUsage =
     "usage: ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]\n"
     "                                 [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N]\n"
     "                                 [--out DIR] [--resume] [--seed S] [--limit N] [--plain]\n"
-    "                                 [--allow-config-change]\n"
+    "                                 [--allow-config-change] [--precision f32|bf16|f16]\n"
     "       ember eval --checkpoint PATH [--device D] [--batch-size B]\n"
     "       ember info\n"
     "       ember --help | --version\n";
@@ -170,11 +170,22 @@ ModelBox make_model(const std::string& kind) {
   return m;
 }
 
+// --precision: f32 (default), bf16 (autocast) or f16 (autocast with loss scaling).
+DType precision_arg(const Args& a) {
+  auto it = a.values.find("precision");
+  if (it == a.values.end()) return DType::F32;
+  const std::string& p = it->second;
+  if (p == "f32" || p == "float32") return DType::F32;
+  if (p == "bf16" || p == "bfloat16") return DType::BF16;
+  if (p == "f16" || p == "float16") return DType::F16;
+  throw UsageError("--precision must be f32, bf16 or f16, got '" + p + "'");
+}
+
 // Fashion-MNIST's mean and standard deviation over the training pixels.
 const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};
 
 int cmd_train(int argc, char** argv) {
-  Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit"},
+  Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit", "precision"},
                  {"resume", "plain", "allow-config-change"});
   if (a.positional.size() != 1) throw UsageError("train: name one dataset (fashion-mnist)");
   if (a.positional[0] != "fashion-mnist") throw UsageError("train: unknown dataset '" + a.positional[0] + "' (known: fashion-mnist)");
@@ -190,6 +201,7 @@ int cmd_train(int argc, char** argv) {
   int64_t limit = to_int(a, "limit", 0, 1, INT64_MAX);  // absent: the whole training set
   std::string out = a.values.count("out") ? a.values.at("out") : "runs/fashion-" + std::string(cnn ? "cnn" : "mlp");
   Device device = choose_device(a);
+  DType precision = precision_arg(a);
 
   manual_seed(seed);  // parameter initialization
   nn::Module& model = box.module();
@@ -214,7 +226,7 @@ int cmd_train(int argc, char** argv) {
       {"limit", limit > 0 ? std::to_string(limit) : "none"}};
   std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
             << train_ds->size() << " training images, " << epochs << " epoch(s), batch " << batch << ", lr " << lr
-            << ", " << device.str() << "\n";
+            << ", " << device.str() << ", " << dtype_name(precision) << "\n";
   train::Learner learner = cnn ? train::Learner(*box.cnn, opt) : train::Learner(*box.mlp, opt);
   learner.metrics({train::loss(), train::accuracy()})
       .checkpoints(out)
@@ -224,7 +236,8 @@ int cmd_train(int argc, char** argv) {
       .resume(a.flags.count("resume") > 0)
       .allow_config_change(a.flags.count("allow-config-change") > 0)
       .title("Fashion-MNIST " + std::string(cnn ? "CNN" : "MLP"))
-      .config(config);
+      .config(config)
+      .precision(precision);
   if (a.flags.count("plain")) learner.dashboard(train::DashboardMode::Plain);
   train::Report rep = learner.fit(train_loader, valid_loader);
   std::cout << "test accuracy " << rep.last("valid_accuracy") * 100 << "% after " << rep.epochs_done << " epoch(s)\n";

@@ -1,5 +1,6 @@
 // Group and instance normalization (include/ember/nn/group_norm.h).
 #include "ember/nn/group_norm.h"
+#include "ember/autocast.h"
 
 #include "nn/json_util.h"
 
@@ -17,7 +18,8 @@ static Array affine(Array y, const Array& x, const Array& weight, const Array& b
   return y;
 }
 
-Array group_norm(const Array& x, int64_t groups, const Array& weight, const Array& bias, double eps) {
+Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const Array& bias, double eps) {
+  const Array x = autocast_f32(x_in);  // statistics in f32 under autocast (autocast_policy.def)
   if (x.rank() < 2 || groups <= 0 || x.size(1) % groups)
     throw Error(fmt::format("group_norm: expected [N, C, *] with C a multiple of {} groups, got {}", groups,
                             x.shape().str()));

@@ -1,5 +1,6 @@
 // nn::Linear (include/ember/nn/linear.h).
 #include "ember/nn/linear.h"
+#include "ember/autocast.h"
 
 #include <fmt/format.h>
 
@@ -24,7 +25,8 @@ Array Linear::forward(const Array& x) {
     throw Error(fmt::format("Linear: expected input [..., {}], got {}", options.in, x.shape().str()));
   check_input_dtype("Linear", x, weight);
   Array y = matmul(x, transpose(weight.array(), 0, 1));
-  if (bias.defined()) y = add(y, bias.array());
+  // Under autocast the bias joins the low-precision matmul (autocast_policy.def: nn::Linear).
+  if (bias.defined()) y = add(y, autocast_low(bias.array()));
   return y;
 }
 

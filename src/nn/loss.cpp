@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "ember/autocast.h"
 #include "graph/node.h"
 
 namespace ember::nn {
@@ -98,7 +99,8 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
 
 }  // namespace
 
-Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts, Loc loc) {
+Array cross_entropy(const Array& logits_in, const Array& target, const CrossEntropyOptions& opts, Loc loc) {
+  const Array logits = autocast_f32(logits_in);  // F32 policy (autocast_policy.def)
   if (opts.label_smoothing < 0 || opts.label_smoothing > 1)
     throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", opts.label_smoothing));
   if (logits.rank() < 2)
@@ -118,22 +120,26 @@ Array cross_entropy(const Array& logits, const Array& target, const CrossEntropy
   return reduce(loss, opts.reduction);
 }
 
-Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts, Loc loc) {
+Array nll_loss(const Array& log_probs_in, const Array& target, const NllOptions& opts, Loc loc) {
+  const Array log_probs = autocast_f32(log_probs_in);  // F32 policy (autocast_policy.def)
   return indexed_nll(log_probs, target, opts.weight, opts.ignore_index, 0.0, opts.reduction, "nll_loss", loc);
 }
 
-Array mse_loss(const Array& input, const Array& target, Reduction reduction) {
+Array mse_loss(const Array& input_in, const Array& target, Reduction reduction) {
+  const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "mse_loss");
   Array d = sub(input, target);
   return reduce(mul(d, d), reduction);
 }
 
-Array l1_loss(const Array& input, const Array& target, Reduction reduction) {
+Array l1_loss(const Array& input_in, const Array& target, Reduction reduction) {
+  const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "l1_loss");
   return reduce(abs(sub(input, target)), reduction);
 }
 
-Array smooth_l1_loss(const Array& input, const Array& target, double beta, Reduction reduction) {
+Array smooth_l1_loss(const Array& input_in, const Array& target, double beta, Reduction reduction) {
+  const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "smooth_l1_loss");
   if (beta < 0) throw Error(fmt::format("smooth_l1_loss: beta must be >= 0, got {}", beta));
   Array d = abs(sub(input, target));
@@ -142,7 +148,8 @@ Array smooth_l1_loss(const Array& input, const Array& target, double beta, Reduc
   return reduce(where(lt(d, beta), quad, sub(d, 0.5 * beta)), reduction);
 }
 
-Array huber_loss(const Array& input, const Array& target, double delta, Reduction reduction) {
+Array huber_loss(const Array& input_in, const Array& target, double delta, Reduction reduction) {
+  const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "huber_loss");
   if (delta <= 0) throw Error(fmt::format("huber_loss: delta must be > 0, got {}", delta));
   Array d = abs(sub(input, target));
@@ -150,7 +157,8 @@ Array huber_loss(const Array& input, const Array& target, double delta, Reductio
   return reduce(where(lt(d, delta), quad, mul(sub(d, 0.5 * delta), delta)), reduction);
 }
 
-Array binary_cross_entropy(const Array& probs, const Array& target, const BceOptions& opts) {
+Array binary_cross_entropy(const Array& probs_in, const Array& target, const BceOptions& opts) {
+  const Array probs = autocast_f32(probs_in);  // F32 policy (autocast_policy.def)
   check_same_shape(probs, target, "binary_cross_entropy");
   Array t = cast(target, probs.dtype());
   Array log_p = maximum(log(probs), -100.0);
@@ -160,7 +168,8 @@ Array binary_cross_entropy(const Array& probs, const Array& target, const BceOpt
   return reduce(loss, opts.reduction);
 }
 
-Array binary_cross_entropy_with_logits(const Array& logits, const Array& target, const BceOptions& opts) {
+Array binary_cross_entropy_with_logits(const Array& logits_in, const Array& target, const BceOptions& opts) {
+  const Array logits = autocast_f32(logits_in);  // F32 policy (autocast_policy.def)
   check_same_shape(logits, target, "binary_cross_entropy_with_logits");
   Array x = logits;
   Array t = cast(target, x.dtype());

@@ -2,6 +2,8 @@
 // state dicts (include/ember/nn/module.h).
 #include "ember/nn/module.h"
 
+#include "ember/autocast.h"
+
 #include <cxxabi.h>
 #include <fmt/format.h>
 
@@ -57,6 +59,8 @@ void check_input_dtype(std::string_view layer, const Array& input, const ParamRe
   DType want = param.array().dtype();
   DType got = input.dtype();
   if (got == want) return;
+  // Under autocast f32 layers take low-precision activations (and cast their weights per op).
+  if (autocast_dtype() && want == DType::F32 && got == *autocast_dtype()) return;
   // A floating input could be met either way; an integer one only by converting it.
   std::string model_hint = is_floating(got) ? fmt::format(", or the model, model.to(DType::{})", dtype_enumerator(got)) : "";
   throw Error(fmt::format("{}: input dtype {} does not match the layer's {} dtype {} (layers do not promote; "

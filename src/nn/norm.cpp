@@ -1,5 +1,6 @@
 // Normalization layers (include/ember/nn/norm.h).
 #include "ember/nn/norm.h"
+#include "ember/autocast.h"
 
 #include <algorithm>
 #include <limits>
@@ -25,7 +26,8 @@ BatchNorm::BatchNorm(BatchNormOptions opts, std::vector<int> ranks, const char* 
   }
 }
 
-Array BatchNorm::forward(const Array& x) {
+Array BatchNorm::forward(const Array& x_in) {
+  const Array x = autocast_f32(x_in);  // statistics in f32 under autocast (autocast_policy.def)
   if (std::find(ranks_.begin(), ranks_.end(), x.rank()) == ranks_.end() || x.size(1) != options.features)
     throw Error(fmt::format("{}: expected input [N, {}{}], got {}", name_, options.features,
                             ranks_.back() == 4 ? ", H, W" : "(, L)", x.shape().str()));
@@ -97,7 +99,8 @@ static std::vector<int> trailing_dims(const Array& x, int n, const char* op) {
   return dims;
 }
 
-Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps) {
+Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, const Array& bias, double eps) {
+  const Array x = autocast_f32(x_in);  // norms run in f32 under autocast (autocast_policy.def)
   std::vector<int> dims = trailing_dims(x, normalized_dims, "layer_norm");
   Array mu = mean(x, dims, true);
   Array centered = sub(x, mu);
@@ -108,7 +111,8 @@ Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const
   return y;
 }
 
-Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps) {
+Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, double eps) {
+  const Array x = autocast_f32(x_in);
   std::vector<int> dims = trailing_dims(x, normalized_dims, "rms_norm");
   Array y = div(x, sqrt(add(mean(mul(x, x), dims, true), eps)));
   if (weight.defined()) y = mul(y, weight);

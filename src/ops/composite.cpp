@@ -1,5 +1,6 @@
 // Composite ops written with primitive ops: they get their gradients from the primitives' rules
 // and become single kernels once the fusion scheduler merges reduce-then-broadcast patterns.
+#include "ops/autocast.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -11,8 +12,10 @@ static Array require_float(const Array& x, const char* op, Loc loc) {
   return x;
 }
 
-Array logsumexp(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
-  require_float(x, "logsumexp", loc);
+// softmax, log_softmax, logsumexp, var and std run in f32 under autocast (autocast_policy.def).
+Array logsumexp(const Array& x_in, std::vector<int> dims, bool keepdim, Loc loc) {
+  require_float(x_in, "logsumexp", loc);
+  const Array x = autocast_f32(x_in, loc);
   // The max is a constant shift (no gradient flows through it; the result does not depend on it).
   Array m = max(x, dims, true, loc).detach();
   Array finite_m = where(eq(abs(m, loc), INFINITY, loc), 0.0, m, loc);  // all -inf rows stay -inf
@@ -26,14 +29,16 @@ Array logsumexp(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
   return reshape(r, Shape(out), loc);
 }
 
-Array log_softmax(const Array& x, int dim, Loc loc) {
-  require_float(x, "log_softmax", loc);
+Array log_softmax(const Array& x_in, int dim, Loc loc) {
+  require_float(x_in, "log_softmax", loc);
+  const Array x = autocast_f32(x_in, loc);
   dim_arg(dim, x.rank(), "log_softmax", loc);
   return sub(x, logsumexp(x, {dim}, true, loc), loc);
 }
 
-Array softmax(const Array& x, int dim, Loc loc) {
-  require_float(x, "softmax", loc);
+Array softmax(const Array& x_in, int dim, Loc loc) {
+  require_float(x_in, "softmax", loc);
+  const Array x = autocast_f32(x_in, loc);
   dim_arg(dim, x.rank(), "softmax", loc);
   Array e = exp(sub(x, max(x, {dim}, true, loc).detach(), loc), loc);
   return div(e, sum(e, {dim}, true, loc), loc);
@@ -54,8 +59,9 @@ Array all(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
   return eq(sum(logical_not(x, loc), std::move(dims), keepdim, loc), 0, loc);
 }
 
-Array var(const Array& x, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
-  require_float(x, "var", loc);
+Array var(const Array& x_in, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
+  require_float(x_in, "var", loc);
+  const Array x = autocast_f32(x_in, loc);
   if (correction < 0) fail("var", fmt::format("correction must be non-negative, got {}", correction), loc);
   int64_t count = 1;
   std::vector<bool> reduced(static_cast<size_t>(x.rank()), dims.empty());

@@ -1,6 +1,7 @@
 // Shared argument checking and node construction for the front-end ops.
 #include "ops/frontend.h"
 
+#include "ops/autocast.h"
 #include "ops/dtype_rules.h"
 
 namespace ember {
@@ -46,6 +47,9 @@ Array scalar_like(Scalar s, const Array& other, Loc loc) {
 }
 
 Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_to, OpAttrs attrs) {
+  if (autocast_active()) [[unlikely]] {
+    if (auto cast_inputs = autocast_operands(op, inputs, loc)) return elementwise(op, *cast_inputs, loc, cast_to, std::move(attrs));
+  }
   const char* name = op_name(op);
   // Fixed arrays, not vectors: this runs for every lazy op (elementwise ops have 1 to 3 inputs).
   if (inputs.empty() || inputs.size() > 3)

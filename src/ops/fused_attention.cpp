@@ -9,6 +9,7 @@
 
 #include "backend/registry.h"
 #include "ember/autograd.h"
+#include "ops/autocast.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -25,6 +26,9 @@ std::string dims_str(const Shape& s, int keep_last) {
 AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts,
                                     Loc loc) {
   const char* op = "fused_attention";
+  if (autocast_active()) [[unlikely]] {
+    if (auto c = autocast_operands(Op::FusedAttention, {q, k, v}, loc)) return fused_attention_lse((*c)[0], (*c)[1], (*c)[2], opts, loc);
+  }
   const NodePtr& qn = node_of(q, op, loc);
   const NodePtr& kn = node_of(k, op, loc);
   const NodePtr& vn = node_of(v, op, loc);

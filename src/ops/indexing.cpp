@@ -1,6 +1,7 @@
 // Front end of gather, index_select and matmul.
 #include <algorithm>
 
+#include "ops/autocast.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -50,6 +51,9 @@ Array index_select(const Array& x, int dim, const Array& index, Loc loc) {
 Array matmul(const Array& a, const Array& b, Loc loc) {
   const NodePtr& na = node_of(a, "matmul", loc);
   const NodePtr& nb = node_of(b, "matmul", loc);
+  if (autocast_active()) [[unlikely]] {
+    if (auto cast_ab = autocast_operands(Op::Matmul, {a, b}, loc)) return matmul((*cast_ab)[0], (*cast_ab)[1], loc);
+  }
   Device device = common_device({&a, &b}, "matmul", loc);
   if (na->shape.rank() == 0 || nb->shape.rank() == 0)
     fail("matmul", fmt::format("operands must have at least one dim, got {} and {}", na->shape.str(),

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "ops/autocast.h"
 #include "ops/frontend.h"
 
 namespace ember {
@@ -85,6 +86,9 @@ Shape conv_shape(const Shape& xs, const Shape& ws, const ConvParams& p, const ch
 // ---- convolution -------------------------------------------------------------------------------
 Array conv2d(const Array& x, const Array& weight, const Array& bias, Conv2dOptions opts, Loc loc) {
   const char* op = "conv2d";
+  if (autocast_active()) [[unlikely]] {
+    if (auto c = autocast_operands(Op::Conv2d, {x, weight, bias}, loc)) return conv2d((*c)[0], (*c)[1], (*c)[2], opts, loc);
+  }
   std::vector<const Array*> all{&x, &weight};
   if (bias.defined()) all.push_back(&bias);
   const Device dev = common_device(all, op, loc);
@@ -396,6 +400,9 @@ UniqueResult unique(const Array& x, Loc loc) {
 namespace {
 Array scan(Op kind, const Array& x, int dim, bool reverse, const char* op, Loc loc) {
   const NodePtr& n = node_of(x, op, loc);
+  if (autocast_active()) [[unlikely]] {
+    if (auto cast_x = autocast_operands(kind, {x}, loc)) return scan(kind, (*cast_x)[0], dim, reverse, op, loc);
+  }
   const DType dt = is_floating(n->dtype) ? n->dtype : DType::I64;
   Array in = cast(x, dt, loc);
   const int r = n->shape.rank();

@@ -1,6 +1,7 @@
 // Front end of the reductions: dim lists, keepdim, dtype rules and empty-input checks.
 #include <algorithm>
 
+#include "ops/autocast.h"
 #include "ops/dtype_rules.h"
 #include "ops/frontend.h"
 
@@ -9,6 +10,9 @@ namespace ember {
 static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
   const char* name = op_name(op);
   const NodePtr& n = node_of(x, name, loc);
+  if (autocast_active()) [[unlikely]] {
+    if (auto cast_x = autocast_operands(op, {x}, loc)) return reduce(op, (*cast_x)[0], std::move(dims), keepdim, loc);
+  }
   int rank = n->shape.rank();
   std::vector<bool> reduced(size_t(rank), dims.empty());
   for (int d : dims) {

@@ -3,6 +3,8 @@
 // metrics log and the report.
 #include "ember/train/learner.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ember/autocast.h"
 #include "ember/data/dataset.h"
 #include "ember/io/safetensors.h"
 #include "ember/nn/loss.h"
@@ -49,6 +52,14 @@ Learner& Learner::forward(ForwardFn fn) { forward_ = std::move(fn); return *this
 Learner& Learner::dashboard(DashboardMode mode, std::ostream& out) { dash_ = mode; out_ = &out; return *this; }
 Learner& Learner::title(std::string t) { title_ = std::move(t); return *this; }
 Learner& Learner::config(std::map<std::string, std::string> kv) { config_ = std::move(kv); return *this; }
+Learner& Learner::precision(DType dtype, optim::GradScalerOptions scaler) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    throw Error(fmt::format("Learner::precision: expected float32, bfloat16 or float16, got {}", dtype_name(dtype)));
+  optim::GradScaler check(scaler);  // validates the options now, not at fit
+  precision_ = dtype;
+  scaler_options_ = scaler;
+  return *this;
+}
 Learner& Learner::log_every(int64_t n) { log_every_ = std::max<int64_t>(1, n); return *this; }
 Learner& Learner::max_steps_per_epoch(int64_t n) { max_steps_ = n; return *this; }
 
@@ -119,6 +130,8 @@ std::map<std::string, double> Learner::evaluate_source(BatchSource& source) {
   bool was_training = model_->is_training();
   model_->eval();
   NoGradGuard no_grad;
+  std::optional<AutocastGuard> mixed;
+  if (precision_ != DType::F32) mixed.emplace(AutocastOptions{.dtype = precision_});
   source.start(0);
   Array x, y;
   while (source.next(x, y)) {
@@ -139,6 +152,13 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   LossFn lossf = loss_ ? loss_ : LossFn(default_loss);
   Report rep;
   rep.run_dir = dir_;
+  rep.precision = precision_;
+  // Mixed precision: one autocast scope over the fit (backward passes switch it off themselves;
+  // optimizer updates and metrics see f32 parameters and gradients, which no policy changes).
+  std::optional<AutocastGuard> mixed;
+  if (precision_ != DType::F32) mixed.emplace(AutocastOptions{.dtype = precision_});
+  std::optional<optim::GradScaler> scaler;
+  if (precision_ == DType::F16) scaler.emplace(scaler_options_);
   std::vector<MetricPtr> tm = instances(metrics_), vm = instances(metrics_);
 
   // Early stopping: direction from the metric's name.
@@ -161,6 +181,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
                    {"max_steps_per_epoch", max_steps_}, {"log_every", log_every_}};
   for (const auto& [k, v] : config_)
     if (k != "epochs") settings["config." + k] = v;
+  if (precision_ != DType::F32) settings["precision"] = std::string(dtype_name(precision_));
   if (!dir_.empty()) {
     fs::create_directories(dir / "checkpoints");
     auto removed = checkpoint::remove_temporaries(dir);
@@ -205,6 +226,12 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     if (kind != of.metadata.end() && kind->second != opt_->type_name())
       throw Error("Learner::resume: " + (dir / opt_file).string() + " holds " + kind->second + " state, not " + opt_->type_name());
     opt_->load_state_dict(of.tensors);
+    if (scaler && j.contains("grad_scaler")) {
+      const json& gs = j.at("grad_scaler");
+      scaler->load_state_dict({{"scale", full(Shape{}, gs.at("scale").get<double>(), {DType::F64})},
+                               {"growth_tracker", full(Shape{}, gs.at("growth_tracker").get<double>(), {DType::F64})},
+                               {"skipped_steps", full(Shape{}, gs.at("skipped_steps").get<double>(), {DType::F64})}});
+    }
     start_epoch = j.at("epoch").get<int64_t>();
     global_step = j.at("global_step").get<int64_t>();
     sched_steps = j.at("scheduler_steps").get<int64_t>();
@@ -254,8 +281,12 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   std::ostringstream null_sink;
   bool live = dash_ == DashboardMode::Live || (dash_ == DashboardMode::Auto && out_ == &std::cout && is_terminal(1));
   std::ostream& out = dash_ == DashboardMode::Off ? static_cast<std::ostream&>(null_sink) : *out_;
-  Dashboard dash(out, live, title_);
+  Dashboard dash(out, live, precision_ == DType::F32 ? title_ : title_ + " [" + std::string(dtype_name(precision_)) + "]");
   for (const auto& n : notes) dash.message(n);
+  if (precision_ == DType::BF16) dash.message("mixed precision: bfloat16 autocast, f32 master weights");
+  if (scaler)
+    dash.message(fmt::format("mixed precision: float16 autocast, f32 master weights, dynamic loss scaling (scale {})",
+                             scaler->scale_value()));
   if (rep.resumed) dash.message("resuming " + dir_ + " after epoch " + std::to_string(start_epoch));
   for (const auto& p : rep.steps) dash.plot_point(p.loss);
 
@@ -278,6 +309,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       Array outp = forward_(x);
       Array l = lossf(outp, y);
       Array scaled = accumulate_ > 1 ? mul(l, 1.0 / double(accumulate_)) : l;
+      if (scaler) scaled = scaler->scale(scaled);
       Array outd = outp.detach();
       ember::eval({l, outd});  // forward once; backward reuses the realized values
       double lv = l.item<double>();
@@ -285,8 +317,16 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       else scaled.backward_into(acc);
       ++in_acc;
       if (in_acc == accumulate_ || step + 1 == nb) {
-        if (clip_) optim::clip_grad_norm(acc, model_->parameters(), *clip_);
-        opt_->step(acc);
+        if (scaler) {
+          // Unscaled before clipping; a step with inf/NaN gradients is skipped and the scale backs off.
+          std::vector<nn::ParamRef> params = model_->parameters();
+          scaler->unscale(acc, params);
+          if (clip_) optim::clip_grad_norm(acc, params, *clip_);
+          scaler->step(*opt_, acc, params);
+        } else {
+          if (clip_) optim::clip_grad_norm(acc, model_->parameters(), *clip_);
+          opt_->step(acc);
+        }
         acc = Gradients();
         in_acc = 0;
         if (sched_ && sched_per_step_) {
@@ -322,6 +362,10 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     rec.values["wait_fraction"] = train.wait_seconds() / std::max(train_s, 1e-9);
     rec.values["train_steps"] = double(step);
     rec.values["global_step"] = double(global_step);
+    if (scaler) {
+      rec.values["loss_scale"] = scaler->scale_value();
+      rec.values["skipped_steps"] = double(scaler->skipped_steps());
+    }
 
     if (valid) {
       for (auto& m : vm) m->reset();
@@ -399,6 +443,10 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       j["config"] = config_;
       j["settings"] = settings;
       j["config_changes"] = config_changes;
+      j["precision"] = std::string(dtype_name(precision_));
+      if (scaler)
+        j["grad_scaler"] = {{"scale", scaler->scale_value()}, {"growth_tracker", scaler->growth_tracker()},
+                            {"skipped_steps", scaler->skipped_steps()}};
       checkpoint::Bytes state = as_bytes(j.dump(1));
       checkpoint::write_file(dir, stem + ".json", state);
       checkpoint::write_file(dir, "last.safetensors", model_bytes);
@@ -415,10 +463,13 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   }
   dash.finish();
   rep.epochs_done = int64_t(rep.history.size());
+  rep.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   rep.seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   out << "\n" << rep.summary();
   if (!dir_.empty()) {
-    write_html_report((dir / "report.html").string(), rep, title_, config_);
+    std::map<std::string, std::string> shown_config = config_;
+    shown_config.emplace("precision", std::string(dtype_name(precision_)));
+    write_html_report((dir / "report.html").string(), rep, title_, shown_config);
     out << "run folder " << dir_ << ": last.safetensors, checkpoint.json, metrics.jsonl, report.html\n";
   }
   out << std::flush;

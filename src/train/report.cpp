@@ -143,6 +143,9 @@ std::string Report::summary() const {
       os << std::string(total - 2, '-') << "\n";
     }
   }
+  os << "precision: " << dtype_name(precision);
+  if (precision == DType::F16) os << " (dynamic loss scaling, " << skipped_steps << " step(s) skipped)";
+  os << "\n";
   return os.str();
 }
 

@@ -50,6 +50,7 @@ check epochs-overflow 2 "--epochs must be between 1 and 10000" -- "$ember" train
 check seed-negative 2 "--seed must be between 0 and" -- "$ember" train fashion-mnist --seed -1
 check batch-not-integer 2 "--batch-size expects an integer" -- "$ember" train fashion-mnist --batch-size 1e9
 check lr-huge 2 "--lr expects a positive number" -- "$ember" train fashion-mnist --lr 1e999
+check bad-precision 2 "--precision must be f32, bf16 or f16, got 'fp8'" -- "$ember" train fashion-mnist --precision fp8
 check given-twice 2 "--epochs is given twice" -- "$ember" train fashion-mnist --epochs 2 --epochs 3
 check eval-batch-zero 2 "--batch-size must be between 1" -- "$ember" eval --checkpoint x --batch-size 0
 # eval --checkpoint must name a regular file (a folder or a FIFO would fail or hang in the loader).
@@ -71,6 +72,13 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -n "
   grep -q '"type":"config_change"' "$out/run/metrics.jsonl" && echo "ok   config change logged" ||
     { echo "FAIL config change not in metrics.jsonl"; fail=1; }
   [ -s "$out/run/report.html" ] && echo "ok   report.html" || { echo "FAIL report.html missing"; fail=1; }
+  # Mixed precision: bf16 and f16 runs (f16 with loss scaling) and the precision in the summary.
+  check train-bf16 0 "precision: bfloat16" -- \
+    "$ember" train fashion-mnist --model mlp --limit 500 --epochs 1 --out "$out/run-bf16" --plain --precision bf16
+  check train-f16 0 "precision: float16 (dynamic loss scaling" -- \
+    "$ember" train fashion-mnist --model mlp --limit 500 --epochs 1 --out "$out/run-f16" --plain --precision f16
+  grep -q '"precision": "float16"' "$out/run-f16/checkpoint.json" && echo "ok   precision in checkpoint.json" ||
+    { echo "FAIL precision not in checkpoint.json"; fail=1; }
 else
   echo "skip train/eval: dataset-fashion-mnist not installed"
 fi

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "ember/nn/module.h"
+#include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/scheduler.h"
 #include "ember/train/metrics.h"
@@ -63,6 +64,8 @@ struct Report {
   bool resumed = false;        // started from a checkpoint
   int64_t epochs_done = 0;
   double seconds = 0;          // wall time of this fit call
+  DType precision = DType::F32;  // Learner::precision
+  int64_t skipped_steps = 0;     // optimizer steps the loss scaler skipped (f16), this fit call
   std::string run_dir;         // empty without checkpoints()
   // The last epoch's value of a key (fallback if absent).
   double last(const std::string& key, double fallback = 0) const {
@@ -186,6 +189,13 @@ class Learner {
   Learner& log_every(int64_t n);
   // Stop after this many training batches per epoch (smoke runs); 0: all.
   Learner& max_steps_per_epoch(int64_t n);
+  // Mixed precision (docs/training.md § Mixed precision): F32 (the default) trains in the
+  // parameters' dtype; BF16 and F16 run forward passes (training and validation) inside
+  // ember::autocast, so backward passes follow the same dtypes; F16 also scales the loss with an
+  // optim::GradScaler (its options: `scaler`), skipping steps whose gradients overflow.
+  // Parameters, their gradients, optimizer state and checkpoints stay f32 (master weights).
+  // Throws for any other dtype.
+  Learner& precision(DType dtype, optim::GradScalerOptions scaler = {});
 
   template <class TrainLoader, class ValidLoader>
   Report fit(TrainLoader& train, ValidLoader& valid) {
@@ -230,6 +240,8 @@ class Learner {
   std::map<std::string, std::string> config_;
   int64_t log_every_ = 50;
   int64_t max_steps_ = 0;
+  DType precision_ = DType::F32;
+  optim::GradScalerOptions scaler_options_;
 };
 
 }  // namespace ember::train
