@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/dist/data_parallel.h"
 #include "ember/nn/module.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/scheduler.h"
@@ -186,6 +187,12 @@ class Learner {
   Learner& log_every(int64_t n);
   // Stop after this many training batches per epoch (smoke runs); 0: all.
   Learner& max_steps_per_epoch(int64_t n);
+  // Data-parallel training on comm's ranks (docs/distributed.md § The Learner): every rank calls
+  // fit with loaders over its own shard (dist::shard, same seed on every rank); parameters are
+  // broadcast from rank 0 after any resume, gradients averaged over ranks at each optimizer step
+  // (accumulation stays local), epoch metrics averaged over all ranks' items; only rank 0 prints
+  // and writes the run folder. Checkpoints hold no per-rank state (resume on any rank count).
+  Learner& data_parallel(dist::Communicator& comm, dist::DataParallelOptions opts = {});
 
   template <class TrainLoader, class ValidLoader>
   Report fit(TrainLoader& train, ValidLoader& valid) {
@@ -230,6 +237,8 @@ class Learner {
   std::map<std::string, std::string> config_;
   int64_t log_every_ = 50;
   int64_t max_steps_ = 0;
+  dist::Communicator* comm_ = nullptr;  // data_parallel(): src/train/distributed_fit.cpp
+  dist::DataParallelOptions dp_opts_;
 };
 
 }  // namespace ember::train
