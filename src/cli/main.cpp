@@ -1,7 +1,8 @@
 // The `ember` command:
 //   ember train fashion-mnist [--model cnn|mlp] [--epochs N] [--batch-size B] [--lr X]
 //         [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N] [--out DIR] [--resume]
-//         [--seed S] [--limit N] [--plain] [--allow-config-change] [--precision f32|bf16|f16]
+//         [--seed S] [--limit N] [--plain] [--allow-config-change] [--precision f32|bf16|f16] [--nproc N]
+//   (under mpirun/srun, or with --nproc: data parallel, src/cli/distributed.cpp)
 //   ember eval --checkpoint PATH [--device D] [--batch-size B]
 //   ember info
 //   ember onnx-check / onnx-run: src/cli/onnx_commands.cpp
@@ -21,8 +22,10 @@
 
 #include "backend/device_kinds.h"
 #include "backend/registry.h"
+#include "cli/distributed.h"
 #include "cli/models.h"
 #include "cli/onnx_commands.h"
+#include "ember/dist/sampler.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -34,6 +37,7 @@ const char* kUsage =
     "                                 [--device cpu|reference|vulkan|cuda] [--threads N] [--workers N]\n"
     "                                 [--out DIR] [--resume] [--seed S] [--limit N] [--plain]\n"
     "                                 [--allow-config-change] [--precision f32|bf16|f16]\n"
+    "                                 [--nproc N]\n"
     "       ember eval --checkpoint PATH [--device D] [--batch-size B]\n"
     "       ember info\n"
     "       ember --help | --version\n";
@@ -185,10 +189,16 @@ DType precision_arg(const Args& a) {
 const std::vector<float> kMean = {0.2860f}, kStd = {0.3530f};
 
 int cmd_train(int argc, char** argv) {
-  Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit", "precision"},
+  Args a = parse(argc, argv, 2, {"model", "epochs", "batch-size", "lr", "device", "threads", "workers", "out", "seed", "limit", "precision", "nproc"},
                  {"resume", "plain", "allow-config-change"});
   if (a.positional.size() != 1) throw UsageError("train: name one dataset (fashion-mnist)");
   if (a.positional[0] != "fashion-mnist") throw UsageError("train: unknown dataset '" + a.positional[0] + "' (known: fashion-mnist)");
+  // Several processes: --nproc N runs this command under mpirun; under a launcher, join its group.
+  int64_t nproc = to_int(a, "nproc", 1, 1, 4096);
+  int world = cli::launched_world_size();
+  if (nproc > 1 && world == 1) cli::relaunch_under_mpirun(int(nproc), argc, argv);
+  if (a.values.count("nproc") && world != nproc)
+    throw UsageError("--nproc " + std::to_string(nproc) + " under a launcher that started " + std::to_string(world) + " processes");
   apply_threads(a, argv);
   std::string model_kind = a.values.count("model") ? a.values.at("model") : "mlp";
   ModelBox box = make_model(model_kind);
@@ -202,6 +212,11 @@ int cmd_train(int argc, char** argv) {
   std::string out = a.values.count("out") ? a.values.at("out") : "runs/fashion-" + std::string(cnn ? "cnn" : "mlp");
   Device device = choose_device(a);
   DType precision = precision_arg(a);
+  std::unique_ptr<dist::Communicator> comm = world > 1 ? cli::join_mpi(device) : nullptr;
+  const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
+  if (batch % ranks != 0)
+    throw UsageError("--batch-size " + std::to_string(batch) + " must be a multiple of the " + std::to_string(ranks) +
+                     " processes (it is the global batch; each process takes batch / processes)");
 
   manual_seed(seed);  // parameter initialization
   nn::Module& model = box.module();
@@ -212,9 +227,18 @@ int cmd_train(int argc, char** argv) {
   if (limit > 0) train_ds = data::take(train_all, size_t(limit));
   auto train_norm = data::augment(train_ds, {data::normalize(kMean, kStd)}, seed);
   auto test_norm = data::augment(test, {data::normalize(kMean, kStd)}, seed);
-  data::DataLoader train_loader(train_norm, {.batch_size = size_t(batch), .shuffle = true, .workers = size_t(workers),
-                                             .seed = seed, .device = device});
-  data::DataLoader valid_loader(test_norm, {.batch_size = 500, .workers = size_t(workers), .device = device});
+  // Data parallel: rank r trains on its dist::shard of each epoch's shuffle (batch / ranks) and
+  // validates on test items r, r + ranks, ... (no padding: the Learner weighs ranks by items).
+  data::DatasetPtr<data::LabeledImage> train_view = train_norm, valid_view = test_norm;
+  if (ranks > 1) {
+    train_view = dist::shard(train_norm, {.rank = rank, .size = ranks, .shuffle = true, .seed = seed});
+    std::vector<size_t> mine;
+    for (size_t i = size_t(rank); i < test_norm->size(); i += size_t(ranks)) mine.push_back(i);
+    valid_view = std::make_shared<data::Indexed<data::LabeledImage>>(test_norm, std::move(mine));
+  }
+  data::DataLoader train_loader(train_view, {.batch_size = size_t(batch / ranks), .shuffle = ranks == 1,
+                                             .workers = size_t(workers), .seed = seed, .device = device});
+  data::DataLoader valid_loader(valid_view, {.batch_size = 500, .workers = size_t(workers), .device = device});
 
   optim::Adam opt(model, {.lr = lr});
   optim::CosineAnnealingLr sched(opt, {.t_max = epochs * int64_t(train_loader.size()), .eta_min = lr * 0.05});
@@ -224,9 +248,11 @@ int cmd_train(int argc, char** argv) {
       {"device", device.str()},     {"seed", std::to_string(seed)},     {"train_items", std::to_string(train_ds->size())},
       {"parameters", std::to_string(model.num_params())}, {"ember", version()},
       {"limit", limit > 0 ? std::to_string(limit) : "none"}};
-  std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
+  if (rank == 0)
+    std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
             << train_ds->size() << " training images, " << epochs << " epoch(s), batch " << batch << ", lr " << lr
-            << ", " << device.str() << ", " << dtype_name(precision) << "\n";
+            << ", " << device.str() << ", " << dtype_name(precision)
+            << (ranks > 1 ? ", " + std::to_string(ranks) + " processes (MPI)" : "") << "\n";
   train::Learner learner = cnn ? train::Learner(*box.cnn, opt) : train::Learner(*box.mlp, opt);
   learner.metrics({train::loss(), train::accuracy()})
       .checkpoints(out)
@@ -239,8 +265,9 @@ int cmd_train(int argc, char** argv) {
       .config(config)
       .precision(precision);
   if (a.flags.count("plain")) learner.dashboard(train::DashboardMode::Plain);
+  if (comm) learner.data_parallel(*comm);
   train::Report rep = learner.fit(train_loader, valid_loader);
-  std::cout << "test accuracy " << rep.last("valid_accuracy") * 100 << "% after " << rep.epochs_done << " epoch(s)\n";
+  if (rank == 0) std::cout << "test accuracy " << rep.last("valid_accuracy") * 100 << "% after " << rep.epochs_done << " epoch(s)\n";
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "ember/ops.h"
 #include "ember/train/dashboard.h"
 #include "train/checkpoint.h"
+#include "train/distributed_fit.h"
 
 namespace ember::train {
 
@@ -174,6 +175,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   int64_t bad_epochs = 0, start_epoch = 0, global_step = 0, sched_steps = 0;
 
   fs::path dir(dir_);
+  const bool writer = distributed::is_writer(comm_);  // data parallel: rank 0 alone prints and writes
   std::vector<std::string> notes;  // shown once the dashboard is up
   json config_changes = json::array();
   // The settings a resume must match (config "epochs" and epochs() may change).
@@ -182,7 +184,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   for (const auto& [k, v] : config_)
     if (k != "epochs") settings["config." + k] = v;
   if (precision_ != DType::F32) settings["precision"] = std::string(dtype_name(precision_));
-  if (!dir_.empty()) {
+  if (writer && !dir_.empty()) {
     fs::create_directories(dir / "checkpoints");
     auto removed = checkpoint::remove_temporaries(dir);
     if (!removed.empty()) {
@@ -253,7 +255,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
         text += " " + it.key() + " " + it.value()["old"].get<std::string>() + " -> " + it.value()["new"].get<std::string>() + ";";
       notes.push_back(text.substr(0, text.size() - 1) + " (recorded in checkpoint.json and metrics.jsonl)");
     }
-  } else if (!dir_.empty()) {
+  } else if (writer && !dir_.empty()) {
     // A fresh run: the checkpoints of an earlier run in this folder would otherwise be mixed
     // with this run's on a later resume.
     auto old_epochs = checkpoint::epochs_on_disk(dir);
@@ -263,9 +265,12 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     if (resume_) notes.push_back("no complete checkpoint in " + dir_ + ": starting from the beginning");
     else if (had) notes.push_back("a fresh run: removed the checkpoints of an earlier run in " + dir_);
   }
+  // Data parallel: every rank has loaded the same checkpoint (or none); rank 0's values win anyway.
+  std::optional<dist::DataParallel> dp;
+  if (comm_) dp.emplace(*comm_, *model_, dp_opts_);
   // The metrics log: rewritten from the restored history, then appended to.
   std::ofstream log;
-  if (!dir_.empty()) {
+  if (writer && !dir_.empty()) {
     log.open(dir / "metrics.jsonl", std::ios::trunc);
     size_t si = 0;
     for (const auto& rec : rep.history) {
@@ -280,7 +285,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
 
   std::ostringstream null_sink;
   bool live = dash_ == DashboardMode::Live || (dash_ == DashboardMode::Auto && out_ == &std::cout && is_terminal(1));
-  std::ostream& out = dash_ == DashboardMode::Off ? static_cast<std::ostream&>(null_sink) : *out_;
+  std::ostream& out = dash_ == DashboardMode::Off || !writer ? static_cast<std::ostream&>(null_sink) : *out_;
   Dashboard dash(out, live, precision_ == DType::F32 ? title_ : title_ + " [" + std::string(dtype_name(precision_)) + "]");
   for (const auto& n : notes) dash.message(n);
   if (precision_ == DType::BF16) dash.message("mixed precision: bfloat16 autocast, f32 master weights");
@@ -299,6 +304,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     train.start(uint64_t(epoch));
     int64_t nb = int64_t(train.batches());
     if (max_steps_ > 0) nb = std::min(nb, max_steps_);
+    distributed::check_same_steps(comm_, nb, "training", epoch + 1);
     dash.phase("train", epoch + 1, epochs_, nb);
     Gradients acc;
     int64_t in_acc = 0, step = 0, items = 0;
@@ -317,6 +323,9 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       else scaled.backward_into(acc);
       ++in_acc;
       if (in_acc == accumulate_ || step + 1 == nb) {
+        // The mean over ranks first (every rank then sees the same gradients, so a loss-scaler
+        // skip is the same decision everywhere), then unscaling, clipping and the step.
+        if (dp) dp->all_reduce_gradients(acc);
         if (scaler) {
           // Unscaled before clipping; a step with inf/NaN gradients is skipped and the scale backs off.
           std::vector<nn::ParamRef> params = model_->parameters();
@@ -358,6 +367,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     rec.epoch = epoch + 1;
     for (auto& m : tm) rec.values["train_" + m->name()] = m->value();
     rec.values["lr"] = lr_used;
+    items = distributed::average_over_ranks(comm_, rec.values, "train_", tm, items);
     rec.values["items_per_s"] = double(items) / std::max(train_s, 1e-9);
     rec.values["wait_fraction"] = train.wait_seconds() / std::max(train_s, 1e-9);
     rec.values["train_steps"] = double(step);
@@ -387,6 +397,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
         dash.progress(vstep, vitems, shown, vstep == vb);
       }
       for (auto& m : vm) rec.values["valid_" + m->name()] = m->value();
+      distributed::average_over_ranks(comm_, rec.values, "valid_", vm, vitems);
       model_->train();
     }
     if (sched_ && !sched_per_step_) {
@@ -412,7 +423,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       log << record_json(rec).dump() << "\n";
       log.flush();
     }
-    if (!dir_.empty()) {
+    if (writer && !dir_.empty()) {
       // The checkpoint sequence (docs/semantics.md § What a checkpoint guarantees after a crash):
       // the epoch's data files, its state file, last.safetensors, then checkpoint.json (the
       // commit point), each written durably; then the files of older epochs are removed.
@@ -433,6 +444,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       j["scheduler_steps"] = sched_steps;
       j["global_step"] = global_step;
       j["seed"] = seed_;
+      j["ranks"] = comm_ ? comm_->size() : 1;  // a record only: nothing in a checkpoint is per rank
       j["rng"] = {{"manual_seed_next_epoch", epoch_seed(seed_, epoch + 1)}};
       j["history"] = json::array();
       for (const auto& r : rep.history) j["history"].push_back(record_json(r));
@@ -466,7 +478,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   rep.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   rep.seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   out << "\n" << rep.summary();
-  if (!dir_.empty()) {
+  if (writer && !dir_.empty()) {
     std::map<std::string, std::string> shown_config = config_;
     shown_config.emplace("precision", std::string(dtype_name(precision_)));
     write_html_report((dir / "report.html").string(), rep, title_, shown_config);

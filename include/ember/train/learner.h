@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/dist/data_parallel.h"
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
@@ -196,6 +197,12 @@ class Learner {
   // Parameters, their gradients, optimizer state and checkpoints stay f32 (master weights).
   // Throws for any other dtype.
   Learner& precision(DType dtype, optim::GradScalerOptions scaler = {});
+  // Data-parallel training on comm's ranks (docs/distributed.md § The Learner): every rank calls
+  // fit with loaders over its own shard (dist::shard, same seed on every rank); parameters are
+  // broadcast from rank 0 after any resume, gradients averaged over ranks at each optimizer step
+  // (accumulation stays local), epoch metrics averaged over all ranks' items; only rank 0 prints
+  // and writes the run folder. Checkpoints hold no per-rank state (resume on any rank count).
+  Learner& data_parallel(dist::Communicator& comm, dist::DataParallelOptions opts = {});
 
   template <class TrainLoader, class ValidLoader>
   Report fit(TrainLoader& train, ValidLoader& valid) {
@@ -242,6 +249,8 @@ class Learner {
   int64_t max_steps_ = 0;
   DType precision_ = DType::F32;
   optim::GradScalerOptions scaler_options_;
+  dist::Communicator* comm_ = nullptr;  // data_parallel(): src/train/distributed_fit.cpp
+  dist::DataParallelOptions dp_opts_;
 };
 
 }  // namespace ember::train
