@@ -4,6 +4,7 @@
 // the host (they are usually folded constants).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "onnx/op_registry.h"
@@ -49,6 +50,8 @@ std::vector<Array> op_reshape(const OpContext& c) {
     } else if (shape[i] < 0) {
       c.fail("shape has the negative size " + std::to_string(shape[i]));
     } else {
+      if (shape[i] > 0 && known > std::numeric_limits<int64_t>::max() / shape[i])
+        c.fail("the sizes of shape overflow 64 bits");
       known *= shape[i];
     }
   }
