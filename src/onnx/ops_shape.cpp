@@ -252,6 +252,7 @@ Array normalize_index(const Array& idx, int64_t dim) {
 std::vector<Array> op_gather(const OpContext& c) {
   const Array& x = c.input(0);
   const Array& idx = c.input(1);
+  if (x.rank() == 0) c.fail("data must have rank >= 1, got a scalar");  // found by the fuzzer
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
   Array flat = reshape(normalize_index(idx, x.shape()[axis]), Shape{idx.numel()});
   Array picked = index_select(x, axis, flat);
@@ -264,6 +265,7 @@ std::vector<Array> op_gather(const OpContext& c) {
 
 std::vector<Array> op_gather_elements(const OpContext& c) {
   const Array& x = c.input(0);
+  if (x.rank() == 0) c.fail("data must have rank >= 1, got a scalar");
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
   return {gather(x, axis, normalize_index(c.input(1), x.shape()[axis]))};
 }
