@@ -2,7 +2,7 @@
 //   ember onnx-check MODEL.onnx
 //     lists the model's operators with their count, the opsets, and whether Ember supports each;
 //     exits with 1 when one is unsupported.
-//   ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR]
+//   ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR] [--repeat N]
 //     runs the model (inputs: serialized TensorProto files), prints each output's shape and dtype
 //     and the run time; --output-dir writes output_<i>.pb, --compare checks against the
 //     output_<i>.pb files in DIR (rtol 1e-3, atol 1e-7, as the ONNX test runner) and exits with 1
@@ -10,6 +10,7 @@
 // Without ONNX support in the build (libonnx-dev missing) both say so and exit with 1.
 #include "cli/onnx_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -31,7 +32,7 @@ namespace ember::cli {
 
 const char* kOnnxUsage =
     "       ember onnx-check MODEL.onnx\n"
-    "       ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR]\n";
+    "       ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR] [--repeat N]\n";
 
 #ifndef EMBER_HAVE_ONNX
 
@@ -91,6 +92,7 @@ int cmd_onnx_run(int argc, char** argv) {
   const std::string path = argv[2];
   std::map<std::string, std::string> input_files;
   std::string device = "cpu", output_dir, compare_dir;
+  int repeat = 0;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -109,6 +111,16 @@ int cmd_onnx_run(int argc, char** argv) {
       output_dir = value();
     } else if (a == "--compare") {
       compare_dir = value();
+    } else if (a == "--repeat") {
+      std::string v = value();
+      size_t used = 0;
+      try {
+        repeat = std::stoi(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || repeat < 1 || repeat > 100000)
+        throw std::invalid_argument("--repeat takes a count from 1 to 100000, got '" + v + "'");
     } else {
       throw std::invalid_argument("unknown option " + a);
     }
@@ -153,6 +165,21 @@ int cmd_onnx_run(int argc, char** argv) {
     }
   }
   std::printf("load %.1f ms, run %.1f ms on %s\n", ms(t0, t1), ms(t2, t3), dev.str().c_str());
+  if (repeat > 0) {
+    // Timed runs after the first (which includes kernel compilation): forward, realize, sync.
+    std::vector<double> times;
+    for (int r = 0; r < repeat; ++r) {
+      auto a = std::chrono::steady_clock::now();
+      std::map<std::string, Array> again = model.forward(inputs);
+      std::vector<Array> values;
+      for (const auto& vi : model.graph().outputs) values.push_back(again.at(vi.name));
+      eval(values);
+      synchronize(dev);
+      times.push_back(ms(a, std::chrono::steady_clock::now()));
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("repeat %d: median %.3f ms, min %.3f ms\n", repeat, times[times.size() / 2], times.front());
+  }
   return mismatches ? 1 : 0;
 }
 

@@ -253,6 +253,13 @@ Array Model::initializer(const std::string& name) const {
   return it == initializers_.end() ? Array() : it->second.array();
 }
 
+std::optional<DType> Model::floating_parameter_dtype() const {
+  for (const auto& [name, ref] : initializers_)
+    if (ref.trainable() || !ref.is_buffer())
+      if (ref.array().defined() && is_floating(ref.array().dtype())) return ref.array().dtype();
+  return std::nullopt;
+}
+
 std::map<std::string, Array> Model::forward(const std::map<std::string, Array>& inputs) {
   std::map<std::string, Array> env;
   for (const auto& [name, ref] : initializers_) env[name] = ref.array();
@@ -263,7 +270,9 @@ std::map<std::string, Array> Model::forward(const std::map<std::string, Array>& 
     Array x = it->second;
     if (vi.data_type != 0) {
       DType want = dtype_from_onnx(vi.data_type, "onnx::Model::forward: graph input '" + vi.name + "'");
-      if (x.dtype() != want)
+      // After model.to(DType::F64) a floating input may come in the parameters' new dtype.
+      bool cast_model = is_floating(want) && is_floating(x.dtype()) && x.dtype() == floating_parameter_dtype();
+      if (x.dtype() != want && !cast_model)
         throw Error("onnx::Model::forward: graph input '" + vi.name + "' must be " + std::string(dtype_name(want)) +
                     ", got " + std::string(dtype_name(x.dtype())));
     }

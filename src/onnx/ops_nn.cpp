@@ -206,9 +206,15 @@ std::vector<Array> op_conv(const OpContext& c) {
   Array bias = c.has_input(2) ? c.input(2) : Array();
   const int n = x.rank() - 2;
   if (n != 1 && n != 2) c.unsupported(std::to_string(n) + "-D convolution (1-D and 2-D only)");
+  // W is [M, C/group, k...] (ConvTranspose [C, M/group, k...]): checked before its dims are read
+  // (a fuzzed rank-1 weight was read past its shape).
+  if (wgt.rank() != x.rank()) c.fail("W must have rank " + std::to_string(x.rank()) + ", got " + wgt.shape().str());
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
   if (kernel.empty())
     for (int i = 0; i < n; ++i) kernel.push_back(wgt.shape()[i + 2]);
+  for (int i = 0; i < n; ++i)
+    if (kernel.size() != size_t(n) || kernel[size_t(i)] != wgt.shape()[i + 2])
+      c.fail("kernel_shape does not match W's shape " + wgt.shape().str());
   Window w = window(c, x, kernel, false);
   int64_t groups = c.attr_int("group", 1);
   if (n == 1) {
@@ -222,9 +228,15 @@ std::vector<Array> op_conv(const OpContext& c) {
   return {bias.defined() ? conv2d(x, wgt, bias, o) : conv2d(x, wgt, o)};
 }
 
-// [C] -> [1, C, 1, ...] to broadcast against x [N, C, ...].
-Array per_channel(const Array& v, int rank) {
-  std::vector<int64_t> shape(size_t(rank), 1);
+// [C] -> [1, C, 1, ...] to broadcast against x [N, C, ...]. x must have a channel dim and v C
+// values (a fuzzed rank-1 BatchNormalization input wrote past the shape; a wrong-sized scale
+// would otherwise broadcast silently).
+Array per_channel(const OpContext& c, const Array& v, const Array& x, const char* what) {
+  if (x.rank() < 2) c.fail("the input must have rank >= 2 ([N, C, ...]), got " + x.shape().str());
+  if (v.rank() != 1 || v.numel() != x.shape()[1])
+    c.fail(std::string(what) + " must have shape [" + std::to_string(x.shape()[1]) + "] (the channels), got " +
+           v.shape().str());
+  std::vector<int64_t> shape(size_t(x.rank()), 1);
   shape[1] = v.numel();
   return reshape(v, Shape(shape));
 }
@@ -244,9 +256,15 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
     return v;
   };
   std::vector<int64_t> stride = get("strides", 1), dil = get("dilations", 1), outpad = get("output_padding", 0);
+  // W is [M, C/group, k...] (ConvTranspose [C, M/group, k...]): checked before its dims are read
+  // (a fuzzed rank-1 weight was read past its shape).
+  if (wgt.rank() != x.rank()) c.fail("W must have rank " + std::to_string(x.rank()) + ", got " + wgt.shape().str());
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
   if (kernel.empty())
     for (int i = 0; i < n; ++i) kernel.push_back(wgt.shape()[i + 2]);
+  for (int i = 0; i < n; ++i)
+    if (kernel.size() != size_t(n) || kernel[size_t(i)] != wgt.shape()[i + 2])
+      c.fail("kernel_shape does not match W's shape " + wgt.shape().str());
   std::vector<int64_t> pads = c.attr_ints("pads");
   if (pads.empty()) pads.assign(size_t(2 * n), 0);
   std::vector<int64_t> out_shape = c.attr_ints("output_shape");
@@ -293,7 +311,7 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
     const int64_t start = std::max<int64_t>(b, 0);
     y = slice(y, d, start, start + len);
   }
-  if (c.has_input(2)) y = add(y, per_channel(c.input(2), y.rank()));
+  if (c.has_input(2)) y = add(y, per_channel(c, c.input(2), y, "B"));
   return {y};
 }
 
@@ -466,8 +484,8 @@ std::vector<Array> op_global_pool(const OpContext& c, bool is_max) {
 std::vector<Array> op_batch_norm(const OpContext& c) {
   const Array& x = c.input(0);
   const int r = x.rank();
-  Array scale = per_channel(c.input(1), r), bias = per_channel(c.input(2), r);
-  Array mu = per_channel(c.input(3), r), var = per_channel(c.input(4), r);
+  Array scale = per_channel(c, c.input(1), x, "scale"), bias = per_channel(c, c.input(2), x, "B");
+  Array mu = per_channel(c, c.input(3), x, "input_mean"), var = per_channel(c, c.input(4), x, "input_var");
   double eps = c.attr_float("epsilon", 1e-5), momentum = c.attr_float("momentum", 0.9);
   bool training = c.attr_int("training_mode", 0) != 0;
   if (c.opset < 14 && c.node().outputs.size() > 1 && c.opset >= 9) training = true;
@@ -492,7 +510,7 @@ std::vector<Array> op_instance_norm(const OpContext& c) {
   double eps = c.attr_float("epsilon", 1e-5);
   Array m = mean(x, dims, true);
   Array v = mean(square(sub(x, m)), dims, true);
-  return {add(mul(div(sub(x, m), sqrt(add(v, eps))), per_channel(c.input(1), x.rank())), per_channel(c.input(2), x.rank()))};
+  return {add(mul(div(sub(x, m), sqrt(add(v, eps))), per_channel(c, c.input(1), x, "scale")), per_channel(c, c.input(2), x, "B"))};
 }
 
 // The stash type's dtype: statistics of f16/bf16 inputs are computed in f32 (stash_type 1).
@@ -545,7 +563,7 @@ std::vector<Array> op_group_norm(const OpContext& c) {
     scale = reshape(broadcast_to(reshape(scale, Shape{groups, 1}), Shape{groups, C / groups}), Shape{C});
     bias = reshape(broadcast_to(reshape(bias, Shape{groups, 1}), Shape{groups, C / groups}), Shape{C});
   }
-  return {add(mul(y, per_channel(scale, x0.rank())), per_channel(bias, x0.rank()))};
+  return {add(mul(y, per_channel(c, scale, x0, "scale")), per_channel(c, bias, x0, "bias"))};
 }
 
 std::vector<Array> op_dropout(const OpContext& c) {

@@ -26,15 +26,36 @@ std::vector<Array> op_recurrent(const OpContext& c, Cell cell) {
   Array x = c.input(0);
   const Array& W = c.input(1);
   const Array& R = c.input(2);
+  // Shapes are checked before any is indexed (a fuzzed file found a rank-1 X read out of bounds).
+  auto expect_shape = [&](const Array& a, const std::string& what, std::vector<int64_t> dims) {
+    bool ok = a.rank() == int(dims.size());
+    for (size_t i = 0; ok && i < dims.size(); ++i) ok = dims[i] < 0 || a.shape()[int(i)] == dims[i];
+    if (!ok) {
+      std::string want;
+      for (int64_t d : dims) want += (want.empty() ? "" : ", ") + (d < 0 ? std::string("?") : std::to_string(d));
+      c.fail(what + " must have shape [" + want + "], got " + a.shape().str());
+    }
+  };
+  expect_shape(x, "X", {-1, -1, -1});
+  expect_shape(R, "R", {-1, -1, -1});
   const int64_t layout = c.attr_int("layout", 0);
+  if (layout != 0 && layout != 1) c.fail("layout " + std::to_string(layout));
   if (layout == 1) x = transpose(x, 0, 1);  // to [seq, batch, input]
   const int64_t T = x.shape()[0], N = x.shape()[1];
   const int64_t H = c.attr_int("hidden_size", R.shape()[2]);
+  if (H <= 0) c.fail("hidden_size " + std::to_string(H));
   const int gates = cell == Cell::Lstm ? 4 : cell == Cell::Gru ? 3 : 1;
   const std::string direction = c.attr_string("direction", "forward");
   const int dirs = direction == "bidirectional" ? 2 : 1;
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
     c.fail("direction '" + direction + "'");
+  expect_shape(W, "W", {dirs, gates * H, x.shape()[2]});
+  expect_shape(R, "R", {dirs, gates * H, H});
+  if (c.has_input(3)) expect_shape(c.input(3), "B", {dirs, 2 * gates * H});
+  if (c.has_input(4)) expect_shape(c.input(4), "sequence_lens", {N});
+  if (c.has_input(5)) expect_shape(c.input(5), "initial_h", {dirs, N, H});
+  if (cell == Cell::Lstm && c.has_input(6)) expect_shape(c.input(6), "initial_c", {dirs, N, H});
+  if (cell == Cell::Lstm && c.has_input(7)) expect_shape(c.input(7), "P", {dirs, 3 * H});
   if (c.attr_int("input_forget", 0) != 0) c.unsupported("input_forget");
   const double clip = c.attr_float("clip", 0.0);
 

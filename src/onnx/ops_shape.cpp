@@ -4,6 +4,7 @@
 // the host (they are usually folded constants).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "onnx/op_registry.h"
@@ -49,6 +50,8 @@ std::vector<Array> op_reshape(const OpContext& c) {
     } else if (shape[i] < 0) {
       c.fail("shape has the negative size " + std::to_string(shape[i]));
     } else {
+      if (shape[i] > 0 && known > std::numeric_limits<int64_t>::max() / shape[i])
+        c.fail("the sizes of shape overflow 64 bits");
       known *= shape[i];
     }
   }
@@ -249,6 +252,7 @@ Array normalize_index(const Array& idx, int64_t dim) {
 std::vector<Array> op_gather(const OpContext& c) {
   const Array& x = c.input(0);
   const Array& idx = c.input(1);
+  if (x.rank() == 0) c.fail("data must have rank >= 1, got a scalar");  // found by the fuzzer
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
   Array flat = reshape(normalize_index(idx, x.shape()[axis]), Shape{idx.numel()});
   Array picked = index_select(x, axis, flat);
@@ -261,6 +265,7 @@ std::vector<Array> op_gather(const OpContext& c) {
 
 std::vector<Array> op_gather_elements(const OpContext& c) {
   const Array& x = c.input(0);
+  if (x.rank() == 0) c.fail("data must have rank >= 1, got a scalar");
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
   return {gather(x, axis, normalize_index(c.input(1), x.shape()[axis]))};
 }

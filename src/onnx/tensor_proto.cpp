@@ -158,23 +158,22 @@ Array tensor_to_array(const ::onnx::TensorProto& t, const std::string& what, con
       for (auto& b : host) b = b != 0;
     return from_buffer(host.data(), shape, dtype);
   }
-  // Typed fields: which one holds the values depends on the type (onnx.proto's table).
-  int count = 0;
-  std::vector<uint8_t> host(nbytes);
-  auto take = [&](const auto& field) {
-    count = field.size();
-    if (uint64_t(count) == numel) copy_typed(field, dtype, host.data());
+  // Typed fields: which one holds the values depends on the type (onnx.proto's table). The count
+  // is checked before allocating (a fuzzed [2^41] tensor with no values asked for 34 TB).
+  auto typed = [&](const auto& field) {
+    if (uint64_t(field.size()) != numel)
+      throw Error(what + ": " + std::to_string(field.size()) + " values for shape " + shape.str() + " (" +
+                  std::to_string(numel) + " expected)");
+    std::vector<uint8_t> host(nbytes);
+    copy_typed(field, dtype, host.data());
+    return from_buffer(host.data(), shape, dtype);
   };
   switch (t.data_type()) {
-    case 1: take(t.float_data()); break;
-    case 11: take(t.double_data()); break;
-    case 7: take(t.int64_data()); break;
-    default: take(t.int32_data()); break;  // int32, uint8, bool, float16, bfloat16
+    case 1: return typed(t.float_data());
+    case 11: return typed(t.double_data());
+    case 7: return typed(t.int64_data());
+    default: return typed(t.int32_data());  // int32, uint8, bool, float16, bfloat16
   }
-  if (uint64_t(count) != numel)
-    throw Error(what + ": " + std::to_string(count) + " values for shape " + shape.str() + " (" +
-                std::to_string(numel) + " expected)");
-  return from_buffer(host.data(), shape, dtype);
 }
 
 void array_to_tensor(const Array& value, const std::string& name, ::onnx::TensorProto* t) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,9 @@ class Model : public nn::Module {
   // The value of an initializer or folded constant by its ONNX name (undefined if none).
   Array initializer(const std::string& name) const;
 
+  // The dtype of the floating parameters (f64 after to(DType::F64)); none without any. A floating
+  // graph input may be given in this dtype instead of the declared one.
+  std::optional<DType> floating_parameter_dtype() const;
   // Internal: used by the loader.
   Graph graph_;
   std::map<std::string, nn::ParamRef> initializers_;  // floating: parameters; others: buffers
