@@ -1,4 +1,4 @@
-# Installation: headers, libember (shared and static), backend plugins in lib/ember/plugins,
+# Installation: headers, libember (shared and static), ember_onnx and ember_dist_mpi, backend plugins in lib/ember/plugins,
 # a CMake package (find_package(Ember) -> Ember::ember, Ember::ember_static), ember.pc and
 # ember-static.pc; bin/ember with a relative RUNPATH.
 include(CMakePackageConfigHelpers)
@@ -9,6 +9,13 @@ install(TARGETS ember ember_static EXPORT EmberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The optional libraries, built where their Debian packages were found: ONNX import (ember_onnx)
+# and the MPI collectives (ember_dist_mpi); bin/ember links them when they exist.
+foreach(lib ember_onnx ember_dist_mpi)
+  if(TARGET ${lib})
+    install(TARGETS ${lib} EXPORT EmberTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  endif()
+endforeach()
 foreach(plugin ember_backend_cpu ember_backend_reference ember_backend_vulkan)
   if(TARGET ${plugin})
     install(TARGETS ${plugin} LIBRARY DESTINATION ${EMBER_PLUGIN_INSTALL_DIR})
