@@ -3,6 +3,7 @@
 // a new lazy Array; data is computed when it is read or eval() is called.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,7 +43,20 @@ struct Scalar {
   template <class T>
     requires std::is_arithmetic_v<T>
   Scalar(T v)  // NOLINT: implicit on purpose, so `x + 1` works
-      : category(scalar_category<T>()), f(double(v)), i(static_cast<int64_t>(v)) {}
+      : category(scalar_category<T>()), f(double(v)), i(to_int64(v)) {}
+
+ private:
+  // A floating value outside int64's range (inf, 1e300) or NaN would make the cast undefined
+  // behaviour: saturate instead (NaN gives 0). `i` is only read for integral scalars anyway.
+  template <class T>
+  static constexpr int64_t to_int64(T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (v != v) return 0;
+      if (v >= T(9223372036854775807.0)) return INT64_MAX;
+      if (v <= T(-9223372036854775808.0)) return INT64_MIN;
+    }
+    return static_cast<int64_t>(v);
+  }
 };
 
 struct TensorOptions {
