@@ -298,7 +298,10 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   std::vector<double> epoch_times;
   for (int64_t epoch = start_epoch; epoch < epochs_ && !rep.stopped_early; ++epoch) {
     auto t_epoch = Clock::now();
-    manual_seed(epoch_seed(seed_, epoch));
+    // Random ops (dropout) draw different values on each rank of a data-parallel run, as on one
+    // process each item of the global batch gets its own mask; rank 0 keeps the single-process seed.
+    const int rank = comm_ ? comm_->rank() : 0;
+    manual_seed(rank == 0 ? epoch_seed(seed_, epoch) : data::mix64(epoch_seed(seed_, epoch) ^ uint64_t(rank)));
     model_->train();
     for (auto& m : tm) m->reset();
     train.start(uint64_t(epoch));
