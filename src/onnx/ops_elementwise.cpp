@@ -40,7 +40,9 @@ OpEntry binary(Binary f, bool keep_type = true) {
 Array onnx_div(const Array& a, const Array& b, Loc) {
   if (is_floating(a.dtype())) return div(a, b);
   // Integer division truncates toward zero (C semantics, as ONNX's reference implementation).
-  return cast(trunc(div(cast(a, DType::F64), cast(b, DType::F64))), a.dtype());
+  // a - fmod(a, b) is an exact multiple of b (fmod has the dividend's sign), so floor division of
+  // it is the truncated quotient, exact for every int64 (a detour through f64 is not past 2^53).
+  return floor_div(sub(a, fmod(a, b)), b);
 }
 
 std::vector<Array> op_mod(const OpContext& c) {
