@@ -24,7 +24,10 @@ Array Linear::forward(const Array& x) {
   if (x.rank() < 1 || x.size(-1) != options.in)
     throw Error(fmt::format("Linear: expected input [..., {}], got {}", options.in, x.shape().str()));
   check_input_dtype("Linear", x, weight);
-  Array y = matmul(x, transpose(weight.array(), 0, 1));
+  // Under autocast the weight is cast before the transpose: the cast writes a contiguous copy and
+  // the matmul reads it transposed in place (a cast of the transposed view would write the copy
+  // transposed, a strided pass), and the weight's gradient comes back contiguous.
+  Array y = matmul(x, transpose(autocast_low(weight.array()), 0, 1));
   // Under autocast the bias joins the low-precision matmul (autocast_policy.def: nn::Linear).
   if (bias.defined()) y = add(y, autocast_low(bias.array()));
   return y;

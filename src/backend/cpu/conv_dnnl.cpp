@@ -1,9 +1,14 @@
 // Convolution and pooling for the CPU backend (abi.h EMBER_LIB_CONV2D ... AVG_POOL2D_BACKWARD).
 //  - f32: oneDNN convolution forward / backward-data / backward-weights with `any` layouts (oneDNN
 //    picks its blocked layout; operands are reordered from and to plain NCHW / OIHW), and oneDNN
-//    average pooling forward on NCHW. f16/bf16 go through f32 and are rounded back.
+//    average pooling forward on NCHW. bf16 operands go to oneDNN as bf16 on CPUs with bf16 units
+//    (dnnl_bf16.h); otherwise, and for f16, they are widened to f32 and the result rounded back.
 //  - max pooling (NaN must win, which oneDNN's does not do), max-pool indices, the avg-pool
 //    backward and f64 pooling and convolution: loops (library_loops.cpp).
+//  - operands holding an infinity or NaN: the f64 loops too. oneDNN 2.6's AVX-512 convolutions
+//    turn an infinite weight into NaN in outputs whose sum is +-inf (measured: 694 of 1568 outputs
+//    of a 16-channel 3x3 convolution with a few infinite weights and inputs), so a vectorized scan
+//    of the operands (convert.h all_finite) picks the loops, which sum in f64 like the reference.
 // EMBER_LIB_CONV2D_EPILOGUE: the forward convolution with post-ops, as oneDNN post-ops (eltwise, and
 // binary adds of per-channel operands) when all of them are, else post_ops.h's loops on the output.
 // Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; each
@@ -22,8 +27,10 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
-#include "backend/cpu/library.h"
+#include "backend/cpu/convert.h"
+#include "backend/cpu/dnnl_bf16.h"
 #include "backend/cpu/dnnl_post_ops.h"
+#include "backend/cpu/library.h"
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/post_ops.h"
 
@@ -76,6 +83,44 @@ struct OutF32 {
   }
 };
 
+// A 16-bit floating operand as a dense array of its own dtype (in place when it already is one;
+// a strided one goes through f32, exactly).
+struct Dense16 {
+  const uint16_t* p = nullptr;
+  std::vector<uint16_t> own;
+  explicit Dense16(const ember_tensor_desc& d) {
+    if (desc_contiguous(d)) {
+      p = static_cast<const uint16_t*>(d.buffer->data) + d.offset;
+      return;
+    }
+    std::vector<float> f = pack_dense<float>(d);
+    own.resize(f.size());
+    narrow_from_f32(d.dtype, f.data(), own.data(), int64_t(f.size()));
+    p = own.data();
+  }
+};
+
+// An output written as a dense array of its 16-bit dtype: in place when contiguous.
+struct Out16 {
+  const ember_tensor_desc& d;
+  std::vector<uint16_t> tmp;
+  uint16_t* p;
+  explicit Out16(const ember_tensor_desc& desc) : d(desc) {
+    if (desc_contiguous(d)) {
+      p = static_cast<uint16_t*>(d.buffer->data) + d.offset;
+    } else {
+      tmp.resize(size_t(desc_numel(d)));
+      p = tmp.data();
+    }
+  }
+  void finish() {
+    if (tmp.empty()) return;
+    std::vector<float> f(tmp.size());
+    widen_to_f32(d.dtype, tmp.data(), f.data(), int64_t(f.size()));
+    unpack_dense(f, d);
+  }
+};
+
 // ---- convolution -------------------------------------------------------------------------------
 enum Kind : int64_t { kFwd, kBwdData, kBwdWeights };
 
@@ -83,7 +128,7 @@ struct Geometry {
   int64_t N, C, H, W, O, KH, KW, OH, OW;
 };
 
-using Key = std::array<int64_t, 20>;
+using Key = std::array<int64_t, 21>;
 
 // A cached primitive with the three tensors it reads/writes: two inputs, then the output. `want`
 // is the layout the primitive chose, `user` the plain layout of Ember's buffers.
@@ -98,8 +143,9 @@ struct Entry {
 };
 
 // `post`: post-ops for the forward primitive (every add operand per channel), or nullptr.
+// `cdt`: the operands' data type, f32 or (dnnl_bf16.h) bf16; the bias and post-op operands are f32.
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg,
-                 const ember_epilogue_attrs* post) {
+                 const ember_epilogue_attrs* post, dt cdt) {
   const int64_t G = a.groups;
   dnnl::memory::dims src{g.N, g.C, g.H, g.W}, dst{g.N, g.O, g.OH, g.OW};
   dnnl::memory::dims wei = G > 1 ? dnnl::memory::dims{G, g.O / G, g.C / G, g.KH, g.KW}
@@ -111,8 +157,8 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   // from and to NCHW through reused buffers, see execute). Measured with bench/cnn_layers_bench.cpp:
   // forcing NCHW activations (oneDNN's gemm-based kernels) is 1.5-2.5x slower at 32 -> 64
   // channels and no faster for a 1-channel first layer's forward and backward-weights passes.
-  auto any = [](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, dt::f32, tag::any); };
-  const dnnl::memory::desc src_u(src, dt::f32, tag::nchw), dst_u(dst, dt::f32, tag::nchw), wei_u(wei, dt::f32, wtag);
+  auto any = [cdt](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, cdt, tag::any); };
+  const dnnl::memory::desc src_u(src, cdt, tag::nchw), dst_u(dst, cdt, tag::nchw), wei_u(wei, cdt, wtag);
   const dnnl::memory::desc bias_md({g.O}, dt::f32, tag::x);
 
   auto fd = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
@@ -177,7 +223,7 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
 // the direct kernels (ConvDnnlTest.* checks both against the reference backend).
 // EMBER_CONV_ALG=direct turns it off, =winograd asks for it wherever oneDNN has it.
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
-                 const ember_epilogue_attrs* post) {
+                 const ember_epilogue_attrs* post, dt cdt) {
   static const int choice = [] {
     const char* e = std::getenv("EMBER_CONV_ALG");
     return !e ? 0 : std::string(e) == "direct" ? 1 : std::string(e) == "winograd" ? 2 : 0;
@@ -187,23 +233,24 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   const bool wino = choice == 2 || (choice == 0 && fits && g.C >= 16 && g.O >= 16);
   if (wino) {
     try {
-      return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd, post);
+      return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd, post, cdt);
     } catch (const dnnl::error&) {  // not implemented for this shape or CPU: the direct kernels
     }
   }
-  return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct, post);
+  return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct, post, cdt);
 }
 
 // A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
 // With `post`, the entry may come back without them (Entry::post false) when oneDNN has no fast
 // kernel with these post-ops.
 Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
-            const ember_epilogue_attrs* post = nullptr) {
+            const ember_epilogue_attrs* post = nullptr, dt cdt = dt::f32) {
   static std::mutex& mutex = *new std::mutex;
   static std::map<std::pair<Key, std::vector<int64_t>>, Entry>& cache =
       *new std::map<std::pair<Key, std::vector<int64_t>>, Entry>;
   const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
-                a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias};
+                a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias,
+                int64_t(cdt)};
   std::vector<int64_t> sig;
   for (int k = 0; post && k < post->n_ops; ++k)
     sig.insert(sig.end(), {int64_t(post->ops[k].kind), std::bit_cast<int64_t>(post->ops[k].alpha),
@@ -214,10 +261,10 @@ Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bi
   if (cache.size() > 256) cache.clear();
   Entry e;
   try {
-    e = make_entry(kind, g, a, has_bias, post);
+    e = make_entry(kind, g, a, has_bias, post, cdt);
   } catch (const dnnl::error&) {
     if (!post) throw;
-    e = make_entry(kind, g, a, has_bias, nullptr);  // the loops apply the post-ops
+    e = make_entry(kind, g, a, has_bias, nullptr, cdt);  // the loops apply the post-ops
   }
   return cache.emplace(std::make_pair(key, sig), e).first->second;
 }
@@ -226,14 +273,14 @@ Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bi
 // fresh allocation per call (megabytes for a batch of activations) would come back from the
 // kernel as new pages, and the page faults cost as much as the reorder itself.
 // Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
-void execute(const Entry& e, const float* in0, const float* in1, float* out, const float* bias,
+void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias,
              const std::vector<std::vector<float>>* channel = nullptr, const ember_epilogue_attrs* post = nullptr) {
   thread_local std::array<GrowingBuffer, 3> scratch;
   dnnl::stream s(engine());
   std::unordered_map<int, dnnl::memory> args;
-  const float* ins[2] = {in0, in1};
+  const void* ins[2] = {in0, in1};
   for (int i = 0; i < 2; ++i) {
-    dnnl::memory user(e.user[size_t(i)], engine(), const_cast<float*>(ins[i]));
+    dnnl::memory user(e.user[size_t(i)], engine(), const_cast<void*>(ins[i]));
     if (e.want[size_t(i)] == e.user[size_t(i)]) {
       args.emplace(e.args[size_t(i)], user);
     } else {
@@ -370,8 +417,25 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       c.resize(size_t(g.O));
       for (int64_t o = 0; o < g.O; ++o) c[size_t(o)] = static_cast<const float*>(t.buffer->data)[t.offset + o * t.strides[1]];
     }
-    const Entry e = entry(kind, g, a, fwd && n_in == 3, per_channel ? post : nullptr);
+    const int64_t n0 = desc_numel(in[0]), n1 = desc_numel(in[1]);
+    if (out.dtype == EMBER_BF16 && !post && dnnl_native_bf16()) {
+      Dense16 i0(in[0]), i1(in[1]);
+      if (!all_finite(EMBER_BF16, i0.p, n0) || !all_finite(EMBER_BF16, i1.p, n1)) return conv_f64(op, in, n_in, out, a);
+      const Entry e = entry(kind, g, a, fwd && n_in == 3, nullptr, dt::bf16);
+      DenseF32 b;
+      if (fwd && n_in == 3) b = dense_f32(in[2]);
+      Out16 o(out);
+      execute(e, i0.p, i1.p, o.p, b.p);
+      o.finish();
+      return EMBER_OK;
+    }
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
+    if (!all_finite(EMBER_F32, i0.p, n0) || !all_finite(EMBER_F32, i1.p, n1)) {
+      int32_t rc = conv_f64(op, in, n_in, out, a);
+      if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
+      return rc;
+    }
+    const Entry e = entry(kind, g, a, fwd && n_in == 3, per_channel ? post : nullptr);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     OutF32 o(out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/library.h"
 #include "ember/dtype.h"
 
@@ -89,13 +90,27 @@ std::vector<T> pack_dense(const ember_tensor_desc& d) {
   std::vector<T> v(static_cast<size_t>(n));
   if (n == 0) return v;
   const void* p = d.buffer->data;
-  if (desc_contiguous(d) && ((std::is_same_v<T, float> && d.dtype == EMBER_F32) ||
-                             (std::is_same_v<T, double> && d.dtype == EMBER_F64))) {
+  const bool dense = desc_contiguous(d);
+  if (dense && ((std::is_same_v<T, float> && d.dtype == EMBER_F32) ||
+                (std::is_same_v<T, double> && d.dtype == EMBER_F64))) {
     std::memcpy(v.data(), static_cast<const T*>(p) + d.offset, size_t(n) * sizeof(T));
     return v;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (dense && (d.dtype == EMBER_BF16 || d.dtype == EMBER_F16)) {  // autocast's operands: vectorized
+      widen_to_f32(d.dtype, static_cast<const uint16_t*>(p) + d.offset, v.data(), n);
+      return v;
+    }
+  }
+  // Row by row along the last dim: one offset computation per row, not per element.
+  const int64_t cols = d.rank == 0 ? 1 : d.shape[d.rank - 1];
+  const int64_t step = d.rank == 0 ? 0 : d.strides[d.rank - 1];
 #pragma omp parallel for if (parallel_worth(n)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = T(load_f(p, d.dtype, offset_of(d, i)));
+  for (int64_t r = 0; r < n / cols; ++r) {
+    const int64_t base = offset_of(d, r * cols);
+    T* out = v.data() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) out[j] = T(load_f(p, d.dtype, base + j * step));
+  }
   return v;
 }
 template <class T>
@@ -103,8 +118,25 @@ void unpack_dense(const std::vector<T>& v, const ember_tensor_desc& d) {
   const int64_t n = desc_numel(d);
   if (n == 0) return;
   void* p = d.buffer->data;
+  const bool dense = desc_contiguous(d);
+  if constexpr (std::is_same_v<T, float>) {
+    if (dense && d.dtype == EMBER_F32) {
+      std::memcpy(static_cast<float*>(p) + d.offset, v.data(), size_t(n) * sizeof(float));
+      return;
+    }
+    if (dense && (d.dtype == EMBER_BF16 || d.dtype == EMBER_F16)) {
+      narrow_from_f32(d.dtype, v.data(), static_cast<uint16_t*>(p) + d.offset, n);
+      return;
+    }
+  }
+  const int64_t cols = d.rank == 0 ? 1 : d.shape[d.rank - 1];
+  const int64_t step = d.rank == 0 ? 0 : d.strides[d.rank - 1];
 #pragma omp parallel for if (parallel_worth(n)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) store_f(p, d.dtype, offset_of(d, i), double(v[size_t(i)]));
+  for (int64_t r = 0; r < n / cols; ++r) {
+    const int64_t base = offset_of(d, r * cols);
+    const T* in = v.data() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) store_f(p, d.dtype, base + j * step, double(in[j]));
+  }
 }
 template std::vector<float> pack_dense<float>(const ember_tensor_desc&);
 template std::vector<double> pack_dense<double>(const ember_tensor_desc&);

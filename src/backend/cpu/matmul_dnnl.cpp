@@ -4,7 +4,9 @@
 //  - f32: oneDNN matmul on strided 2-D descriptors (transposed operands are read in place; other
 //    layouts are packed first). A batch that shares b and walks a contiguously is folded into M;
 //    other batches loop over their entries with one cached primitive.
-//  - f16/bf16: operands converted to f32, oneDNN, result rounded to nearest even.
+//  - bf16 on CPUs with bf16 units (dnnl_bf16.h): oneDNN's bf16 matmul (f32 accumulation, one
+//    rounding); f16, and bf16 elsewhere: operands widened to f32 (convert.h), oneDNN, the result
+//    rounded to nearest even.
 //  - f64 (accumulated in f64) and integers (accumulated in i64, wrapping): a row-blocked loop.
 // EMBER_LIB_MATMUL_EPILOGUE (f32, f64) adds post-ops: oneDNN post-ops (binary add with a broadcast
 // operand, eltwise) in the oneDNN path, else post_ops.h's row loops right after each product.
@@ -23,6 +25,8 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
+#include "backend/cpu/convert.h"
+#include "backend/cpu/dnnl_bf16.h"
 #include "backend/cpu/dnnl_post_ops.h"
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/gemv.h"
@@ -162,6 +166,21 @@ struct EpiBlock {
   }
 };
 
+// A bf16/f16 matrix as dense f32: vectorized over contiguous rows (convert.h).
+void widen(int32_t dt, Mat<const uint16_t> m, int64_t rows, int64_t cols, float* out) {
+  if (m.cs == 1 && m.rs == cols) return widen_to_f32(dt, m.data, out, rows * cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (m.cs == 1) {
+      widen_to_f32(dt, m.data + i * m.rs, out + i * cols, cols);
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint16_t h = m.data[i * m.rs + j * m.cs];
+      out[i * cols + j] = dt == EMBER_F16 ? ember::half_to_float(h) : ember::bf16_to_float(h);
+    }
+  }
+}
+
 // Packs a strided matrix into a row-major one.
 template <class T, class D, class F>
 void pack(Mat<const T> m, int64_t rows, int64_t cols, D* out, F convert) {
@@ -236,6 +255,45 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
   if (epi && !prim.post) epi->apply(C.data, C.rs, C.cs, M, N);
 }
 
+// bf16 operands on CPUs with bf16 units (dnnl_bf16.h): oneDNN's bf16 matmul with f32 accumulation
+// and one rounding of the result. False, and the caller widens to f32, on other CPUs, for a few
+// rows or one column (the f32 loops of gemv.cpp), K = 0, or layouts oneDNN does not take.
+bool gemm_bf16(int64_t M, int64_t N, int64_t K, Mat<const uint16_t> A, Mat<const uint16_t> B, Mat<uint16_t> C) {
+  if (!dnnl_native_bf16() || M <= 4 || N == 1 || K == 0) return false;
+  if (!plain_strides(M, K, A.rs, A.cs) || !plain_strides(K, N, B.rs, B.cs) || !plain_strides(M, N, C.rs, C.cs))
+    return false;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a({M, K}, dt::bf16, {A.rs, A.cs}), b({K, N}, dt::bf16, {B.rs, B.cs}),
+      c({M, N}, dt::bf16, {C.rs, C.cs});
+  struct Bf16Prim {
+    dnnl::matmul prim;
+    dnnl::memory::desc scratchpad;
+  };
+  static std::mutex& mutex = *new std::mutex;
+  static std::map<std::array<int64_t, 9>, Bf16Prim>& cache = *new std::map<std::array<int64_t, 9>, Bf16Prim>;
+  Bf16Prim prim;
+  {
+    const std::array<int64_t, 9> key{M, N, K, A.rs, A.cs, B.rs, B.cs, C.rs, C.cs};
+    std::lock_guard lock(mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), engine());
+      if (cache.size() > 256) cache.clear();
+      it = cache.emplace(key, Bf16Prim{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
+    }
+    prim = it->second;
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(a, engine(), const_cast<uint16_t*>(A.data))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(b, engine(), const_cast<uint16_t*>(B.data))},
+      {DNNL_ARG_DST, dnnl::memory(c, engine(), C.data)}};
+  add_scratchpad(args, prim.scratchpad, engine());
+  dnnl::stream s(engine());
+  prim.prim.execute(s, args);
+  s.wait();
+  return true;
+}
+
 // ---- loops for f64 and integers ---------------------------------------------------------------
 // kBool: bytes are booleans (read as != 0, stored as 0/1).
 template <class T, class Acc, bool kBool = false>
@@ -287,17 +345,28 @@ void gemm_one(int32_t dt, int64_t M, int64_t N, int64_t K, const ember_tensor_de
                mat<float>(dc, oc, crs, ccs), epi);
       break;
     case EMBER_F16: case EMBER_BF16: {
+      if (dt == EMBER_BF16 && gemm_bf16(M, N, K, mat<const uint16_t>(da, oa, ars, acs),
+                                        mat<const uint16_t>(db, ob, brs, bcs), mat<uint16_t>(dc, oc, crs, ccs)))
+        break;
       std::vector<float> pa(size_t(M * K)), pb(size_t(K * N)), pc(size_t(M * N));
-      auto to_f = [dt](uint16_t h) { return dt == EMBER_F16 ? ember::half_to_float(h) : ember::bf16_to_float(h); };
-      pack(mat<const uint16_t>(da, oa, ars, acs), M, K, pa.data(), to_f);
-      pack(mat<const uint16_t>(db, ob, brs, bcs), K, N, pb.data(), to_f);
+      widen(dt, mat<const uint16_t>(da, oa, ars, acs), M, K, pa.data());
+      widen(dt, mat<const uint16_t>(db, ob, brs, bcs), K, N, pb.data());
       gemm_f32(M, N, K, {pa.data(), K, 1}, {pb.data(), N, 1}, {pc.data(), N, 1});
       Mat<uint16_t> C = mat<uint16_t>(dc, oc, crs, ccs);
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          float v = pc[size_t(i * N + j)];
-          C.data[i * C.rs + j * C.cs] = dt == EMBER_F16 ? ember::float_to_half(v) : ember::float_to_bf16(v);
+      if (C.cs == 1 && C.rs == N) {
+        narrow_from_f32(dt, pc.data(), C.data, M * N);
+      } else {
+        for (int64_t i = 0; i < M; ++i) {
+          if (C.cs == 1) {
+            narrow_from_f32(dt, pc.data() + i * N, C.data + i * C.rs, N);
+            continue;
+          }
+          for (int64_t j = 0; j < N; ++j) {
+            float v = pc[size_t(i * N + j)];
+            C.data[i * C.rs + j * C.cs] = dt == EMBER_F16 ? ember::float_to_half(v) : ember::float_to_bf16(v);
+          }
         }
+      }
       break;
     }
     case EMBER_F64:

@@ -1,7 +1,7 @@
 // Max pooling for the CPU backend in the operand's own precision: forward values, the index of
 // each window's first maximum, and the gradient (abi.h EMBER_LIB_MAX_POOL2D, _INDICES, _BACKWARD).
 // f32 and f64 run directly on the buffers (strided inputs are packed once); f16 / bf16 go through
-// f32. The gradient finds each window's maximum again and adds dy there, so training needs no
+// f32, except the 2x2 stride-2 forward and gradient, which pick values and so run on the bits. The gradient finds each window's maximum again and adds dy there, so training needs no
 // index tensor and no scatter. OpenMP over (n, c) planes: each thread owns its output planes, so
 // overlapping windows need no atomics and results do not depend on the thread count.
 #include <omp.h>
@@ -16,6 +16,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
+#include "ember/dtype.h"
 
 namespace ember::cpu {
 
@@ -196,6 +197,98 @@ void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs
   }
 }
 
+// ---- 16-bit storage (bf16, f16): the 2x2 stride-2 paths on the bits --------------------------
+// A 2x2 max (or its gradient) only picks values, so for bf16/f16 operands the fast paths compare
+// the values as floats converted on the fly and store the picked one back in 16 bits (exact: it
+// came from 16 bits): no widening pass over the input and no rounding pass over the output. A
+// picked NaN leaves as the f32 path's narrowing leaves it, so both paths give the same bits.
+struct Bf16Bits {
+  static float value(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+  // Exact for a value that came from value(): the bits back, a NaN with its quiet bit set.
+  static uint16_t bits(float f) {
+    const uint32_t x = std::bit_cast<uint32_t>(f);
+    return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40 : x >> 16);
+  }
+};
+struct F16Bits {
+  static float value(uint16_t h) { return ember::half_to_float(h); }
+  static uint16_t bits(float f) { return ember::float_to_half(f); }
+};
+
+template <class B>
+void max_2x2_bits(const uint16_t* x, const Geom& g, uint16_t* y) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const uint16_t* xp = x + p * g.H * g.W;
+    uint16_t* yp = y + p * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const uint16_t* r0 = xp + 2 * oh * g.W;
+      const uint16_t* r1 = r0 + g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const float a = B::value(r0[2 * ow]), b = B::value(r0[2 * ow + 1]);
+        const float c = B::value(r1[2 * ow]), d = B::value(r1[2 * ow + 1]);
+        // max_2x2's rule as selects the compiler vectorizes: the first maximum of each pair, then
+        // of the pairs (ties keep the earlier entry, so -0 and +0 come out as max_2x2 picks
+        // them); a window with a NaN gives its first NaN.
+        const float ab = b > a ? b : a, cd = d > c ? d : c;
+        const float m = cd > ab ? cd : ab;
+        const float first_nan = a != a ? a : b != b ? b : c != c ? c : d;
+        yp[oh * g.OW + ow] = B::bits(first_nan != first_nan ? first_nan : m);
+      }
+    }
+  }
+}
+
+template <class B>
+void max_backward_2x2_bits(const uint16_t* dy, const uint16_t* x, const Geom& g, uint16_t* dx) {
+#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
+  for (int64_t p = 0; p < g.P; ++p) {
+    const uint16_t* xp = x + p * g.H * g.W;
+    const uint16_t* gp = dy + p * g.OH * g.OW;
+    uint16_t* out = dx + p * g.H * g.W;
+    if (2 * g.OH != g.H || 2 * g.OW != g.W) std::fill(out, out + g.H * g.W, uint16_t(0));
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const uint16_t* r0 = xp + 2 * oh * g.W;
+      const uint16_t* r1 = r0 + g.W;
+      uint16_t* o0 = out + 2 * oh * g.W;
+      uint16_t* o1 = o0 + g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t c = 2 * ow;
+        const int k = arg4(B::value(r0[c]), B::value(r0[c + 1]), B::value(r1[c]), B::value(r1[c + 1]));
+        // dy at entry k, +0 elsewhere, by bit masks (as max_backward_2x2).
+        const uint16_t v = B::bits(B::value(gp[oh * g.OW + ow]));
+        auto at = [&](int e) { return uint16_t(v & uint16_t(0u - unsigned(k == e))); };
+        o0[c] = at(0);
+        o0[c + 1] = at(1);
+        o1[c] = at(2);
+        o1[c + 1] = at(3);
+      }
+    }
+  }
+}
+
+// The 2x2 paths for contiguous 16-bit operands; false if the call is not one of them.
+bool run_bits(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& out, const ember_pool_attrs& a) {
+  const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
+  if (op == EMBER_LIB_MAX_POOL2D_INDICES) return false;
+  const ember_tensor_desc& big = backward ? in[1] : in[0];
+  const ember_tensor_desc& small = backward ? in[0] : out;
+  const Geom g{big.shape[0] * big.shape[1], big.shape[2], big.shape[3], small.shape[2], small.shape[3]};
+  const bool two = a.kernel[0] == 2 && a.kernel[1] == 2 && a.stride[0] == 2 && a.stride[1] == 2 &&
+                   a.pad_begin[0] == 0 && a.pad_begin[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+  if (!two || !desc_contiguous(big) || !desc_contiguous(out) || (backward && !desc_contiguous(in[0]))) return false;
+  auto ptr = [](const ember_tensor_desc& d) { return static_cast<uint16_t*>(d.buffer->data) + d.offset; };
+  const bool bf16 = big.dtype == EMBER_BF16;
+  if (backward) {
+    if (bf16) max_backward_2x2_bits<Bf16Bits>(ptr(in[0]), ptr(big), g, ptr(out));
+    else max_backward_2x2_bits<F16Bits>(ptr(in[0]), ptr(big), g, ptr(out));
+  } else {
+    if (bf16) max_2x2_bits<Bf16Bits>(ptr(big), g, ptr(out));
+    else max_2x2_bits<F16Bits>(ptr(big), g, ptr(out));
+  }
+  return true;
+}
+
 template <class T>
 int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& out, const ember_pool_attrs& a) {
   const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
@@ -246,7 +339,10 @@ int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
   if (desc_numel(out) == 0) return EMBER_OK;
   switch (x.dtype) {
     case EMBER_F64: return run<double>(op, in, out, a);
-    case EMBER_F32: case EMBER_F16: case EMBER_BF16: return run<float>(op, in, out, a);
+    case EMBER_F16: case EMBER_BF16:
+      if (run_bits(op, in, out, a)) return EMBER_OK;
+      return run<float>(op, in, out, a);
+    case EMBER_F32: return run<float>(op, in, out, a);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "max_pool2d: dtype %d is not floating", x.dtype);
   }
 }
