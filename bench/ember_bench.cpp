@@ -300,21 +300,29 @@ void set_params_by_name(nn::Module& m, int64_t seed) {
 }
 
 // One training step of a post-norm transformer encoder layer (nn::TransformerEncoderLayer,
-// GELU feed-forward, no dropout): forward, loss = mean(out²), backward, Adam.
+// GELU feed-forward, no dropout): forward, loss = mean(out²), backward, Adam. `low`: the forward
+// under autocast to bf16 or f16 (f32 master weights, as `ember train --precision`).
 struct EncoderTrain : Case {
   nn::TransformerEncoderLayer layer;
   std::optional<optim::Adam> opt;
+  std::optional<DType> low;
   Array x, loss;
-  EncoderTrain(int64_t B, int64_t S, int64_t D, int64_t H, int64_t F)
+  EncoderTrain(int64_t B, int64_t S, int64_t D, int64_t H, int64_t F, std::optional<DType> low_precision)
       : layer({.d_model = D, .nhead = H, .dim_feedforward = F, .dropout = 0,
                .activation = nn::FfnActivation::Gelu, .batch_first = true, .seed = 1}),
-        x(input({B, S, D}, 1)) {
+        low(low_precision), x(input({B, S, D}, 1)) {
     set_params_by_name(layer, 40);
     opt.emplace(layer, optim::AdamOptions{.lr = 1e-4});
   }
   void run() override {
-    Array y = layer.forward(x);
-    loss = mean(mul(y, y));
+    Array y;
+    if (low) {
+      AutocastGuard amp({.dtype = *low});
+      y = layer.forward(x);
+    } else {
+      y = layer.forward(x);
+    }
+    loss = mean(mul(cast(y, DType::F32), cast(y, DType::F32)));
     opt->step(loss.backward());
     wait_cpu();
   }
@@ -451,9 +459,16 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
     return std::make_unique<MlpInfer>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
                                       p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
   if (kind == "encoder_train")
+  {
+    const std::string prec = p.value("precision", std::string("f32"));
+    std::optional<DType> low;
+    if (prec == "bf16") low = DType::BF16;
+    else if (prec == "f16") low = DType::F16;
+    else if (prec != "f32") throw Error("encoder_train: precision must be f32, bf16 or f16, got '" + prec + "'");
     return std::make_unique<EncoderTrain>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                           p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
-                                          p.at("ffn").get<int64_t>());
+                                          p.at("ffn").get<int64_t>(), low);
+  }
   if (kind == "lstm_autograd")
     return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                           p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>());

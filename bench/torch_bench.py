@@ -294,16 +294,21 @@ class EncoderTrain(Stateful):
     """One training step of nn.TransformerEncoderLayer (post-norm, GELU, no dropout): forward,
     loss = mean(out²), backward, Adam."""
 
-    def __init__(self, B, S, D, H, Fd):
+    def __init__(self, B, S, D, H, Fd, precision="f32"):
         self.layer = torch.nn.TransformerEncoderLayer(D, H, Fd, dropout=0.0, activation="gelu", batch_first=True)
         set_params_by_name(self.layer, 40)
         self.net = self.layer
         self.opt = adam(self.layer.parameters(), 1e-4)
         self.x = inp([B, S, D], 1)
         self.loss = None
+        low = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[precision]
 
         def fwd(x):
-            y = self.layer(x)
+            # precision bf16/f16: the forward under torch.autocast (f32 master weights), as Ember's
+            # AutocastGuard in ember_bench.cpp.
+            with torch.autocast("cpu", dtype=low, enabled=low is not None):
+                y = self.layer(x)
+            y = y.float()
             return (y * y).mean()
         self.fwd = compiled(fwd)
 
@@ -465,7 +470,7 @@ def make_case_eager(kind, p):
     if kind == "mlp_infer":
         return MlpInfer(p["batch"], p["in"], p["hidden"], p["out"])
     if kind == "encoder_train":
-        return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"])
+        return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"], p.get("precision", "f32"))
     if kind == "lstm_autograd":
         return LstmAutograd(p["batch"], p["seq"], p["in"], p["hidden"])
     if kind == "encoder":

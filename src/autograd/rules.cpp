@@ -166,8 +166,25 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
       Array da, db;
       if (in[0].fn)
         da = is_transposed(in[0]) ? transpose(matmul(y, transpose(g, -1, -2)), -1, -2) : matmul(g, transpose(y, -1, -2));
-      if (in[1].fn)
+      // A right operand of size 1 in every batch dim (a weight: x [B, S, K] · W [1, K, N]) gets
+      // its gradient as one 2-D product over the flattened batch rows. A product per batch entry
+      // summed by the engine afterwards would make a [B, K, N] temporary (B weights' worth) and
+      // a reduction pass over it.
+      auto shared_weight = [&](const GradNode::Edge& e) {
+        if (e.shape.rank() < 3 || g.shape().numel() == 0) return false;
+        for (int d = 0; d < e.shape.rank() - 2; ++d)
+          if (e.shape[d] != 1) return false;
+        return g.shape().numel() != g.shape()[g.rank() - 2] * g.shape()[g.rank() - 1];  // a real batch
+      };
+      if (in[1].fn && shared_weight(in[1]) && x.shape()[x.rank() - 1] > 0) {
+        const int64_t K = x.shape()[x.rank() - 1], N = g.shape()[g.rank() - 1], rows = g.shape().numel() / N;
+        Array x2 = reshape(x, Shape{rows, K}), g2 = reshape(g, Shape{rows, N});
+        Array d2 = is_transposed(in[1]) ? transpose(matmul(transpose(g2, 0, 1), x2), 0, 1)
+                                        : matmul(transpose(x2, 0, 1), g2);
+        db = reshape(d2, in[1].shape);
+      } else if (in[1].fn) {
         db = is_transposed(in[1]) ? transpose(matmul(transpose(g, -1, -2), x), -1, -2) : matmul(transpose(x, -1, -2), g);
+      }
       return {da, db};
     }
 

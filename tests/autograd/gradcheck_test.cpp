@@ -175,6 +175,12 @@ std::vector<Case> all_cases() {
           [idx2](const Array& x, const Array& y) { return scatter_add(x, 1, idx2(), y); }),
       bin(Op::Matmul, "matmul_batch_broadcast", [] { return input({2, 1, 3, 4}, 49); }, [] { return input({5, 4, 2}, 50); },
           [](const Array& x, const Array& y) { return matmul(x, y); }),
+      // A weight shared by every batch entry (rules.cpp: one 2-D product over the flattened rows),
+      // plain and, as Linear has it, transposed; rank 3 and 4.
+      bin(Op::Matmul, "matmul_shared_weight", [] { return input({3, 5, 4}, 51); }, [] { return input({4, 2}, 52); },
+          [](const Array& x, const Array& w) { return matmul(x, w); }),
+      bin(Op::Matmul, "matmul_shared_weight_transposed", [] { return input({2, 3, 5, 4}, 53); },
+          [] { return input({6, 4}, 54); }, [](const Array& x, const Array& w) { return matmul(x, transpose(w, 0, 1)); }),
       // ---- math and activations of the op table (src/ops/ops.def) ----
       un(Op::Expm1, "expm1", [s23] { return input(s23, 70); }, [](const Array& x) { return expm1(x); }),
       un(Op::Log1p, "log1p", [s23] { return input(s23, 71, -0.5, 2); }, [](const Array& x) { return log1p(x); }),
