@@ -138,6 +138,8 @@ int cmd_onnx_run(int argc, char** argv) {
   }
   for (const auto& [name, file] : input_files)
     if (!inputs.count(name)) throw std::invalid_argument("'" + name + "' is not a graph input of " + path);
+  // Inference: no autograd graph is recorded (the initializers are trainable parameters).
+  NoGradGuard no_grad;
   auto t2 = std::chrono::steady_clock::now();
   std::map<std::string, Array> outputs = model.forward(inputs);
   std::vector<Array> ordered;

@@ -266,10 +266,13 @@ class Emitter {
     }
   }
 
-  static std::string key_of(const IndexMap& m) {
-    std::string s;
-    for (const DimMap& d : m.dims) s += fmt::format("{},{},{},{};", d.src, d.scale, d.offset, d.bcast);
-    return s;
+  // The memo key of an index map (the emitter looks nodes up once per use, so this is hot: plain
+  // integers, no formatting).
+  static std::vector<int64_t> key_of(const IndexMap& m) {
+    std::vector<int64_t> k;
+    k.reserve(m.dims.size() * 4);
+    for (const DimMap& d : m.dims) k.insert(k.end(), {int64_t(d.src), d.scale, d.offset, int64_t(d.bcast)});
+    return k;
   }
 
   FusedKernel& k_;
@@ -281,8 +284,8 @@ class Emitter {
   std::set<Node*> member_;
   std::vector<Node*> arg_node_;           // per launch argument: the node whose memory it is
   std::map<Node*, size_t> output_arg_;    // output -> its launch argument
-  std::map<std::pair<Node*, std::string>, int> phase_memo_;
-  std::map<std::tuple<Node*, std::string, int>, kir::Val> memo_;
+  std::map<std::pair<Node*, std::vector<int64_t>>, int> phase_memo_;
+  std::map<std::tuple<Node*, std::vector<int64_t>, int>, kir::Val> memo_;
 };
 
 }  // namespace
