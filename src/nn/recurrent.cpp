@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ember/autocast.h"
 #include "ember/nn/dropout.h"
 #include "ember/nn/init.h"
 #include "nn/json_util.h"
@@ -27,8 +28,10 @@ struct StepParams {
   Array w_hh, b_hh, w_hr;
 };
 
+// Under autocast the weight is cast before the transpose (as Linear does): autocast's cache then
+// holds one low-precision copy of a recurrent weight for all time steps.
 Array linear_t(const Array& x, const Array& w, const Array& b) {
-  Array y = matmul(x, transpose(w, 0, 1));
+  Array y = matmul(x, transpose(autocast_low(w), 0, 1));
   return b.defined() ? add(y, b) : y;
 }
 
@@ -41,7 +44,7 @@ LSTMState lstm_step(const Array& gi, const Array& h, const Array& c, const StepP
   std::vector<Array> g = chunk(add(gi, linear_t(h, p.w_hh, p.b_hh)), 4, 1);  // i, f, g, o
   Array c1 = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
   Array h1 = mul(sigmoid(g[3]), tanh(c1));
-  if (p.w_hr.defined()) h1 = matmul(h1, transpose(p.w_hr, 0, 1));
+  if (p.w_hr.defined()) h1 = matmul(h1, transpose(autocast_low(p.w_hr), 0, 1));
   return {h1, c1};
 }
 

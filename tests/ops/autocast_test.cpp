@@ -329,3 +329,62 @@ TEST(AutocastFusion, CastsFuseIntoTheirConsumers) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// The autocast cache (src/ops/autocast.cpp): a parameter is cast once per scope and per value.
+TEST(AutocastCache, AParameterIsCastOncePerScopeAndValue) {
+  Array w = from_vector<float>({0.5f, -1.25f, 2.0f, 3.0f}, {2, 2}).require_grad();
+  Array act = from_vector<float>({1.0f, 2.0f}, {1, 2});
+  {
+    AutocastGuard amp({.dtype = DType::BF16});
+    Array a = autocast_low(w), b = autocast_low(w);
+    EXPECT_EQ(a.dtype(), DType::BF16);
+    EXPECT_EQ(a.node(), b.node());  // cached
+    // Operands of a Low-policy op share the same copy.
+    Array p = matmul(act, w);
+    EXPECT_EQ(p.dtype(), DType::BF16);
+    EXPECT_EQ(autocast_low(w).node(), a.node());
+    // Activations are never cached.
+    EXPECT_NE(autocast_low(act).node(), autocast_low(act).node());
+    // Another dtype in a nested scope is another copy.
+    {
+      AutocastGuard inner({.dtype = DType::F16});
+      Array h = autocast_low(w);
+      EXPECT_EQ(h.dtype(), DType::F16);
+      EXPECT_NE(h.node(), a.node());
+    }
+    EXPECT_EQ(autocast_low(w).node(), a.node());  // the outer scope's cache survives the inner one
+  }
+  AutocastGuard again({.dtype = DType::BF16});
+  EXPECT_EQ(autocast_low(w).dtype(), DType::BF16);
+}
+
+TEST(AutocastCache, NewValuesAndBackwardPassesGetFreshCopies) {
+  // loss = sum(x · w) in bf16 (all values exact in bf16): dloss/dw[k][j] = sum_i x[i][k].
+  Array x = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Array w = from_vector<float>({0.5f, -1.0f, 2.0f, 0.25f}, {2, 2}).require_grad();
+  AutocastGuard amp({.dtype = DType::BF16});
+  Array first = autocast_low(w);
+  for (int step = 0; step < 2; ++step) {  // two backward passes in one scope (gradient accumulation)
+    Array loss = sum(cast(matmul(x, w), DType::F32));
+    std::vector<float> g = loss.backward().get(w).to_vector<float>();
+    EXPECT_EQ(g, (std::vector<float>{9, 9, 12, 12})) << "step " << step;
+  }
+  // The first pass released the cached cast's backward node: the cache made a new one.
+  EXPECT_NE(autocast_low(w).node(), first.node());
+  // A parameter given new values (as an optimizer step does) is cast again, with the new values.
+  Array w2 = from_vector<float>({1.0f, 1.0f, 1.0f, 1.0f}, {2, 2}).require_grad();
+  EXPECT_EQ(autocast_low(w2).to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));
+  // A copy made without grad mode is not handed to a pass that records.
+  Array w3 = from_vector<float>({2.0f, 2.0f, 2.0f, 2.0f}, {2, 2}).require_grad();
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(autocast_low(w3).requires_grad());
+  }
+  EXPECT_TRUE(autocast_low(w3).requires_grad());
+}
+
+}  // namespace
+}  // namespace ember
