@@ -234,9 +234,15 @@ void write_html_report(const std::string& path, const Report& r, const std::stri
                    {epoch_series("train_accuracy", "train", "#1f77b4"), epoch_series("valid_accuracy", "valid", "#d62728")},
                    "epoch", true);
   // The learning rate per step where the steps recorded it (per-step schedules), else per epoch.
+  // An epoch's "lr" is the one its first step used: it joins the step series at that step.
   Series lr_steps{"lr (steps)", "#2ca02c", {}, false};
   for (const auto& p : r.steps)
     if (steps_per_epoch > 0 && std::isfinite(p.lr)) lr_steps.pts.emplace_back(double(p.step) / steps_per_epoch, p.lr);
+  if (!lr_steps.pts.empty()) {
+    for (const auto& rec : r.history)
+      if (rec.values.count("lr")) lr_steps.pts.emplace_back(double(rec.epoch - 1) + 1 / steps_per_epoch, rec.get("lr"));
+    std::stable_sort(lr_steps.pts.begin(), lr_steps.pts.end());
+  }
   o << svg_chart("Learning rate", {lr_steps.pts.empty() ? epoch_series("lr", "lr", "#2ca02c") : lr_steps}, "epoch", false);
   o << "</div>\n<h2>Epochs</h2>\n<table><tr><th>epoch</th>";
   std::vector<std::string> keys = columns(r);

@@ -132,12 +132,19 @@ TEST(ReportTest, HtmlTicksLegendAndSwatches) {
   ASSERT_TRUE(std::regex_search(loss, m, std::regex("<line [^>]*stroke-width='1' stroke-opacity='0.45'/><text[^>]*>train \\(steps\\)<")));
   ASSERT_TRUE(std::regex_search(
       loss, m, std::regex("<line [^>]*stroke='#1f77b4' stroke-width='2' stroke-opacity='1'/><circle [^>]*/><text[^>]*>train<")));
-  // The learning rate per step: 15 points from the steps, not 3 from the epochs.
+  // The learning rate per step: 15 points from the steps and each epoch's first step (3), in order.
   std::string lr = chart(html, "Learning rate");
   EXPECT_NE(lr.find(">lr (steps)<"), std::string::npos);
   ASSERT_TRUE(std::regex_search(lr, m, std::regex("points='([^']*)'")));
   std::string pts = m[1];
-  EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 15);
+  EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 18);
+  std::istringstream xs(pts);
+  double last_x = -1, x, y;
+  char comma;
+  while (xs >> x >> comma >> y) {
+    EXPECT_GT(x, last_x);
+    last_x = x;
+  }
   // Without per-step values (older checkpoints): per epoch.
   std::string lr_epochs = chart(write_report(hand_report(false), "epochs"), "Learning rate");
   EXPECT_NE(lr_epochs.find(">lr<"), std::string::npos);
