@@ -232,9 +232,10 @@ std::vector<std::string> phase_lines(const PhaseState& p, size_t width, bool bar
 
 std::vector<std::string> dashboard_lines(const DashboardState& s, size_t width, size_t max_rows) {
   std::vector<std::string> lines;
-  std::vector<std::string> title = {"\x1b[1m" + s.title + "\x1b[0m",
-                                    "epoch " + std::to_string(s.epoch) + "/" + std::to_string(s.epochs),
-                                    "elapsed " + format_duration(s.elapsed_s), "run ETA " + format_duration(s.run_eta_s)};
+  std::vector<std::string> title = {"\x1b[1m" + s.title + "\x1b[0m"};
+  if (s.epochs > 0) title.push_back("epoch " + std::to_string(s.epoch) + "/" + std::to_string(s.epochs));  // 0: before the first
+  title.push_back("elapsed " + format_duration(s.elapsed_s));
+  title.push_back("run ETA " + format_duration(s.run_eta_s));
   while (title.size() > 1 && display_width(join(title, "  ")) > width) title.pop_back();
   lines.push_back(fit_width(join(title, "  "), width));
   for (auto& l : phase_lines(s.train, width, true)) lines.push_back(l);
