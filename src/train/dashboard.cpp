@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iomanip>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 namespace ember::train {
@@ -170,29 +171,47 @@ void Dashboard::redraw() {
   drawn_widths_ = std::move(widths);
 }
 
-void Dashboard::epoch_done(const EpochRecord& rec, double eta_s) {
-  epoch_times_.push_back(rec.get("epoch_s"));
-  active_ = false;
-  auto pct = [](double v) {
+std::vector<std::string> epoch_line_fields(const EpochRecord& rec, int64_t epochs, double eta_s) {
+  auto value = [](const std::string& k, double v) {
     std::ostringstream s;
-    s << std::fixed << std::setprecision(2) << v * 100 << "%";
+    if (k.find("accuracy") != std::string::npos) s << std::fixed << std::setprecision(2) << v * 100 << "%";
+    else if (k.size() >= 4 && k.compare(k.size() - 4, 4, "loss") == 0) s << std::fixed << std::setprecision(4) << v;
+    else s << std::setprecision(4) << v;
     return s.str();
   };
-  std::vector<std::string> fields = {"epoch " + std::to_string(rec.epoch) + "/" + std::to_string(state_.epochs)};
-  for (const auto& [k, v] : rec.values) {
-    if (k == "epoch_s" || k == "items_per_s" || k == "wait_fraction" || k == "lr" || k == "global_step" ||
-        k == "train_steps")
-      continue;
-    std::ostringstream s;
-    if (k.find("accuracy") != std::string::npos) s << pct(v);
-    else s << std::setprecision(4) << v;
-    fields.push_back(k + " " + s.str());
+  auto shown = [](std::string name) {  // "top3_accuracy" -> "top3_acc": the line fits 120 columns
+    size_t at = name.rfind("accuracy");
+    if (at != std::string::npos && at + 8 == name.size()) name.replace(at, 8, "acc");
+    return name;
+  };
+  std::vector<std::string> fields = {"epoch " + std::to_string(rec.epoch) + "/" + std::to_string(epochs)};
+  std::set<std::string> done = {"epoch_s", "items_per_s", "wait_fraction", "lr", "global_step", "train_steps"};
+  for (const std::string prefix : {"train_", "valid_"}) {  // "train loss 0.5389 acc 79.92%"
+    std::string field;
+    auto add = [&](const std::string& k, double v) {
+      // append, not a chain of +: g++ 12 reports a false -Wrestrict on the chain (an error in CI)
+      field.append(" ").append(shown(k.substr(prefix.size()))).append(" ").append(value(k, v));
+      done.insert(k);
+    };
+    if (rec.values.count(prefix + "loss")) add(prefix + "loss", rec.values.at(prefix + "loss"));
+    for (const auto& [k, v] : rec.values)
+      if (k.rfind(prefix, 0) == 0 && !done.count(k)) add(k, v);
+    if (!field.empty()) fields.push_back(prefix.substr(0, 5) + field);
   }
+  for (const auto& [k, v] : rec.values)  // the rest (loss_scale, skipped_steps, ...)
+    if (!done.count(k)) fields.push_back(k + " " + value(k, v));
   std::ostringstream lr;
   lr << std::setprecision(3) << rec.get("lr");
   fields.push_back("lr " + lr.str());
   fields.push_back(std::to_string(int64_t(rec.get("items_per_s"))) + " items/s");
   fields.push_back(format_duration(rec.get("epoch_s")) + " (ETA " + format_duration(eta_s) + ")");
+  return fields;
+}
+
+void Dashboard::epoch_done(const EpochRecord& rec, double eta_s) {
+  epoch_times_.push_back(rec.get("epoch_s"));
+  active_ = false;
+  std::vector<std::string> fields = epoch_line_fields(rec, state_.epochs, eta_s);
   if (!live_) {
     std::string line;
     for (size_t i = 0; i < fields.size(); ++i) line += (i ? "  " : "") + fields[i];

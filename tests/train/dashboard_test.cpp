@@ -216,10 +216,37 @@ TEST(DashboardTest, LiveOutputFitsTheTerminal) {
   int n = 0;
   for (std::string l; std::getline(lines, l); ++n) EXPECT_LE(display_width(l), 79u) << l;
   EXPECT_GT(n, 100);
-  EXPECT_NE(plain.find("epoch 2/2  train_accuracy 91.00%"), std::string::npos);
+  // 79 columns: the epoch line up to the lr (exactly 79), then the rest indented.
+  EXPECT_NE(plain.find("\nepoch 2/2  train loss 0.1234 acc 91.00%  valid loss 0.2000 acc 90.00%  lr 0.001\n"
+                       "  24904 items/s  0:04 (ETA 0:00)\n"),
+            std::string::npos);
   EXPECT_NE(plain.find("\n  a second line here\n"), std::string::npos);  // the note, wrapped at a word
   // finish() moved up over the last block and cleared it: the text ends with that escape.
   EXPECT_EQ(text.substr(text.size() - 4), "F\x1b[J");
+}
+
+TEST(DashboardTest, EpochLineGroupsThePhases) {
+  EpochRecord rec;
+  rec.epoch = 2;
+  rec.values = {{"train_loss", 0.53891},    {"train_accuracy", 0.79921}, {"train_top3_accuracy", 0.951},
+                {"valid_loss", 0.441},      {"valid_accuracy", 0.8367},  {"loss_scale", 32768},
+                {"lr", 0.000525},           {"items_per_s", 17477.9},    {"epoch_s", 61},
+                {"train_steps", 938},       {"global_step", 1876},       {"wait_fraction", 0.01}};
+  auto f = epoch_line_fields(rec, 5, 183);
+  std::vector<std::string> want = {"epoch 2/5",
+                                   "train loss 0.5389 acc 79.92% top3_acc 95.10%",
+                                   "valid loss 0.4410 acc 83.67%",
+                                   "loss_scale 3.277e+04",
+                                   "lr 0.000525",
+                                   "17477 items/s",
+                                   "1:01 (ETA 3:03)"};
+  EXPECT_EQ(f, want);
+  // The CLI's epoch line in one line of a 120-column terminal (119 usable): 9 + 30 + 30 + 13 + 15 + 17.
+  rec.values.erase("train_top3_accuracy");
+  rec.values.erase("loss_scale");
+  auto lines = pack_fields(epoch_line_fields(rec, 5, 183), 119);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(display_width(lines[0]), 114u);
 }
 
 TEST(DashboardTest, PlainModeKeepsOneLinePerEpoch) {
@@ -239,7 +266,7 @@ TEST(DashboardTest, PlainModeKeepsOneLinePerEpoch) {
   std::string text = out.str();
   EXPECT_NE(text.find("epoch 1/1 train  10% 1/10  -- items/s  0:01 < 0:09  loss 0.5\n"), std::string::npos);
   EXPECT_NE(text.find("epoch 1/1 train  20% 2/10  10 items/s  0:02 < 0:08  loss 0.5\n"), std::string::npos);
-  EXPECT_NE(text.find("epoch 1/1  train_loss 0.5  lr 0.01  10 items/s  0:10 (ETA 0:00)\n"), std::string::npos);
+  EXPECT_NE(text.find("epoch 1/1  train loss 0.5000  lr 0.01  10 items/s  0:10 (ETA 0:00)\n"), std::string::npos);
   EXPECT_EQ(text.find("\x1b"), std::string::npos);  // no escape codes in plain mode
 }
 

@@ -82,8 +82,13 @@ run_in_pane() {  # run_in_pane COLS ROWS
   [ $mid -gt 0 ] || bad "${cols}x$rows: no capture showed the train and valid bars"
   [ $waiting -gt 0 ] || bad "${cols}x$rows: no capture showed the valid bar waiting during training"
   grep -q '^exit status 0' "$cap" || bad "${cols}x$rows: ember train failed"
-  grep -q '^epoch 1/2  .*train_accuracy' "$cap" || bad "${cols}x$rows: no line for epoch 1"
-  grep -q '^epoch 2/2  .*train_accuracy' "$cap" || bad "${cols}x$rows: no line for epoch 2"
+  grep -Eq '^epoch 1/2  train loss [0-9.]+ acc [0-9.]+%  valid loss [0-9.]+ acc [0-9.]+%' "$cap" ||
+    bad "${cols}x$rows: no line for epoch 1"
+  grep -Eq '^epoch 2/2  train loss [0-9.]+ acc [0-9.]+%  valid loss [0-9.]+ acc [0-9.]+%' "$cap" ||
+    bad "${cols}x$rows: no line for epoch 2"
+  if [ "$cols" -ge 120 ] && ! grep -Eq '^epoch 2/2  .* items/s  .*\(ETA' "$cap"; then
+    bad "${cols}x$rows: the epoch line does not fit one line"
+  fi
   grep -Eq '^test accuracy [0-9.]+% after 2 epoch' "$cap" || bad "${cols}x$rows: no test accuracy"
   grep -q 'valid_accuracy' "$cap" || bad "${cols}x$rows: no validation accuracy in the summary"
   # The live block (title line with the run ETA, the bars) is gone once the run ends.

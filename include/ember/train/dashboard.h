@@ -82,6 +82,10 @@ class Dashboard {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The fields of a finished epoch's line: "epoch 1/3", "train loss 0.5389 acc 79.92%", "valid
+// loss ...", other values, "lr 0.001", "17477 items/s", "0:01 (ETA 0:02)" (eta_s: the run's).
+std::vector<std::string> epoch_line_fields(const EpochRecord& rec, int64_t epochs, double eta_s);
+
 // "1:05" / "1:02:03".
 std::string format_duration(double seconds);
 
