@@ -115,13 +115,16 @@ void Dashboard::progress(int64_t step, int64_t items, const std::vector<std::pai
 }
 
 void Dashboard::update_run_eta() {
-  state_.elapsed_s = now();
+  double t = now();
+  state_.elapsed_s = t;
+  // A future epoch: its training steps at the current rate and a validation as long as the last
+  // one; before any rate is known, the mean epoch time so far.
   double epoch_s = -1;
-  if (!epoch_times_.empty()) {
-    epoch_s = 0;
-    for (double t : epoch_times_) epoch_s += t / double(epoch_times_.size());
-  } else if (train_meter_.seconds_per_step() >= 0) {  // before the first epoch ends: from the training rate
+  if (train_meter_.seconds_per_step() >= 0) {
     epoch_s = train_meter_.seconds_per_step() * double(state_.train.steps) + std::max(0.0, last_valid_s_);
+  } else if (!epoch_times_.empty()) {
+    epoch_s = 0;
+    for (double e : epoch_times_) epoch_s += e / double(epoch_times_.size());
   }
   // Within a phase: its ETA, and during training this epoch's validation (as long as the last one
   // took); between epochs (after epoch_done) nothing of the finished epoch is left.
@@ -129,7 +132,13 @@ void Dashboard::update_run_eta() {
   double phase_eta = active_ ? p.eta_s : 0;
   double rest = active_ && !cur_valid_ && state_.show_valid ? std::max(0.0, last_valid_s_) : 0;
   int64_t epochs_left = state_.epochs - state_.epoch;
-  state_.run_eta_s = run_eta_seconds(phase_eta, rest, epochs_left, epoch_s);
+  double eta = run_eta_seconds(phase_eta, rest, epochs_left, epoch_s);
+  if (eta >= 0) {
+    known_eta_ = eta, known_eta_t_ = t;
+  } else if (known_eta_ >= 0) {  // a phase's first step (no rate yet): the last estimate counts down
+    eta = std::max(0.0, known_eta_ - (t - known_eta_t_));
+  }
+  state_.run_eta_s = eta;
 }
 
 void Dashboard::plot_point(double loss, double accuracy) {

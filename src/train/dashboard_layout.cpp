@@ -149,37 +149,35 @@ std::vector<std::string> pack_fields(const std::vector<std::string>& fields, siz
 }
 
 void RateMeter::reset(double prior_items_per_s, double prior_seconds_per_step) {
-  *this = RateMeter();
+  samples_.clear();
   prior_rate_ = prior_items_per_s;
   prior_sps_ = prior_seconds_per_step;
 }
 
 void RateMeter::update(int64_t step, int64_t items, double t) {
   if (step <= 0) return;
-  if (first_step_ < 0) {
-    first_step_ = step;
-    first_items_ = items;
-    first_t_ = t;
-  }
-  step_ = step;
-  items_ = items;
-  t_ = t;
+  if (!samples_.empty() && samples_.back().step >= step) samples_.pop_back();  // the same step again
+  samples_.push_back({step, items, t});
+  while (samples_.size() > kWindow + 1) samples_.pop_front();
 }
 
 double RateMeter::items_per_s() const {
-  if (first_step_ >= 0 && step_ > first_step_ && t_ > first_t_) return double(items_ - first_items_) / (t_ - first_t_);
-  return prior_rate_;
+  if (!has_window()) return prior_rate_;
+  return double(samples_.back().items - samples_.front().items) / (samples_.back().t - samples_.front().t);
 }
 
 double RateMeter::seconds_per_step() const {
-  if (first_step_ >= 0 && step_ > first_step_ && t_ > first_t_) return (t_ - first_t_) / double(step_ - first_step_);
+  if (has_window())
+    return (samples_.back().t - samples_.front().t) / double(samples_.back().step - samples_.front().step);
   if (prior_sps_ >= 0) return prior_sps_;
-  return first_step_ >= 0 && step_ > 0 ? t_ / double(step_) : -1;  // one step: its time, warm-up and all
+  // One step: its time, warm-up and all (the only estimate there is).
+  return samples_.empty() ? -1 : samples_.back().t / double(samples_.back().step);
 }
 
 double RateMeter::eta_s(int64_t steps) const {
   double sps = seconds_per_step();
-  return sps < 0 ? -1 : double(std::max<int64_t>(0, steps - step_)) * sps;
+  int64_t done = samples_.empty() ? 0 : samples_.back().step;
+  return sps < 0 ? -1 : double(std::max<int64_t>(0, steps - done)) * sps;
 }
 
 double run_eta_seconds(double phase_eta_s, double rest_of_epoch_s, int64_t epochs_left, double epoch_s) {

@@ -119,6 +119,16 @@ TEST(DashboardLayoutTest, RateMeterLeavesOutTheFirstStep) {
   m.update(1, 64, 2.0);
   EXPECT_DOUBLE_EQ(m.items_per_s(), 256.0);
   EXPECT_DOUBLE_EQ(m.eta_s(10), 9 * 0.25);
+  // A warm-up over several steps leaves the window: steps 2..5 take 1 s each, then 0.1 s.
+  m.reset();
+  double t = 0;
+  for (int s = 1; s <= 45; ++s) {
+    t += s <= 5 ? 1.0 : 0.1;
+    m.update(s, s * 10, t);
+  }
+  // The last 33 samples (steps 13..45): 32 steps in 3.2 s, 320 items. (Since step 1: 0.18 s.)
+  EXPECT_NEAR(m.seconds_per_step(), 0.1, 1e-12);
+  EXPECT_NEAR(m.items_per_s(), 100.0, 1e-9);
   EXPECT_DOUBLE_EQ(run_eta_seconds(2.25, 1.5, 2, 4.0), 2.25 + 1.5 + 8.0);
   EXPECT_LT(run_eta_seconds(-1, 0, 2, 4.0), 0);
   EXPECT_LT(run_eta_seconds(1, 0, 2, -1), 0);
@@ -153,16 +163,23 @@ TEST(DashboardTest, EtaFollowsTheRateAndAdvances) {
   t = 6.5;
   d.progress(10, 320, {}, true);  // slower: (6.5 - 2) / 9 = 0.5 s per step still
   EXPECT_DOUBLE_EQ(d.state().train.eta_s, 0);
+  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 10.0);  // 2 epochs of 10 steps at 0.5 s
   d.phase("valid", 1, 3, 4);
   EXPECT_DOUBLE_EQ(d.state().train.elapsed_s, 6.5);  // frozen once the phase is over
+  // No validation rate yet (its first step): the last run ETA counts down instead of "--:--".
+  t = 7.0;
+  d.progress(0, 0, {}, true);
+  EXPECT_LT(d.state().valid.eta_s, 0);
+  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 9.5);
   t = 7.5;
   d.progress(4, 400, {}, true);
   EpochRecord rec;
   rec.epoch = 1;
   rec.values = {{"epoch_s", 7.5}, {"train_loss", 0.5}};
   d.epoch_done(rec, 15.0);
-  // Between epochs: two epochs of 7.5 s left.
-  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 15.0);
+  // Between epochs: two epochs of 10 steps at the current 0.5 s and a validation of 1 s (the
+  // rate, not epoch 1's 7.5 s with its 1.5 s of warm-up).
+  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 12.0);
   EXPECT_DOUBLE_EQ(d.state().train.elapsed_s, 6.5);
   // Epoch 2: the first reading is the settled rate of epoch 1 (64 items/s), not its warm-up.
   d.phase("train", 2, 3, 10);
@@ -170,9 +187,9 @@ TEST(DashboardTest, EtaFollowsTheRateAndAdvances) {
   t = 9.0;
   d.progress(1, 32, {}, true);
   EXPECT_DOUBLE_EQ(d.state().train.items_per_s, 64.0);
-  // 9 steps at 0.5 s, this epoch's validation (1 s, as in epoch 1) and one epoch of 7.5 s.
+  // 9 steps at 0.5 s, this epoch's validation (1 s, as in epoch 1) and one epoch of 5 + 1 s.
   EXPECT_DOUBLE_EQ(d.state().train.eta_s, 4.5);
-  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 4.5 + 1.0 + 7.5);
+  EXPECT_DOUBLE_EQ(d.state().run_eta_s, 4.5 + 1.0 + 6.0);
   d.finish();
 }
 

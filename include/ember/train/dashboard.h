@@ -74,6 +74,7 @@ class Dashboard {
   double last_train_rate_ = -1, last_train_sps_ = -1, last_valid_rate_ = -1, last_valid_sps_ = -1;
   double last_valid_s_ = -1;         // how long the last validation took
   std::vector<double> epoch_times_;  // finished epochs of this fit
+  double known_eta_ = -1, known_eta_t_ = 0;  // the last run ETA that could be computed, and when
   std::vector<size_t> drawn_widths_;  // display widths of the block's lines on screen
   double last_draw_ = -1e300;
   int last_plain_decile_ = -1;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,11 +25,14 @@ std::string fit_width(std::string_view s, size_t width);
 std::vector<std::string> pack_fields(const std::vector<std::string>& fields, size_t width, const std::string& sep = "  ",
                                      size_t indent = 2);
 
-// Items per second and seconds per step over a phase, leaving out the first step (its time holds
-// the warm-up: the first batch's loading, kernel compilation). Until a second step exists it
-// reports the prior (the same phase's settled values from the previous epoch), or nothing (< 0).
+// Items per second and seconds per step over the last `kWindow` steps of a phase (a sliding
+// window: a warm-up spread over several steps drops out, a changed rate shows within a few
+// seconds), never counting the first step (its time holds the warm-up: the first batch's
+// loading, kernel compilation). Until a second step exists it reports the prior (the same
+// phase's settled values from the previous epoch), or nothing (< 0).
 class RateMeter {
  public:
+  static constexpr size_t kWindow = 32;
   void reset(double prior_items_per_s = -1, double prior_seconds_per_step = -1);
   // The phase has done `step` steps and `items` items after `t` seconds.
   void update(int64_t step, int64_t items, double t);
@@ -38,8 +42,12 @@ class RateMeter {
   double eta_s(int64_t steps) const;
 
  private:
-  int64_t first_step_ = -1, first_items_ = 0, step_ = 0, items_ = 0;
-  double first_t_ = 0, t_ = 0;
+  struct Sample {
+    int64_t step, items;
+    double t;
+  };
+  bool has_window() const { return samples_.size() >= 2 && samples_.back().t > samples_.front().t; }
+  std::deque<Sample> samples_;  // from step 1 on, at most kWindow + 1
   double prior_rate_ = -1, prior_sps_ = -1;
 };
 
