@@ -18,6 +18,7 @@ packages=(
   chromium-common                                 # SwiftShader, the second CPU Vulkan driver (no int64/f64/16-bit: the weak device)
   libopenmpi-dev openmpi-bin                      # MPI for ember::dist (ember_dist_mpi, mpirun; optional at build time)
   libonnx-dev libprotobuf-dev                     # ONNX import: onnx-ml.pb.h + libonnx_proto (ONNX 1.12) and protobuf 3.21
+  tmux                                            # a real terminal for the dashboard test (tests/train/dashboard_tmux.sh)
 )
 
 missing=()

@@ -249,8 +249,9 @@ int cmd_train(int argc, char** argv) {
       {"parameters", std::to_string(model.num_params())}, {"ember", version()},
       {"limit", limit > 0 ? std::to_string(limit) : "none"}};
   if (rank == 0)
+    // Two lines, so that each fits an 80-column terminal (as the dashboard's lines do).
     std::cout << "ember train fashion-mnist: " << (cnn ? "cnn" : "mlp") << ", " << model.num_params() << " parameters, "
-            << train_ds->size() << " training images, " << epochs << " epoch(s), batch " << batch << ", lr " << lr
+            << train_ds->size() << " training images\n  " << epochs << " epoch(s), batch " << batch << ", lr " << lr
             << ", " << device.str() << ", " << dtype_name(precision)
             << (ranks > 1 ? ", " + std::to_string(ranks) + " processes (MPI)" : "") << "\n";
   train::Learner learner = cnn ? train::Learner(*box.cnn, opt) : train::Learner(*box.mlp, opt);

@@ -1,6 +1,8 @@
-// The live terminal dashboard (ANSI escape codes) and its plain-text fallback.
+// The live terminal dashboard (ANSI escape codes) and its plain-text fallback: the state, the
+// clock and the terminal size; dashboard_layout.cpp turns the state into lines.
 #include "ember/train/dashboard.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <iomanip>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 namespace ember::train {
@@ -28,186 +31,218 @@ std::string format_duration(double s) {
   return buf;
 }
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// A plot of the last `width` values (downsampled), `rows` rows high, with block characters.
-std::vector<std::string> block_plot(const std::vector<double>& values, int width, int rows, const std::string& label,
-                                    bool percent) {
-  static const char* eighths[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-  std::vector<double> cols;
-  if (!values.empty()) {
-    size_t n = values.size();
-    size_t w = std::min<size_t>(n, size_t(width));
-    for (size_t c = 0; c < w; ++c) {
-      size_t lo = c * n / w, hi = std::max(lo + 1, (c + 1) * n / w);
-      double s = 0;
-      for (size_t i = lo; i < hi; ++i) s += values[i];
-      cols.push_back(s / double(hi - lo));
-    }
-  }
-  double lo = cols.empty() ? 0 : *std::min_element(cols.begin(), cols.end());
-  double hi = cols.empty() ? 1 : *std::max_element(cols.begin(), cols.end());
-  if (hi - lo < 1e-12) hi = lo + 1e-12;
-  auto fmt = [&](double v) {
-    std::ostringstream os;
-    os << std::fixed << std::setprecision(percent ? 1 : 3) << (percent ? v * 100 : v) << (percent ? "%" : "");
-    std::string s = os.str();
-    return std::string(s.size() < 7 ? 7 - s.size() : 0, ' ') + s;
-  };
-  std::vector<std::string> lines;
-  for (int r = 0; r < rows; ++r) {
-    std::string line = r == 0 ? fmt(hi) : r == rows - 1 ? fmt(lo) : (r == rows / 2 ? std::string(7 - std::min<size_t>(7, label.size()), ' ') + label.substr(0, 7) : std::string(7, ' '));
-    line += " │";
-    for (double v : cols) {
-      int level = int(std::lround((v - lo) / (hi - lo) * (rows * 8 - 1))) + 1;  // 1..rows*8
-      int cell = level - (rows - 1 - r) * 8;
-      line += eighths[std::clamp(cell, 0, 8)];
-    }
-    line += std::string(size_t(width) - cols.size(), ' ');
-    lines.push_back(line);
-  }
-  return lines;
-}
-}  // namespace
-
 Dashboard::Dashboard(std::ostream& out, bool live, std::string title)
-    : out_(out), live_(live), title_(std::move(title)), run_start_(Clock::now()) {}
+    : out_(out), live_(live), start_(std::chrono::steady_clock::now()) {
+  state_.title = std::move(title);
+}
+
+double Dashboard::now() const {
+  if (clock_) return clock_();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+size_t Dashboard::line_width() const {
+  if (!live_) return 0;
+  size_t cols = fixed_cols_;
+  winsize ws{};
+  if (!cols && (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 || ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0))
+    cols = ws.ws_col;
+  if (!cols)
+    if (const char* c = std::getenv("COLUMNS")) cols = size_t(std::max(0L, std::strtol(c, nullptr, 10)));
+  if (!cols) cols = 80;
+  return std::max<size_t>(cols, 2) - 1;
+}
+
+size_t Dashboard::terminal_rows() const {
+  if (fixed_rows_) return fixed_rows_;
+  winsize ws{};
+  if ((::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 || ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0) && ws.ws_row)
+    return ws.ws_row;
+  if (const char* r = std::getenv("LINES"))
+    if (long v = std::strtol(r, nullptr, 10); v > 0) return size_t(v);
+  return 24;
+}
 
 void Dashboard::phase(const std::string& name, int64_t epoch, int64_t epochs, int64_t steps) {
-  epoch_ = epoch;
-  epochs_ = epochs;
-  Phase& p = name == "valid" ? valid_ : train_;
-  p = Phase{name, steps, 0, 0, Clock::now(), {}};
-  if (name == "train") valid_ = Phase{"valid", 0, 0, 0, Clock::now(), {}};
-  cur_ = &p;
+  state_.epoch = epoch;
+  state_.epochs = epochs;
+  cur_valid_ = name == "valid";
+  PhaseState& p = current();
+  p = PhaseState{name, true, 0, steps, 0, -1, -1, {}};
+  if (cur_valid_) valid_meter_.reset(last_valid_rate_, last_valid_sps_);
+  else {
+    train_meter_.reset(last_train_rate_, last_train_sps_);
+    state_.valid = PhaseState{"valid"};  // "waiting" until this epoch's validation starts
+  }
+  p.items_per_s = meter().items_per_s();
+  p.eta_s = meter().eta_s(steps);
+  phase_start_ = now();
+  active_ = true;
   last_plain_decile_ = -1;
   progress(0, 0, {}, true);
 }
 
 void Dashboard::progress(int64_t step, int64_t items, const std::vector<std::pair<std::string, std::string>>& metrics,
                          bool force) {
-  if (!cur_) return;
-  cur_->step = step;
-  cur_->items = items;
-  if (!metrics.empty()) cur_->metrics = metrics;
+  if (!active_) return;
+  PhaseState& p = current();
+  double t = now() - phase_start_;
+  meter().update(step, items, t);
+  p.step = step;
+  p.elapsed_s = t;
+  p.items_per_s = meter().items_per_s();
+  p.eta_s = meter().eta_s(p.steps);
+  if (!metrics.empty()) p.metrics = metrics;
+  if (step >= p.steps && p.steps > 0) {  // the phase is done: keep its settled values for the next epoch
+    (cur_valid_ ? last_valid_rate_ : last_train_rate_) = p.items_per_s;
+    (cur_valid_ ? last_valid_sps_ : last_train_sps_) = meter().seconds_per_step();
+    if (cur_valid_) last_valid_s_ = t;
+  }
   if (live_) {
-    if (!force && since(last_draw_) < 0.1) return;
+    if (!force && now() - last_draw_ < 0.1) return;
     redraw();
     return;
   }
   // Plain: a line per 10% of the training phase (and at least every 15 s); validation is quick.
-  if (cur_ == &valid_) return;
-  int decile = cur_->steps ? int(step * 10 / cur_->steps) : 10;
-  if (step == 0 || (decile == last_plain_decile_ && since(last_draw_) < 15)) return;
+  if (cur_valid_) return;
+  int decile = p.steps ? int(step * 10 / p.steps) : 10;
+  if (step == 0 || (decile == last_plain_decile_ && now() - last_draw_ < 15)) return;
   if (decile == 10 && !force) return;  // the end of the phase is reported by epoch_done
   last_plain_decile_ = decile;
-  last_draw_ = Clock::now();
-  out_ << "epoch " << epoch_ << "/" << epochs_ << " " << bar_line(*cur_) << "\n" << std::flush;
+  last_draw_ = now();
+  out_ << "epoch " << state_.epoch << "/" << state_.epochs << " " << phase_lines(p, 0, false).front() << "\n"
+       << std::flush;
 }
 
-std::string Dashboard::bar_line(const Phase& p) const {
-  std::ostringstream os;
-  double frac = p.steps ? double(p.step) / double(p.steps) : 0;
-  double el = since(p.start);
-  double eta = p.step ? el / double(p.step) * double(p.steps - p.step) : -1;
-  os << std::left << std::setw(5) << p.name << " ";
-  if (live_) {
-    const int width = 28;
-    int filled = int(frac * width * 8);
-    static const char* part[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
-    std::string bar;
-    for (int i = 0; i < width; ++i) {
-      int f = filled - i * 8;
-      bar += f >= 8 ? "█" : f > 0 ? part[f] : "·";
-    }
-    os << bar << " ";
+void Dashboard::update_run_eta() {
+  double t = now();
+  state_.elapsed_s = t;
+  // A future epoch: its training steps at the current rate and a validation as long as the last
+  // one; before any rate is known, the mean epoch time so far.
+  double epoch_s = -1;
+  if (train_meter_.seconds_per_step() >= 0) {
+    epoch_s = train_meter_.seconds_per_step() * double(state_.train.steps) + std::max(0.0, last_valid_s_);
+  } else if (!epoch_times_.empty()) {
+    epoch_s = 0;
+    for (double e : epoch_times_) epoch_s += e / double(epoch_times_.size());
   }
-  os << std::right << std::setw(3) << int(frac * 100) << "% " << p.step << "/" << p.steps;
-  if (p.step) {
-    os << "  " << int64_t(double(p.items) / std::max(el, 1e-9)) << " items/s  " << format_duration(el) << " < "
-       << format_duration(eta);
+  // Within a phase: its ETA, and during training this epoch's validation (as long as the last one
+  // took); between epochs (after epoch_done) nothing of the finished epoch is left.
+  const PhaseState& p = cur_valid_ ? state_.valid : state_.train;
+  double phase_eta = active_ ? p.eta_s : 0;
+  double rest = active_ && !cur_valid_ && state_.show_valid ? std::max(0.0, last_valid_s_) : 0;
+  int64_t epochs_left = state_.epochs - state_.epoch;
+  double eta = run_eta_seconds(phase_eta, rest, epochs_left, epoch_s);
+  if (eta >= 0) {
+    known_eta_ = eta, known_eta_t_ = t;
+  } else if (known_eta_ >= 0) {  // a phase's first step (no rate yet): the last estimate counts down
+    eta = std::max(0.0, known_eta_ - (t - known_eta_t_));
   }
-  for (const auto& [k, v] : p.metrics) os << "  " << k << " " << v;
-  return os.str();
+  state_.run_eta_s = eta;
 }
 
 void Dashboard::plot_point(double loss, double accuracy) {
-  loss_pts_.push_back(loss);
-  if (accuracy >= 0) acc_pts_.push_back(accuracy);
-  if (loss_pts_.size() > 4096) {  // keep memory bounded: halve the resolution
+  auto& lp = state_.loss;
+  auto& ap = state_.accuracy;
+  lp.push_back(loss);
+  if (accuracy >= 0) ap.push_back(accuracy);
+  if (lp.size() > 4096) {  // keep memory bounded: halve the resolution
     std::vector<double> a, b;
-    for (size_t i = 0; i + 1 < loss_pts_.size(); i += 2) a.push_back((loss_pts_[i] + loss_pts_[i + 1]) / 2);
-    for (size_t i = 0; i + 1 < acc_pts_.size(); i += 2) b.push_back((acc_pts_[i] + acc_pts_[i + 1]) / 2);
-    loss_pts_ = std::move(a);
-    acc_pts_ = std::move(b);
+    for (size_t i = 0; i + 1 < lp.size(); i += 2) a.push_back((lp[i] + lp[i + 1]) / 2);
+    for (size_t i = 0; i + 1 < ap.size(); i += 2) b.push_back((ap[i] + ap[i + 1]) / 2);
+    lp = std::move(a);
+    ap = std::move(b);
   }
 }
 
 void Dashboard::clear_block() {
-  if (lines_drawn_ > 0) out_ << "\x1b[" << lines_drawn_ << "F\x1b[J";
-  lines_drawn_ = 0;
+  // Rows on screen now: a line drawn narrower than the terminal takes one; if the terminal has
+  // since been narrowed (and reflowed the lines), more.
+  size_t cols = line_width() + 1, rows = 0;
+  for (size_t w : drawn_widths_) rows += std::max<size_t>(1, (w + cols - 1) / cols);
+  if (rows > 0) out_ << "\x1b[" << rows << "F\x1b[J";
+  drawn_widths_.clear();
 }
 
 void Dashboard::redraw() {
-  last_draw_ = Clock::now();
-  std::ostringstream os;
-  int lines = 0;
-  os << "\x1b[1m" << title_ << "\x1b[0m  epoch " << epoch_ << "/" << epochs_ << "  elapsed "
-     << format_duration(since(run_start_));
-  if (eta_run_s_ >= 0) os << "  run ETA " << format_duration(eta_run_s_);
-  os << "\n";
-  ++lines;
-  os << bar_line(train_) << "\n";
-  os << bar_line(valid_) << "\n";
-  lines += 2;
-  if (!loss_pts_.empty()) {
-    auto a = block_plot(loss_pts_, 40, 5, "loss", false);
-    auto b = block_plot(acc_pts_, 40, 5, "acc", true);
-    for (size_t r = 0; r < a.size(); ++r) {
-      os << "\x1b[36m" << a[r] << "\x1b[0m";
-      if (!acc_pts_.empty()) os << "  \x1b[32m" << b[r] << "\x1b[0m";
-      os << "\n";
-      ++lines;
-    }
+  last_draw_ = now();
+  update_run_eta();
+  size_t rows = terminal_rows();
+  std::vector<std::string> lines = dashboard_lines(state_, line_width(), rows > 2 ? rows - 2 : 1);
+  std::string text;
+  std::vector<size_t> widths;
+  for (const auto& l : lines) {
+    text += l + "\n";
+    widths.push_back(display_width(l));
   }
   clear_block();
-  out_ << os.str() << std::flush;
-  lines_drawn_ = lines;
+  out_ << text << std::flush;
+  drawn_widths_ = std::move(widths);
+}
+
+std::vector<std::string> epoch_line_fields(const EpochRecord& rec, int64_t epochs, double eta_s) {
+  auto value = [](const std::string& k, double v) {
+    std::ostringstream s;
+    if (k.find("accuracy") != std::string::npos) s << std::fixed << std::setprecision(2) << v * 100 << "%";
+    else if (k.size() >= 4 && k.compare(k.size() - 4, 4, "loss") == 0) s << std::fixed << std::setprecision(4) << v;
+    else s << std::setprecision(4) << v;
+    return s.str();
+  };
+  auto shown = [](std::string name) {  // "top3_accuracy" -> "top3_acc": the line fits 120 columns
+    size_t at = name.rfind("accuracy");
+    if (at != std::string::npos && at + 8 == name.size()) name.replace(at, 8, "acc");
+    return name;
+  };
+  std::vector<std::string> fields = {"epoch " + std::to_string(rec.epoch) + "/" + std::to_string(epochs)};
+  std::set<std::string> done = {"epoch_s", "items_per_s", "wait_fraction", "lr", "global_step", "train_steps"};
+  for (const std::string prefix : {"train_", "valid_"}) {  // "train loss 0.5389 acc 79.92%"
+    std::string field;
+    auto add = [&](const std::string& k, double v) {
+      // append, not a chain of +: g++ 12 reports a false -Wrestrict on the chain (an error in CI)
+      field.append(" ").append(shown(k.substr(prefix.size()))).append(" ").append(value(k, v));
+      done.insert(k);
+    };
+    if (rec.values.count(prefix + "loss")) add(prefix + "loss", rec.values.at(prefix + "loss"));
+    for (const auto& [k, v] : rec.values)
+      if (k.rfind(prefix, 0) == 0 && !done.count(k)) add(k, v);
+    if (!field.empty()) fields.push_back(prefix.substr(0, 5) + field);
+  }
+  for (const auto& [k, v] : rec.values)  // the rest (loss_scale, skipped_steps, ...)
+    if (!done.count(k)) fields.push_back(k + " " + value(k, v));
+  std::ostringstream lr;
+  lr << std::setprecision(3) << rec.get("lr");
+  fields.push_back("lr " + lr.str());
+  fields.push_back(std::to_string(int64_t(rec.get("items_per_s"))) + " items/s");
+  fields.push_back(format_duration(rec.get("epoch_s")) + " (ETA " + format_duration(eta_s) + ")");
+  return fields;
 }
 
 void Dashboard::epoch_done(const EpochRecord& rec, double eta_s) {
-  eta_run_s_ = eta_s;
-  std::ostringstream os;
-  os << "epoch " << rec.epoch << "/" << epochs_;
-  auto pct = [](double v) {
-    std::ostringstream s;
-    s << std::fixed << std::setprecision(2) << v * 100 << "%";
-    return s.str();
-  };
-  for (const auto& [k, v] : rec.values) {
-    if (k == "epoch_s" || k == "items_per_s" || k == "wait_fraction" || k == "lr" || k == "global_step" ||
-        k == "train_steps")
-      continue;
-    std::ostringstream s;
-    if (k.find("accuracy") != std::string::npos) s << pct(v);
-    else s << std::setprecision(4) << v;
-    os << "  " << k << " " << s.str();
+  epoch_times_.push_back(rec.get("epoch_s"));
+  active_ = false;
+  std::vector<std::string> fields = epoch_line_fields(rec, state_.epochs, eta_s);
+  if (!live_) {
+    std::string line;
+    for (size_t i = 0; i < fields.size(); ++i) line += (i ? "  " : "") + fields[i];
+    out_ << line << "\n" << std::flush;
+    return;
   }
-  os << "  lr " << std::setprecision(3) << rec.get("lr") << "  " << int64_t(rec.get("items_per_s")) << " items/s  "
-     << format_duration(rec.get("epoch_s")) << "  (ETA " << format_duration(eta_s) << ")";
-  message(os.str());
+  clear_block();
+  for (const auto& l : pack_fields(fields, line_width(), "  ", 2)) out_ << l << "\n";
+  redraw();
 }
 
 void Dashboard::message(const std::string& line) {
-  if (live_) {
-    clear_block();
-    out_ << line << "\n";
-    redraw();
-  } else {
+  if (!live_) {
     out_ << line << "\n" << std::flush;
+    return;
   }
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  clear_block();
+  for (const auto& l : pack_fields(words, line_width(), " ", 2)) out_ << l << "\n";
+  redraw();
 }
 
 void Dashboard::finish() {
@@ -215,7 +250,7 @@ void Dashboard::finish() {
     clear_block();
     out_ << std::flush;
   }
-  cur_ = nullptr;
+  active_ = false;
 }
 
 }  // namespace ember::train

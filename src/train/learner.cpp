@@ -89,6 +89,12 @@ json record_json(const EpochRecord& r) {
   for (const auto& [k, v] : r.values) j[k] = v;
   return j;
 }
+// A metrics.jsonl step line: the smoothed loss and the learning rate of that step.
+json step_json(const StepPoint& p) {
+  json j = {{"type", "step"}, {"step", p.step}, {"loss", p.loss}};
+  if (!std::isnan(p.lr)) j["lr"] = p.lr;
+  return j;
+}
 EpochRecord record_from(const json& j) {
   EpochRecord r;
   r.epoch = j.at("epoch").get<int64_t>();
@@ -242,7 +248,11 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       for (int64_t i = 0; i < sched_steps; ++i) sched_->step();
     }
     for (const auto& r : j.at("history")) rep.history.push_back(record_from(r));
-    for (const auto& p : j.at("steps")) rep.steps.push_back({p.at(0).get<int64_t>(), p.at(1).get<double>()});
+    for (const auto& p : j.at("steps")) {  // [step, loss] or, since the lr is recorded, [step, loss, lr]
+      StepPoint sp{p.at(0).get<int64_t>(), p.at(1).get<double>()};
+      if (p.size() > 2 && p.at(2).is_number()) sp.lr = p.at(2).get<double>();
+      rep.steps.push_back(sp);
+    }
     const json& es = j.at("early_stopping");
     best = es.at("best").is_null() ? std::numeric_limits<double>::quiet_NaN() : es.at("best").get<double>();
     bad_epochs = es.at("bad_epochs").get<int64_t>();
@@ -275,7 +285,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     size_t si = 0;
     for (const auto& rec : rep.history) {
       for (; si < rep.steps.size() && rep.steps[si].step <= int64_t(rec.get("global_step")); ++si)
-        log << json{{"type", "step"}, {"step", rep.steps[si].step}, {"loss", rep.steps[si].loss}}.dump() << "\n";
+        log << step_json(rep.steps[si]).dump() << "\n";
       log << record_json(rec).dump() << "\n";
       for (const auto& c : config_changes)
         if (c.at("after_epoch").get<int64_t>() == rec.epoch) log << change_line(c).dump() << "\n";
@@ -287,6 +297,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   bool live = dash_ == DashboardMode::Live || (dash_ == DashboardMode::Auto && out_ == &std::cout && is_terminal(1));
   std::ostream& out = dash_ == DashboardMode::Off || !writer ? static_cast<std::ostream&>(null_sink) : *out_;
   Dashboard dash(out, live, precision_ == DType::F32 ? title_ : title_ + " [" + std::string(dtype_name(precision_)) + "]");
+  dash.show_validation(valid != nullptr);
   for (const auto& n : notes) dash.message(n);
   if (precision_ == DType::BF16) dash.message("mixed precision: bfloat16 autocast, f32 master weights");
   if (scaler)
@@ -313,6 +324,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
     int64_t in_acc = 0, step = 0, items = 0;
     double ema = std::numeric_limits<double>::quiet_NaN();
     double lr_used = opt_->lr();
+    double step_lr = lr_used;  // the lr of the last optimizer step (per-step schedules change it)
     Array x, y;
     while (step < nb && train.next(x, y)) {
       Array outp = forward_(x);
@@ -339,6 +351,7 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
           if (clip_) optim::clip_grad_norm(acc, model_->parameters(), *clip_);
           opt_->step(acc);
         }
+        step_lr = opt_->lr();
         acc = Gradients();
         in_acc = 0;
         if (sched_ && sched_per_step_) {
@@ -354,8 +367,8 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       items += bs;
       ema = std::isnan(ema) ? lv : 0.9 * ema + 0.1 * lv;
       if (global_step % log_every_ == 0) {
-        rep.steps.push_back({global_step, ema});
-        if (log.is_open()) log << json{{"type", "step"}, {"step", global_step}, {"loss", ema}}.dump() << "\n";
+        rep.steps.push_back({global_step, ema, step_lr});
+        if (log.is_open()) log << step_json(rep.steps.back()).dump() << "\n";
         double acc_now = -1;
         for (auto& m : tm)
           if (m->name() == "accuracy") acc_now = m->value();
@@ -452,7 +465,8 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
       j["history"] = json::array();
       for (const auto& r : rep.history) j["history"].push_back(record_json(r));
       j["steps"] = json::array();
-      for (const auto& p : rep.steps) j["steps"].push_back({p.step, p.loss});
+      for (const auto& p : rep.steps)
+        j["steps"].push_back(std::isnan(p.lr) ? json{p.step, p.loss} : json{p.step, p.loss, p.lr});
       j["early_stopping"] = {{"best", std::isnan(best) ? json(nullptr) : json(best)}, {"bad_epochs", bad_epochs}};
       j["stopped_early"] = rep.stopped_early;
       j["config"] = config_;
@@ -480,12 +494,12 @@ Report Learner::fit_sources(BatchSource& train, BatchSource* valid) {
   rep.epochs_done = int64_t(rep.history.size());
   rep.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   rep.seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
-  out << "\n" << rep.summary();
+  out << "\n" << rep.summary(dash.line_width());
   if (writer && !dir_.empty()) {
     std::map<std::string, std::string> shown_config = config_;
     shown_config.emplace("precision", std::string(dtype_name(precision_)));
     write_html_report((dir / "report.html").string(), rep, title_, shown_config);
-    out << "run folder " << dir_ << ": last.safetensors, checkpoint.json, metrics.jsonl, report.html\n";
+    out << "run folder " << dir_ << ":\n  last.safetensors, checkpoint.json, metrics.jsonl, report.html\n";
   }
   out << std::flush;
   return rep;

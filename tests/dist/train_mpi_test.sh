@@ -13,7 +13,8 @@ export OMP_NUM_THREADS=1
 
 "$mpirun" --oversubscribe --allow-run-as-root -np 2 "$ember" train fashion-mnist --limit 2000 --epochs 1 --plain \
   --out "$dir/run" >"$dir/log" 2>&1 || fail "mpirun -np 2 ember train exited with $?"
-[ "$(grep -c '^ember train fashion-mnist: .*2 processes (MPI)' "$dir/log")" = 1 ] || fail "expected one header line naming 2 processes"
+[ "$(grep -c '^ember train fashion-mnist: ' "$dir/log")" = 1 ] && [ "$(grep -c '^  .*epoch(s), .*2 processes (MPI)' "$dir/log")" = 1 ] \
+  || fail "expected one header (two lines) naming 2 processes"
 [ "$(grep -c '^test accuracy' "$dir/log")" = 1 ] || fail "expected one 'test accuracy' line (rank 0 alone)"
 [ "$(grep -c '^run folder' "$dir/log")" = 1 ] || fail "expected one summary"
 [ -f "$dir/run/checkpoint.json" ] && [ -f "$dir/run/last.safetensors" ] || fail "no checkpoint written"

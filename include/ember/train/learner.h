@@ -27,6 +27,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,10 +53,12 @@ struct EpochRecord {
     return it == values.end() ? fallback : it->second;
   }
 };
-// A smoothed training loss point for plots (global step, loss).
+// A smoothed training loss point for plots (global step, loss) and the learning rate the
+// optimizer used at that step (NaN in checkpoints written before it was recorded).
 struct StepPoint {
   int64_t step = 0;
   double loss = 0;
+  double lr = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct Report {
@@ -72,8 +75,9 @@ struct Report {
   double last(const std::string& key, double fallback = 0) const {
     return history.empty() ? fallback : history.back().get(key, fallback);
   }
-  // The plain-text summary table (one row per epoch).
-  std::string summary() const;
+  // The plain-text summary table (one row per epoch). max_width > 0: the columns are split into
+  // several tables (each starting with the epoch column) so that no line is wider.
+  std::string summary(size_t max_width = 0) const;
 };
 
 struct EarlyStopping {
