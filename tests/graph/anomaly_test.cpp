@@ -6,10 +6,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "ember/ember.h"
 #include "graph/anomaly.h"
+#include "docs_snippets.h"
 #include "graph/node.h"
 #include "test_util.h"
 
@@ -230,6 +233,63 @@ TEST(AnomalySwitchTest, GuardRestoresThePreviousState) {
 TEST(AnomalySwitchTest, DefaultStateFollowsTheEnvironment) {
   const char* env = std::getenv("EMBER_DETECT_ANOMALY");
   EXPECT_EQ(detect_anomaly_enabled(), env && std::string(env) == "1");
+}
+
+// The example of docs/semantics.md, "Anomaly detection" (PageExampleIsThisTest keeps them equal).
+TEST(AnomalyDocsTest, SemanticsPageExample) {
+  const bool before = detect_anomaly_enabled();
+  {
+    const int loss_line = __LINE__ + 3;
+    DetectAnomalyGuard anomaly;  // or set_detect_anomaly(true), or EMBER_DETECT_ANOMALY=1
+    auto x = Tensor<1>::from_data({4.0f, 0.0f, 1.0f}).require_grad();
+    auto loss = (sqrt(x) * 3.0f).sum();  // sqrt(0) = 0 is finite; its gradient 3 / (2 sqrt(0)) is not
+    auto [dx] = grad(loss, x);
+    std::string message;
+    try {
+      dx.to_vector();
+    } catch (const Error& e) {
+      message = e.what();  // "detect_anomaly: div in the backward of sqrt created at train.cpp:3 produced
+    }                      //  NaN/inf from inputs without any: 1 of the 3 values of its float32 output ..."
+    EXPECT_NE(message.find("detect_anomaly: div in the backward of sqrt created at " + at_line(loss_line) +
+                           " produced NaN/inf from inputs without any: 1 of the 3 values of its float32 output of "
+                           "shape [3] (0 NaN, 1 inf)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(detect_anomaly_enabled(), before);
+}
+
+// The ```cpp blocks of one section of a page, each as trimmed non-blank lines.
+std::vector<std::vector<std::string>> section_blocks(const std::string& path, const std::string& heading) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> blocks;
+  bool in_section = false, in_block = false;
+  for (std::string line; std::getline(in, line);) {
+    const std::string t = testing::trimmed(line);
+    if (!in_block && t.rfind("## ", 0) == 0) in_section = t.rfind(heading, 0) == 0;
+    if (!in_section) continue;
+    if (!in_block && t == "```cpp") {
+      in_block = true;
+      blocks.emplace_back();
+    } else if (in_block && t == "```") {
+      in_block = false;
+    } else if (in_block && !t.empty()) {
+      blocks.back().push_back(t);
+    }
+  }
+  return blocks;
+}
+
+TEST(AnomalyDocsTest, PageExampleIsThisTest) {
+  const std::string root = std::string(EMBER_TEST_SOURCE_DIR) + "/..";
+  auto blocks = section_blocks(root + "/docs/semantics.md", "## Anomaly detection");
+  ASSERT_EQ(blocks.size(), 1u) << "docs/semantics.md, Anomaly detection: one example expected";
+  std::vector<std::string> source = testing::trimmed_lines(root + "/tests/graph/anomaly_test.cpp");
+  const std::vector<std::string>& block = blocks[0];
+  bool found = false;
+  for (size_t start = 0; !found && start + block.size() <= source.size(); ++start)
+    found = std::equal(block.begin(), block.end(), source.begin() + long(start));
+  EXPECT_TRUE(found) << "the example of docs/semantics.md, Anomaly detection, is not in this file line for line";
 }
 
 }  // namespace
