@@ -13,7 +13,8 @@
 // threads and may realize a thread's graph from another one (automatic evaluation, a read), so a
 // per-thread switch would depend on which thread planned the work. The mode is read once per
 // realization (work planned before the switch changed runs as it was planned). Off (the default)
-// it costs one branch per realization. Docs: docs/semantics.md, "Anomaly detection".
+// it costs a branch per realization, read, eval, op and backward step. Docs: docs/semantics.md,
+// "Anomaly detection".
 #pragma once
 
 namespace ember {
