@@ -92,16 +92,30 @@ TEST_P(AnomalyTest, ZeroOverZeroInAChainNamesDivNotALaterOp) {
     return sum(exp(add(q, 1.0)));     // elementwise chain + reduction: one kernel when fused
   };
   int line = 0;
+  auto kernels_to_eval = [](const Array& s) {  // kernels run by s.eval(), and its error
+    synchronize();
+    const int64_t before = execution_stats().kernels;
+    std::string e = error_of([&] { s.eval(); });
+    synchronize();
+    return std::pair{execution_stats().kernels - before, e};
+  };
+  // Off first (fused, and its partition cached), then on: the cached fused plan is not reused.
+  auto [fused_kernels, no_error] = kernels_to_eval(program(&line));
+  EXPECT_EQ(no_error, "<no error>");
   {
     DetectAnomalyGuard anomaly;
-    Array s = program(&line);
-    std::string e = error_of([&] { s.item<double>(); });
+    auto [kernels, e] = kernels_to_eval(program(&line));
     EXPECT_NE(e.find("detect_anomaly: div (at " + at_line(line) + ")"), std::string::npos) << e;
     EXPECT_NE(e.find("1 of the 3 values of its float32 output of shape [3] (1 NaN, 0 inf)"), std::string::npos) << e;
     EXPECT_EQ(e.find("exp"), std::string::npos) << e;
     EXPECT_EQ(e.find("sum"), std::string::npos) << e;
+    // mul, sub and div ran one kernel each; add, exp and sum failed with div's error unrun.
+    EXPECT_EQ(kernels, 3);
+    Array again = program(&line);
+    EXPECT_NE(error_of([&] { again.item<double>(); }).find("div (at " + at_line(line) + ")"), std::string::npos);
   }
-  Array s = program(&line);  // off: NaN, silently
+  if (fusion_enabled()) EXPECT_LT(fused_kernels, 3);  // EMBER_FUSION=0 runs every op alone anyway
+  Array s = program(&line);  // off again: NaN, silently
   double got = 0;
   EXPECT_EQ(error_of([&] { got = s.item<double>(); }), "<no error>");
   EXPECT_TRUE(std::isnan(got));
