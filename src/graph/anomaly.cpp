@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ember/anomaly.h"
@@ -118,8 +119,12 @@ std::optional<bool> input_has_nonfinite(const Node& in) {
 }
 
 // "log (at model.cpp:12)", or "div in the backward of sqrt created at model.cpp:12" for a node a
-// backward rule made (its own line is inside Ember).
+// backward rule made (its own line is inside Ember; a custom function's rule is the user's, so
+// "div (at model.cpp:30) in the backward of a custom function created at model.cpp:35").
 std::string describe(const Node& n) {
+  if (n.backward_of && n.backward_of == std::string_view(BackwardOrigin::kCustomFunction))
+    return fmt::format("{} in the backward of {} created at {}", n.where(), n.backward_of,
+                       format_location(n.backward_loc));
   if (n.backward_of)
     return fmt::format("{} in the backward of {} created at {}", op_name(n.op), n.backward_of,
                        format_location(n.backward_loc));

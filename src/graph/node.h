@@ -84,6 +84,9 @@ class BackwardOrigin {
   BackwardOrigin(const BackwardOrigin&) = delete;
   BackwardOrigin& operator=(const BackwardOrigin&) = delete;
   const char* forward_op() const { return op_; }
+  // The forward_op of a user-written rule (CustomFunction, checkpoint): its nodes' own lines are
+  // the user's too, so the anomaly report names both.
+  static constexpr const char* kCustomFunction = "a custom function";
   Loc loc() const { return loc_; }
 
  private:

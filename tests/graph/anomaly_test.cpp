@@ -164,6 +164,42 @@ TEST_P(AnomalyTest, EvalThrowsAndALaterReadReportsAnAnomalyItDidNotDependOn) {
   EXPECT_DOUBLE_EQ(other.item<double>(), 2.0);  // reported once
 }
 
+TEST_P(AnomalyTest, TwoCulpritsInOneRealizationTheFirstIsReportedFirst) {
+  DetectAnomalyGuard anomaly;
+  const int log_line = __LINE__ + 1;
+  Array y1 = log(from_vector<float>({0, 1}, {2}, device()));
+  const int sqrt_line = __LINE__ + 1;
+  Array y2 = sqrt(from_vector<float>({-1, 1}, {2}, device()));
+  // One realization computes log, then sqrt: the eval reports log (the first).
+  std::string e = error_of([&] { eval({y1, y2}); });
+  EXPECT_NE(e.find("log (at " + at_line(log_line) + ")"), std::string::npos) << e;
+  EXPECT_EQ(e.find("sqrt"), std::string::npos) << e;
+  // sqrt failed too, with its own error: reading it says so.
+  e = error_of([&] { y2.to_vector<float>(); });
+  EXPECT_NE(e.find("sqrt (at " + at_line(sqrt_line) + ") produced NaN/inf"), std::string::npos) << e;
+  EXPECT_NE(e.find("(1 NaN, 0 inf)"), std::string::npos) << e;
+  EXPECT_DOUBLE_EQ(add(from_vector<float>({1}, {1}, device()), 2.0).item<double>(), 3.0);
+}
+
+TEST_P(AnomalyTest, ACustomFunctionsBackwardNamesTheRulesLineAndTheApplyLine) {
+  const int rule_line = __LINE__ + 3;
+  CustomFunction reciprocal_grad{
+      .forward = [](const std::vector<Array>& in) { return mul(in[0], 2.0); },
+      .backward = [](const std::vector<Array>& in, const Array&, const Array& g) { return std::vector{div(g, in[0])}; },
+      .name = "halving"};
+  DetectAnomalyGuard anomaly;
+  Array x = from_vector<float>({0, 2}, {2}, device()).require_grad();
+  const int apply_line = __LINE__ + 1;
+  Array y = apply(reciprocal_grad, {x});
+  auto dx = grad(sum(y), {x});
+  std::string e = error_of([&] { dx[0].to_vector<float>(); });
+  EXPECT_NE(e.find("div (at " + at_line(rule_line) + ") in the backward of a custom function created at " +
+                   at_line(apply_line) + " produced NaN/inf"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("(0 NaN, 1 inf)"), std::string::npos) << e;
+}
+
 TEST_P(AnomalyTest, HalfPrecisionOverflowAndCastOverflow) {
   DetectAnomalyGuard anomaly;
   Array h = cast(from_vector<float>({100, 1000}, {2}, device()), DType::F16);
