@@ -22,4 +22,6 @@ void reset_execution_stats();
 bool fusion_enabled();
 void set_fusion_enabled(bool on);
 
+// Finding the op that first made a NaN/inf (runs unfused while on): ember/anomaly.h.
+
 }  // namespace ember

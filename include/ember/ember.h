@@ -1,6 +1,7 @@
 // Ember: one include for the whole public API.
 #pragma once
 
+#include "ember/anomaly.h"
 #include "ember/array.h"
 #include "ember/autocast.h"
 #include "ember/autograd.h"

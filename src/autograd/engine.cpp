@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/grad_math.h"
+#include "ember/anomaly.h"
 #include "ember/autocast.h"
 #include "autograd/grad_node.h"
 
@@ -184,6 +186,10 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
         continue;
       }
     }
+    // With anomaly detection on, the nodes made for this step (the rule, the sums back to the
+    // input shapes) say whose backward they are: their own lines are in Ember's rules.
+    std::optional<BackwardOrigin> origin;
+    if (detect_anomaly_enabled()) origin.emplace(n->custom ? BackwardOrigin::kCustomFunction : op_name(n->op), n->loc);
     std::vector<Array> grads;
     {
       // Another thread's backward through this shared history may release it meanwhile.

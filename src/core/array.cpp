@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "ember/ops.h"
+#include "graph/anomaly.h"
 #include "graph/node.h"
 #include "ops/frontend.h"
 
@@ -21,6 +22,7 @@ int64_t Array::size(int dim) const {
 
 const Array& Array::eval() const {
   realize({node_of(*this, "eval", Loc::current())});
+  throw_unreported_anomaly();  // anomaly detection realizes before returning
   return *this;
 }
 
@@ -31,6 +33,7 @@ void eval(const std::vector<Array>& arrays) {
   for (const Array& a : arrays)
     if (a.defined()) roots.push_back(a.node());
   realize(roots);
+  throw_unreported_anomaly();
 }
 
 void Array::check_single_element() const {

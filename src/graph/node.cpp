@@ -50,10 +50,17 @@ std::string Node::where() const {
 
 namespace {
 thread_local const char* t_node_context = nullptr;
+thread_local const BackwardOrigin* t_backward_origin = nullptr;
 }
 
 NodeContext::NodeContext(const char* name) : previous_(t_node_context) { t_node_context = name; }
 NodeContext::~NodeContext() { t_node_context = previous_; }
+
+BackwardOrigin::BackwardOrigin(const char* forward_op, Loc loc)
+    : op_(forward_op), loc_(loc), previous_(t_backward_origin) {
+  t_backward_origin = this;
+}
+BackwardOrigin::~BackwardOrigin() { t_backward_origin = previous_; }
 
 namespace {
 
@@ -144,6 +151,10 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
   auto node = std::make_shared<Node>(op, std::move(attrs), std::move(nodes), std::move(shape), dtype,
                                      device, loc);
   node->context = t_node_context;
+  if (const BackwardOrigin* origin = t_backward_origin) {
+    node->backward_of = origin->forward_op();
+    node->backward_loc = origin->loc();
+  }
   std::shared_ptr<autograd::GradNode> grad;
   if (any_grad && grad_enabled()) grad = autograd::record(op, node->attrs, inputs, node, loc);
   const RuntimePolicy& policy = runtime_policy();

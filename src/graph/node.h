@@ -34,6 +34,10 @@ struct Node {
   Device device;
   Loc loc;
   const char* context = nullptr;  // the library function that made it (NodeContext), for errors
+  // Set on the nodes a backward rule made while anomaly detection was on (BackwardOrigin): the
+  // forward op ("sqrt") and the user's line that created it, which the anomaly report names.
+  const char* backward_of = nullptr;
+  Loc backward_loc;
   uint32_t depth = 0;  // longest chain of pending nodes ending here
 
   enum class State : uint8_t { Pending, Queued, Ready, Failed };
@@ -69,6 +73,26 @@ class NodeContext {
 
  private:
   const char* previous_;
+};
+
+// Marks the nodes this thread makes while it lives as parts of the backward of `forward_op` (a
+// static string) created at `loc` (the autograd engine, with anomaly detection on).
+class BackwardOrigin {
+ public:
+  BackwardOrigin(const char* forward_op, Loc loc);
+  ~BackwardOrigin();
+  BackwardOrigin(const BackwardOrigin&) = delete;
+  BackwardOrigin& operator=(const BackwardOrigin&) = delete;
+  const char* forward_op() const { return op_; }
+  // The forward_op of a user-written rule (CustomFunction, checkpoint): its nodes' own lines are
+  // the user's too, so the anomaly report names both.
+  static constexpr const char* kCustomFunction = "a custom function";
+  Loc loc() const { return loc_; }
+
+ private:
+  const char* op_;
+  Loc loc_;
+  const BackwardOrigin* previous_;
 };
 
 // Creates a node for an op whose inputs were checked by the caller, and records its backward

@@ -2,7 +2,9 @@
 // cannot overflow the stack), plans kernels (scheduler/fusion.h) and hands the plan to the
 // device's in-order queue. A queue worker executes the steps, publishes views, drops inputs and
 // records failures on the nodes; host reads wait for their node. Errors name the op and the
-// user's line that created it.
+// user's line that created it. With anomaly detection on (ember/anomaly.h) a realization runs
+// every node alone, checks each output for NaN/inf (graph/anomaly.h) and finishes before it
+// returns, so the next read or eval can report the first anomaly.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 #include <unordered_set>
 
 #include "backend/registry.h"
+#include "ember/anomaly.h"
+#include "graph/anomaly.h"
 #include "graph/node.h"
 #include "graph/stats.h"
 #include "graph/trace.h"
@@ -177,6 +181,7 @@ void place_cat_inputs(Plan& plan) {
 struct WorkItem {
   Plan plan;
   std::vector<NodePtr> keep_alive;
+  bool check_anomaly = false;  // every node alone, its output checked (planned so)
 };
 
 void execute(WorkItem& item) {
@@ -202,6 +207,11 @@ void execute(WorkItem& item) {
         fail(n, std::make_shared<const std::string>(fmt::format("{}: {}", n->where(), e.what())));
         continue;
       }
+      if (item.check_anomaly)
+        if (auto anomaly = check_anomaly(*n)) {  // its consumers fail with the same error
+          fail(n, std::move(anomaly));
+          continue;
+        }
       n->inputs.clear();
       publish(n, Node::State::Ready);
       continue;
@@ -402,10 +412,12 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
     if (r) root_nodes.push_back(r.get());
   // Planning reads reference counts: it runs before this function takes references of its own.
   keep.clear();
-  fold_epilogues(order, root_nodes);  // matmul/conv + elementwise chains -> one library call
+  // Read once: the plan and its execution agree even if another thread flips the switch.
+  const bool check_anomaly = detect_anomaly_enabled();
+  if (!check_anomaly) fold_epilogues(order, root_nodes);  // matmul/conv + elementwise chains -> one library call
   int64_t plan_start = trace::enabled() ? trace::now_ns() : 0;
-  Plan plan = plan_fusion(order, root_nodes);
-  choose_donors(plan);  // reads reference counts too
+  Plan plan = plan_fusion(order, root_nodes, !check_anomaly);
+  if (!check_anomaly) choose_donors(plan);  // reads reference counts too (a donor's values would be overwritten)
   if (trace::enabled())
     trace::record(plan_start, trace::now_ns(), [&](KernelRecord& r) {
       r.name = "plan";
@@ -416,6 +428,7 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   log_plan(plan);
   stats().realizations.fetch_add(1, std::memory_order_relaxed);
   WorkItem item;
+  item.check_anomaly = check_anomaly;
   for (const auto& r : roots)
     if (r) item.keep_alive.push_back(r);
   for (Node* n : order)
@@ -432,12 +445,17 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   register_exit_drain();
   DeviceQueue& queue = queue_for(device);
   // Claiming or pushing happens under the plan lock, so the queue's order is the planning order.
-  if (will_wait && queue.claim_if_idle()) {
+  // Anomaly detection waits for the work too: an eval() must find the anomaly it computed.
+  if ((will_wait || check_anomaly) && queue.claim_if_idle()) {
     lock.unlock();  // other threads may plan (and queue behind this work) while this one executes
     queue.run_claimed(item);
     return;
   }
   queue.push(std::move(item));
+  if (check_anomaly) {
+    lock.unlock();
+    queue.drain();
+  }
 }
 
 }  // namespace
@@ -467,8 +485,13 @@ void realize_and_wait(const std::vector<NodePtr>& roots) {
     Completion& c = completion();
     std::unique_lock lock(c.m);
     c.cv.wait(lock, [&] { return r->current() == Node::State::Ready || r->current() == Node::State::Failed; });
-    if (r->current() == Node::State::Failed) throw Error(*r->error);
+    if (r->current() == Node::State::Failed) {
+      lock.unlock();
+      throw_unreported_anomaly();  // the first anomaly comes first (it may be why this root failed)
+      throw Error(*r->error);
+    }
   }
+  throw_unreported_anomaly();
 }
 
 // The host-side queue first (plans not yet handed to the device), then the device's own queue

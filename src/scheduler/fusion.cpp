@@ -153,9 +153,11 @@ struct Planner {
   std::unordered_map<Node*, long> total_refs;
   std::set<Node*> roots;
   std::unordered_map<Node*, int> kernel_of;  // -1: runs alone
+  bool fuse = true;  // false: every node runs alone
   Plan plan;
 
-  Planner(const std::vector<Node*>& o, const std::vector<Node*>& r) : order(o), roots(r.begin(), r.end()) {
+  Planner(const std::vector<Node*>& o, const std::vector<Node*>& r, bool f)
+      : order(o), roots(r.begin(), r.end()), fuse(f) {
     for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
     for (Node* n : order)
       for (const NodePtr& in : n->inputs) {
@@ -298,7 +300,7 @@ struct Planner {
   void assign() {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Node* n = *it;
-      if (!fusion_enabled() || !absorbable_kind(*n)) {
+      if (!fuse || !absorbable_kind(*n)) {
         kernel_of[n] = -1;
         continue;
       }
@@ -525,16 +527,18 @@ Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
 
 }  // namespace
 
-Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
+Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots, bool allow_fusion) {
+  const bool fuse = allow_fusion && fusion_enabled();
   std::vector<int64_t> key = structure_key(order, roots);
-  uint64_t h = hash_key(key) ^ (fusion_enabled() ? 0 : 0x9e3779b97f4a7c15ull);
+  key.push_back(fuse);  // a fused and an unfused partition of one graph are two entries
+  uint64_t h = hash_key(key) ^ (fuse ? 0 : 0x9e3779b97f4a7c15ull);
   auto& cache = plan_cache();
   if (auto it = cache.find(h); it != cache.end() && it->second.key == key) {
     stats().plan_cache_hits.fetch_add(1, std::memory_order_relaxed);
     return from_cached(it->second, order);
   }
   stats().plan_cache_misses.fetch_add(1, std::memory_order_relaxed);
-  Planner p(order, roots);
+  Planner p(order, roots, fuse);
   p.assign();
   p.order_steps();
   if (cache.size() >= 512) cache.clear();  // bounded: a changing workload does not grow it forever

@@ -61,8 +61,9 @@ struct Plan {
 };
 
 // Plans the realization of `order` (pending nodes in topological order). `roots` are the nodes
-// the caller asked for.
-Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots);
+// the caller asked for. Without `allow_fusion` (anomaly detection), or with fusion_enabled() off,
+// every node runs alone.
+Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots, bool allow_fusion);
 
 // Emits and runs one fused kernel (lower_fused.cpp); sets the views of its outputs.
 void run_fused(FusedKernel& k);
