@@ -17,6 +17,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <map>
 #include <mutex>
@@ -443,6 +444,10 @@ bool fold_rows(const ember_tensor_desc& t, int64_t& stride) {
 
 namespace {
 
+// Multiply-adds of one batch entry below which the entries of a batched matmul run in parallel,
+// each on one thread.
+constexpr int64_t kBatchSplitMacs = int64_t(1) << 24;
+
 int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                     const ember_epilogue_attrs* epi, ember_status* st) {
   const char* what = epi ? "matmul epilogue" : "matmul";
@@ -506,7 +511,8 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
                epi ? &blk : nullptr);
       return EMBER_OK;
     }
-    for (int64_t bt = 0; bt < batches; ++bt) {
+    // One batch entry's product (blk: this entry's post-op offsets, a copy per thread).
+    auto entry = [&](int64_t bt, EpiBlock& blk) {
       int64_t oa = a.offset, ob = b.offset, oc = c.offset, rem = bt;
       for (int k = 0; epi && k < epi->n_ops; ++k)
         if (epi->ops[k].kind == EMBER_POST_ADD) {
@@ -526,11 +532,30 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
       if (K == 0) {
         if (c.dtype == EMBER_F32) blk.apply(static_cast<float*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
         else blk.apply(static_cast<double*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
-        continue;
+        return;
       }
       gemm_one(c.dtype, M, N, K, a, oa, a.strides[r - 2], a.strides[r - 1], b, ob, c, oc, c.strides[r - 2],
                epi ? &blk : nullptr);
+    };
+    // Many small products (attention's per-head matmuls): the entries are split over the OpenMP
+    // threads and each product runs on one (oneDNN runs serially inside a parallel region), rather
+    // than every small product forked over all threads in turn. Measured on the bf16 encoder step
+    // at 2 threads: its batched matmuls took 2.7-6.5x their 1-thread time before this.
+    [[maybe_unused]] const bool split = batches > 1 && M * N * K < kBatchSplitMacs && omp_get_max_threads() > 1 &&
+                                        !omp_in_parallel();
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+#pragma omp parallel for schedule(static) if (split)
+    for (int64_t bt = 0; bt < batches; ++bt) {
+      EpiBlock local = blk;
+      try {
+        entry(bt, local);
+      } catch (...) {  // no exception may leave an OpenMP region: the first is rethrown below
+        std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
     }
+    if (failure) std::rethrow_exception(failure);
   } catch (const dnnl::error& e) {
     return set_status(st, EMBER_ERR_INTERNAL, "%s: oneDNN failed: %s (status %d)", what, e.what(), int(e.status));
   } catch (const std::bad_alloc&) {
