@@ -102,6 +102,13 @@ class Array {
     read_host(dtype_of<T>(), &v);
     return v;
   }
+  // The elements' bytes in the array's own dtype, row-major (numel() * dtype_size(dtype())
+  // bytes; bool as 0/1 bytes): what a file format or a wire transfer stores.
+  std::vector<uint8_t> to_bytes() const {
+    std::vector<uint8_t> out(size_t(numel()) * dtype_size(dtype()));
+    read_host(dtype(), out.data());
+    return out;
+  }
   // Prints like PyTorch: "tensor([[1., 2.], [3., 4.]])".
   std::string str() const;
 

@@ -10,8 +10,9 @@
 
 namespace ember {
 
-enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, U8, Bool };
-inline constexpr int kNumDTypes = 8;
+// The numbering is the plugin ABI's (src/backend/abi.h): new dtypes are appended.
+enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, U8, Bool, I8, I16, U16, U32, U64 };
+inline constexpr int kNumDTypes = 13;
 
 // Coarse category used by promotion: Bool < Integral < Floating.
 enum class DTypeCategory : uint8_t { Bool, Integral, Floating };
@@ -25,8 +26,14 @@ size_t dtype_size(DType t);
 DTypeCategory dtype_category(DType t);
 inline bool is_floating(DType t) { return dtype_category(t) == DTypeCategory::Floating; }
 inline bool is_integral(DType t) { return dtype_category(t) == DTypeCategory::Integral; }
+// u8, u16, u32, u64.
+inline bool is_unsigned(DType t) {
+  return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+}
 
-// The type both operands of a binary op are converted to (PyTorch's promote_types).
+// The type both operands of a binary op are converted to (PyTorch's promote_types; for the
+// unsigned types PyTorch leaves undefined, the smallest signed type that holds both, as NumPy).
+// uint64 with a signed integer type has no such type: that throws ember::Error.
 DType promote_types(DType a, DType b);
 
 // Result type of a tensor op with a weakly typed C++ scalar: the tensor's type wins unless the
@@ -85,6 +92,11 @@ constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
   else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
   else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::I8;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::I16;
+  else if constexpr (std::is_same_v<T, uint16_t>) return DType::U16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::U32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::U64;
   else static_assert(sizeof(T) == 0, "no ember dtype for this C++ type");
 }
 

@@ -34,11 +34,31 @@ enum { EMBER_OK = 0, EMBER_ERR_INVALID = 1, EMBER_ERR_OUT_OF_MEMORY = 2, EMBER_E
        EMBER_ERR_INTERNAL = 4 };
 
 /* ---- dtypes: same numbering as ember::DType ------------------------------------------------ */
-enum { EMBER_F32 = 0, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL };
+enum {
+  EMBER_F32 = 0, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL,
+  EMBER_I8, EMBER_I16, EMBER_U16, EMBER_U32, EMBER_U64,
+  EMBER_NUM_DTYPES
+};
+
+/* Bytes of one element. */
+static inline size_t ember_dtype_bytes(int32_t dt) {
+  switch (dt) {
+    case EMBER_F64: case EMBER_I64: case EMBER_U64: return 8;
+    case EMBER_F32: case EMBER_I32: case EMBER_U32: return 4;
+    case EMBER_F16: case EMBER_BF16: case EMBER_I16: case EMBER_U16: return 2;
+    default: return 1;
+  }
+}
 
 /* ---- KIR ------------------------------------------------------------------------------------
- * Values have a logical dtype. Backends may hold them wider: f16/bf16 as f32, u8/bool as i32.
- * CAST to a logical dtype rounds/wraps to that dtype (cast to bool is `!= 0`).
+ * Values have a logical dtype. Backends may hold them wider: f16/bf16 as f32; i8, i16, u8, u16
+ * and bool as i32; u32 as i64 (so that signed 64-bit compares and divisions are right for it).
+ * Arithmetic on a dtype held wider is the wider type's (wrapping) arithmetic: CAST to a logical
+ * dtype rounds/wraps to that dtype (cast to bool is `!= 0`), and the core casts after each op.
+ * u64 is held in 64 bits with unsigned semantics: compares, MAX/MIN, DIV/FLOORDIV/REM/FMOD
+ * (which are then all the same unsigned division), POW's exponent, ABS (identity), the ACC_*
+ * reductions and conversions treat the 64 bits as unsigned. Float -> u64: values in
+ * (-2^63, 2^64) truncate and wrap modulo 2^64; NaN and the rest give 2^63.
  * Phases. For each outer point, a program makes passes over the reduce dims:
  *   even phase 2k: pass k, its instructions run at every reduce point (in row-major order);
  *   odd phase 2k+1: instructions run once, after pass k. An ACC_* instruction of phase 2k+1 is

@@ -333,8 +333,8 @@ int cmd_info(int argc, char** argv) {
     for (int i = 0; i < b->device_count(); ++i) {
       const ember_device_properties& p = b->properties(i);
       std::string dtypes;
-      for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::Bool})
-        if (p.dtypes & EMBER_DTYPE_BIT(int(dt))) {
+      for (int i = 0; i < kNumDTypes; ++i)
+        if (DType dt = DType(i); p.dtypes & EMBER_DTYPE_BIT(i)) {
           if (!dtypes.empty()) dtypes.push_back(' ');
           dtypes.append(dtype_name(dt));
         }

@@ -78,11 +78,12 @@ Array to_device(const Array& x, Device device, Loc loc) {
 namespace {
 
 struct Formatter {
-  bool is_bool = false, is_int = false, sci = false, integral_floats = false;
+  bool is_bool = false, is_int = false, is_u64 = false, sci = false, integral_floats = false;
   int width = 0;
 
   std::string one(double v, int64_t i) const {
     if (is_bool) return i ? "True" : "False";
+    if (is_u64) return std::to_string(uint64_t(i));  // i holds the bits
     if (is_int) return std::to_string(i);
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -127,9 +128,14 @@ std::string Array::str() const {
   Formatter fm;
   fm.is_bool = dtype() == DType::Bool;
   fm.is_int = is_integral(dtype());
+  fm.is_u64 = dtype() == DType::U64;
   std::vector<double> f;
   std::vector<int64_t> iv;
-  if (fm.is_bool || fm.is_int) {
+  if (fm.is_u64) {
+    std::vector<uint64_t> u = to_vector<uint64_t>();
+    iv.assign(u.begin(), u.end());
+    f.assign(iv.size(), 0);
+  } else if (fm.is_bool || fm.is_int) {
     iv = to_vector<int64_t>();
     f.assign(iv.size(), 0);
   } else {

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <ostream>
+#include <string>
+
+#include "ember/error.h"
 
 namespace ember {
 
@@ -18,16 +21,21 @@ std::string_view dtype_name(DType t) {
     case DType::I64: return "int64";
     case DType::U8: return "uint8";
     case DType::Bool: return "bool";
+    case DType::I8: return "int8";
+    case DType::I16: return "int16";
+    case DType::U16: return "uint16";
+    case DType::U32: return "uint32";
+    case DType::U64: return "uint64";
   }
   return "?";
 }
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F64: case DType::I64: return 8;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::U8: case DType::Bool: return 1;
+    case DType::F64: case DType::I64: case DType::U64: return 8;
+    case DType::F32: case DType::I32: case DType::U32: return 4;
+    case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+    case DType::U8: case DType::Bool: case DType::I8: return 1;
   }
   return 0;
 }
@@ -41,27 +49,43 @@ DTypeCategory dtype_category(DType t) {
   }
 }
 
-// Rank within a category: a wider type of the same category wins.
-static int width_rank(DType t) {
+// Floating types: a wider type wins (f16 and bf16 have no common 16-bit type).
+static int float_rank(DType t) {
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::U8: return 1;
-    case DType::I32: return 2;
-    case DType::I64: return 3;
     case DType::F16: case DType::BF16: return 1;
     case DType::F32: return 2;
-    case DType::F64: return 3;
+    default: return 3;  // f64
   }
-  return 0;
+}
+
+static DType signed_int_of_bytes(size_t bytes) {
+  switch (bytes) {
+    case 1: return DType::I8;
+    case 2: return DType::I16;
+    case 4: return DType::I32;
+    default: return DType::I64;
+  }
+}
+
+// Integers: of one signedness the wider wins; mixed, the signed type if it is wider, else the
+// signed type twice the unsigned one's width (u8 with i8 is i16, as in PyTorch).
+static DType promote_integers(DType a, DType b) {
+  if (is_unsigned(a) == is_unsigned(b)) return dtype_size(a) >= dtype_size(b) ? a : b;
+  DType u = is_unsigned(a) ? a : b, s = is_unsigned(a) ? b : a;
+  if (dtype_size(s) > dtype_size(u)) return s;
+  if (u == DType::U64)
+    throw Error("promote_types: no integer dtype holds every value of both uint64 and " +
+                std::string(dtype_name(s)) + "; cast one operand explicitly");
+  return signed_int_of_bytes(2 * dtype_size(u));
 }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   DTypeCategory ca = dtype_category(a), cb = dtype_category(b);
   if (ca != cb) return ca > cb ? a : b;  // bool < integral < floating: the higher category wins
-  // f16 and bf16 have no common 16-bit type: both fit in f32.
+  if (ca == DTypeCategory::Integral) return promote_integers(a, b);
   if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
-  return width_rank(a) >= width_rank(b) ? a : b;
+  return float_rank(a) >= float_rank(b) ? a : b;
 }
 
 DType promote_with_scalar(DType tensor, DTypeCategory scalar) {

@@ -108,6 +108,11 @@ Bytes to_bytes(const Array& x) {
     case DType::I64: return copy_out<int64_t>(x);
     case DType::U8: return copy_out<uint8_t>(x);
     case DType::Bool: return copy_out<uint8_t>(x);  // 0 or 1 per element
+    case DType::I8: return copy_out<int8_t>(x);
+    case DType::I16: return copy_out<int16_t>(x);
+    case DType::U16: return copy_out<uint16_t>(x);
+    case DType::U32: return copy_out<uint32_t>(x);
+    case DType::U64: return copy_out<uint64_t>(x);
   }
   throw Error("dist: unknown dtype");
 }
@@ -136,6 +141,11 @@ Bytes reduce_in_rank_order(const std::vector<const uint8_t*>& parts, size_t coun
     case DType::I32: return reduce_plain<int32_t>(parts, count, op);
     case DType::I64: return reduce_plain<int64_t>(parts, count, op);
     case DType::U8: return reduce_plain<uint8_t>(parts, count, op);  // sums wrap modulo 256, as in PyTorch
+    case DType::I8: return reduce_plain<int8_t>(parts, count, op);
+    case DType::I16: return reduce_plain<int16_t>(parts, count, op);
+    case DType::U16: return reduce_plain<uint16_t>(parts, count, op);
+    case DType::U32: return reduce_plain<uint32_t>(parts, count, op);
+    case DType::U64: return reduce_plain<uint64_t>(parts, count, op);
     case DType::F16:
       return reduce_typed<uint16_t, float>(
           parts, count, op, [](uint16_t h) { return half_to_float(h); }, [](float f) { return float_to_half(f); });

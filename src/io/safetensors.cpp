@@ -39,6 +39,11 @@ const char* st_name(DType t) {
     case DType::I64: return "I64";
     case DType::U8: return "U8";
     case DType::Bool: return "BOOL";
+    case DType::I8: return "I8";
+    case DType::I16: return "I16";
+    case DType::U16: return "U16";
+    case DType::U32: return "U32";
+    case DType::U64: return "U64";
   }
   return "?";
 }
@@ -112,7 +117,10 @@ TensorInfo parse_entry(const std::string& key, const json& v, uint64_t data_size
     bad(fmt::format("entry '{}' needs dtype, shape and data_offsets", key));
   if (!dt->is_string()) bad(fmt::format("entry '{}': dtype is not a string", key));
   std::optional<DType> dtype = st_dtype(dt->get<std::string>());
-  if (!dtype) bad(fmt::format("entry '{}': unsupported dtype '{}'", key, dt->get<std::string>()));
+  if (!dtype)
+    bad(fmt::format("entry '{}': unsupported dtype '{}' (Ember reads F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 "
+                    "BOOL; it has no float8, float6, float4 or complex dtype)",
+                    key, dt->get<std::string>()));
   if (!sh->is_array()) bad(fmt::format("entry '{}': shape is not an array", key));
   if (sh->size() > size_t(kMaxRank)) bad(fmt::format("entry '{}': rank {} exceeds {}", key, sh->size(), kMaxRank));
   std::vector<uint64_t> dims;
@@ -170,22 +178,7 @@ void check_tiling(const std::vector<TensorInfo>& tensors, uint64_t data_size) {
 
 // Raw little-endian bytes of an array in its own dtype.
 std::vector<uint8_t> array_bytes(const Array& a) {
-  size_t n = size_t(a.numel());
-  std::vector<uint8_t> out(n * dtype_size(a.dtype()));
-  auto copy = [&](const auto& v) {
-    if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
-  };
-  switch (a.dtype()) {
-    case DType::F32: copy(a.to_vector<float>()); break;
-    case DType::F64: copy(a.to_vector<double>()); break;
-    case DType::F16: copy(a.to_vector<Half>()); break;
-    case DType::BF16: copy(a.to_vector<BFloat16>()); break;
-    case DType::I32: copy(a.to_vector<int32_t>()); break;
-    case DType::I64: copy(a.to_vector<int64_t>()); break;
-    case DType::U8: copy(a.to_vector<uint8_t>()); break;
-    case DType::Bool: copy(cast(a, DType::U8).to_vector<uint8_t>()); break;
-  }
-  return out;
+  return a.to_bytes();
 }
 
 }  // namespace

@@ -36,8 +36,12 @@ static int64_t wrap_int_constant(int64_t v, DType dtype) {
   switch (dtype) {
     case DType::Bool: return v != 0;
     case DType::U8: return int64_t(uint8_t(uint64_t(v)));
+    case DType::I8: return int64_t(int8_t(uint8_t(uint64_t(v))));
+    case DType::I16: return int64_t(int16_t(uint16_t(uint64_t(v))));
+    case DType::U16: return int64_t(uint16_t(uint64_t(v)));
     case DType::I32: return int64_t(int32_t(uint32_t(uint64_t(v))));
-    default: return v;
+    case DType::U32: return int64_t(uint32_t(uint64_t(v)));
+    default: return v;  // i64; u64 keeps the bits
   }
 }
 
@@ -101,7 +105,13 @@ Val Builder::cast(Val v, DType dtype) {
 }
 
 Val Builder::round_to_dtype(Val v) {
-  if (v.dtype != DType::U8 && v.dtype != DType::F16 && v.dtype != DType::BF16) return v;
+  // The dtypes held in a wider register (abi.h); i32, i64 and u64 wrap in their own width.
+  switch (v.dtype) {
+    case DType::F16: case DType::BF16: case DType::U8: case DType::I8: case DType::I16: case DType::U16:
+    case DType::U32:
+      break;
+    default: return v;
+  }
   return emit(EMBER_KIR_CAST, v.dtype, v);
 }
 

@@ -49,6 +49,11 @@ std::string_view dtype_enumerator(DType t) {
     case DType::I64: return "I64";
     case DType::U8: return "U8";
     case DType::Bool: return "Bool";
+    case DType::I8: return "I8";
+    case DType::I16: return "I16";
+    case DType::U16: return "U16";
+    case DType::U32: return "U32";
+    case DType::U64: return "U64";
   }
   return "?";
 }

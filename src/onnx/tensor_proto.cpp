@@ -47,7 +47,12 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
     case 1: return DType::F32;
     case 2: return DType::U8;
+    case 3: return DType::I8;
+    case 4: return DType::U16;
+    case 5: return DType::I16;
     case 6: return DType::I32;
+    case 12: return DType::U32;
+    case 13: return DType::U64;
     case 7: return DType::I64;
     case 9: return DType::Bool;
     case 10: return DType::F16;
@@ -55,8 +60,8 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
     case 16: return DType::BF16;
     default:
       throw Unsupported(what + ": element type " + onnx_type_name(t) +
-                        " has no Ember dtype (supported: float32, float64, float16, bfloat16, int32, int64, "
-                        "uint8, bool)");
+                        " has no Ember dtype (supported: float32, float64, float16, bfloat16, int8, int16, "
+                        "int32, int64, uint8, uint16, uint32, uint64, bool)");
   }
 }
 
@@ -70,6 +75,11 @@ int32_t onnx_type_from_dtype(DType d) {
     case DType::F16: return 10;
     case DType::F64: return 11;
     case DType::BF16: return 16;
+    case DType::I8: return 3;
+    case DType::U16: return 4;
+    case DType::I16: return 5;
+    case DType::U32: return 12;
+    case DType::U64: return 13;
   }
   return 0;
 }
@@ -91,6 +101,11 @@ void copy_typed(const Field& field, DType dtype, void* dst) {
       case DType::I64: static_cast<int64_t*>(dst)[i] = int64_t(v); break;
       case DType::U8: static_cast<uint8_t*>(dst)[i] = uint8_t(v); break;
       case DType::Bool: static_cast<uint8_t*>(dst)[i] = v != 0; break;
+      case DType::I8: static_cast<int8_t*>(dst)[i] = int8_t(v); break;
+      case DType::I16: static_cast<int16_t*>(dst)[i] = int16_t(v); break;
+      case DType::U16: static_cast<uint16_t*>(dst)[i] = uint16_t(v); break;
+      case DType::U32: static_cast<uint32_t*>(dst)[i] = uint32_t(v); break;
+      case DType::U64: static_cast<uint64_t*>(dst)[i] = uint64_t(v); break;
       // float16 / bfloat16 values are stored as their bit patterns in int32_data.
       case DType::F16:
       case DType::BF16: static_cast<uint16_t*>(dst)[i] = uint16_t(int64_t(v)); break;
@@ -172,7 +187,8 @@ Array tensor_to_array(const ::onnx::TensorProto& t, const std::string& what, con
     case 1: return typed(t.float_data());
     case 11: return typed(t.double_data());
     case 7: return typed(t.int64_data());
-    default: return typed(t.int32_data());  // int32, uint8, bool, float16, bfloat16
+    case 12: case 13: return typed(t.uint64_data());  // uint32, uint64
+    default: return typed(t.int32_data());  // int8, int16, int32, uint8, uint16, bool, float16, bfloat16
   }
 }
 
@@ -180,22 +196,8 @@ void array_to_tensor(const Array& value, const std::string& name, ::onnx::Tensor
   t->set_name(name);
   t->set_data_type(onnx_type_from_dtype(value.dtype()));
   for (int64_t d : value.shape()) t->add_dims(d);
-  std::string raw(size_t(value.numel()) * dtype_size(value.dtype()), '\0');
-  switch (value.dtype()) {
-    case DType::F32: { auto v = value.to_vector<float>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::F64: { auto v = value.to_vector<double>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::F16: { auto v = value.to_vector<Half>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::BF16: { auto v = value.to_vector<BFloat16>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::I32: { auto v = value.to_vector<int32_t>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::I64: { auto v = value.to_vector<int64_t>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::U8: { auto v = value.to_vector<uint8_t>(); std::memcpy(raw.data(), v.data(), raw.size()); break; }
-    case DType::Bool: {
-      auto v = value.to_vector<bool>();
-      for (size_t i = 0; i < v.size(); ++i) raw[i] = v[i] ? 1 : 0;
-      break;
-    }
-  }
-  t->set_raw_data(raw);
+  std::vector<uint8_t> bytes = value.to_bytes();
+  t->set_raw_data(std::string(bytes.begin(), bytes.end()));
 }
 
 }  // namespace detail

@@ -87,6 +87,7 @@ ReduceTypes reduce_types(Op op, DType input) {
   switch (info.rule) {
     case DTypeRule::Sum:
       if (is_floating(input)) return {input, input};
+      if (input == DType::U64) return {input, input};  // i64 cannot hold it: wraps modulo 2^64
       return {DType::I64, DType::I64};
     case DTypeRule::FloatOnly:
       if (!is_floating(input))

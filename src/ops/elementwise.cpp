@@ -81,7 +81,12 @@ Array clamp(const Array& x, std::optional<Scalar> lo, std::optional<Scalar> hi, 
     if (is_floating(n->dtype)) return scalar_like(upper ? HUGE_VAL : -HUGE_VAL, x, loc);
     switch (n->dtype) {
       case DType::U8: return scalar_like(upper ? 255 : 0, x, loc);
+      case DType::I8: return scalar_like(upper ? INT8_MAX : INT8_MIN, x, loc);
+      case DType::I16: return scalar_like(upper ? INT16_MAX : INT16_MIN, x, loc);
+      case DType::U16: return scalar_like(upper ? UINT16_MAX : 0, x, loc);
       case DType::I32: return scalar_like(upper ? INT32_MAX : INT32_MIN, x, loc);
+      case DType::U32: return scalar_like(upper ? UINT32_MAX : 0u, x, loc);
+      case DType::U64: return scalar_like(upper ? UINT64_MAX : uint64_t(0), x, loc);
       default: return scalar_like(upper ? INT64_MAX : INT64_MIN, x, loc);
     }
   };

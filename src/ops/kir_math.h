@@ -111,7 +111,7 @@ inline Val softplus_k(Val x, double beta, double threshold) {
 }
 
 // ---- integer bit operations from wrapping arithmetic ------------------------------------------
-inline int bit_width(DType dt) { return dt == DType::U8 ? 8 : dt == DType::I32 ? 32 : 64; }
+inline int bit_width(DType dt) { return int(dtype_size(dt)) * 8; }
 
 // a & b, one bit at a time: rem(v, 2) is the low bit (0 or 1, also for negative v) and
 // floor_div(v, 2) the arithmetic shift right; the sign bit's weight wraps to the minimum.
@@ -139,7 +139,7 @@ inline Val bit_xor_k(Val x, Val y) {
 }
 inline Val bit_not_k(Val x) {
   if (x.dtype == DType::Bool) return logical_not(x);
-  return -x - 1.0;  // two's complement (u8: 255 - x after wrapping)
+  return -x - 1.0;  // two's complement (unsigned: the maximum - x after wrapping)
 }
 // Shift counts outside [0, width) give 0 (left) or the sign fill (right; 0 for u8).
 inline Val shift_left_k(Val x, Val n) {
@@ -150,7 +150,7 @@ inline Val shift_left_k(Val x, Val n) {
 }
 inline Val shift_right_k(Val x, Val n) {
   int w = bit_width(x.dtype);
-  bool is_unsigned = x.dtype == DType::U8;
+  bool is_unsigned = ember::is_unsigned(x.dtype);
   int top = is_unsigned ? w - 1 : w - 2;  // largest count whose power of two is positive
   Val e = max(min(n, c(n, top)), c(n, 0));
   Val r = floor_div(x, pow(c(x, 2), e));

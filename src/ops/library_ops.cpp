@@ -403,7 +403,8 @@ Array scan(Op kind, const Array& x, int dim, bool reverse, const char* op, Loc l
   if (autocast_active()) [[unlikely]] {
     if (auto cast_x = autocast_operands(kind, {x}, loc)) return scan(kind, (*cast_x)[0], dim, reverse, op, loc);
   }
-  const DType dt = is_floating(n->dtype) ? n->dtype : DType::I64;
+  // As sum: integers accumulate in i64, except u64 (which i64 cannot hold; it wraps in u64).
+  const DType dt = is_floating(n->dtype) || n->dtype == DType::U64 ? n->dtype : DType::I64;
   Array in = cast(x, dt, loc);
   const int r = n->shape.rank();
   const int d = dim_arg(dim, r, op, loc);

@@ -487,6 +487,51 @@ TEST_F(CpuTier1Test, FusedOpsThroughTheApiMatchReference) {
   EXPECT_GT(stats().launches, s0.launches);
 }
 
+// The integer dtypes held in wider registers (i8/i16/u16 in i32, u32 in i64) and u64's unsigned
+// semantics in compiled kernels: fused chains, casts, compares and reductions give the
+// reference's bytes exactly.
+TEST_F(CpuTier1Test, NarrowAndUnsignedIntegersMatchReference) {
+  Tier1Scope scope(1);
+  const Stats s0 = stats();
+  auto compute = [](Device dev) {
+    std::vector<Array> outs;
+    std::vector<int8_t> i8v;
+    std::vector<uint16_t> u16v;
+    std::vector<uint32_t> u32v;
+    std::vector<uint64_t> u64v;
+    std::vector<double> fv;
+    for (int i = 0; i < 300; ++i) {
+      i8v.push_back(int8_t(i * 37));
+      u16v.push_back(uint16_t(i * 4099));
+      u32v.push_back(uint32_t(i) * 2654435761u);
+      u64v.push_back(uint64_t(i) * 0x9E3779B97F4A7C15ull);
+      fv.push_back((i - 150) * 1.0e17 + (i % 7) * 0.37);  // beyond every integer range, and small values
+    }
+    Array a8 = from_vector(i8v, {300}, dev), a16 = from_vector(u16v, {300}, dev);
+    Array a32 = from_vector(u32v, {300}, dev), a64 = from_vector(u64v, {300}, dev);
+    Array f = from_vector(fv, {300}, dev);
+    outs.push_back(mul(add(a8, a8), a8));                         // i8 wraps after each op
+    outs.push_back(sub(mul(a16, 3), a16));                        // u16
+    outs.push_back(add(mul(a32, a32), 7));                        // u32 products beyond 2^32
+    outs.push_back(where(gt(a64, mul(a64, 3)), a64, maximum(a64, sub(a64, 1))));  // u64 compares
+    outs.push_back(cast(a64, DType::F64));                        // u64 -> f64 above 2^63
+    outs.push_back(cast(f, DType::U64));                          // f64 -> u64 out of range
+    outs.push_back(cast(f, DType::U32));
+    outs.push_back(cast(div(f, 1e15), DType::I8));
+    outs.push_back(sum(reshape(a64, {30, 10}), {1}));             // u64 sums wrap
+    outs.push_back(max(reshape(a64, {30, 10}), {1}));             // unsigned max
+    outs.push_back(min(reshape(a32, {30, 10}), {1}));
+    outs.push_back(sum(reshape(a16, {30, 10}), {1}));             // -> i64
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const Array& o : outs) bytes.push_back(o.to_bytes());
+    return bytes;
+  };
+  auto got = compute(Device::cpu()), want = compute(Device::reference());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], want[k]) << "output " << k;
+  EXPECT_GE(stats().launches, s0.launches + 12) << "every kernel above runs on tier 1";
+}
+
 // Two threads keep running one program while it switches from tier 0 to tier 1 (auto mode, the
 // compile in the background): every run gives the same bits (correctly rounded ops only).
 TEST_F(CpuTier1Test, ThreadsRunAProgramWhileItSwitches) {

@@ -29,8 +29,13 @@ inline double input_value(int r, int64_t i, DType dtype) {
     case DType::F16:
     case DType::BF16: return (r + 1) * 0.5 + double(i % 9) * 0.25 - 1.0;
     case DType::I32:
-    case DType::I64: return double((r + 1) * 7 - i);
+    case DType::I64:
+    case DType::I8:
+    case DType::I16: return double((r + 1) * 7 - i % 20);
     case DType::U8: return double((r * 100 + i * 3) % 256);
+    case DType::U16:
+    case DType::U32:
+    case DType::U64: return double((r * 100 + i * 3) % 1000);
     case DType::Bool: return (r + i) % 3 == 0 ? 1.0 : 0.0;
   }
   return 0;

@@ -190,8 +190,8 @@ TEST(SafetensorsTest, MalformedHeaders) {
   expect_parse_error(with_header("[1, 2]", 0), "header must start with '{'");
   expect_parse_error(with_header("{\"x\": ", 0), "not valid JSON");
   expect_parse_error(with_header(R"({"x": {"dtype": "F32", "shape": [2]}})", 8), "needs dtype, shape and data_offsets");
-  expect_parse_error(with_header(R"({"x": {"dtype": "I8", "shape": [2], "data_offsets": [0, 2]}})", 2),
-                     "unsupported dtype 'I8'");
+  expect_parse_error(with_header(R"({"x": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", 2),
+                     "unsupported dtype 'F8_E4M3'");
   expect_parse_error(with_header(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8),
                      "needs 12 bytes, data_offsets give 8");
   expect_parse_error(with_header(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4),

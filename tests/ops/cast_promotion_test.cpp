@@ -22,8 +22,25 @@ double cast_expect(double v, DType from, DType to) {
   if (to == DType::Bool) return v != 0 ? 1 : 0;
   if (is_floating(to)) return v;  // the inputs below are exact in every float dtype
   double t = is_floating(from) ? std::trunc(v) : v;
-  if (to == DType::U8) return std::fmod(std::fmod(t, 256) + 256, 256);
-  return t;  // within i32 range below
+  auto wrap = [t](double modulus, bool is_signed) {  // t within i32 below
+    double m = std::fmod(std::fmod(t, modulus) + modulus, modulus);
+    return is_signed && m >= modulus / 2 ? m - modulus : m;
+  };
+  switch (to) {
+    case DType::U8: return wrap(256, false);
+    case DType::I8: return wrap(256, true);
+    case DType::U16: return wrap(65536, false);
+    case DType::I16: return wrap(65536, true);
+    case DType::U32: return wrap(4294967296.0, false);
+    case DType::U64: return t < 0 ? 18446744073709551616.0 + t : t;  // as a double: 2^64 - 1 rounds to 2^64
+    default: return t;  // i32, i64
+  }
+}
+
+// int8 sources: the int sources' values that int8 holds.
+const std::vector<double>& u8_src_signed() {
+  static const std::vector<double> v = {0, 1, -1, 2, -2, 100, 127, -128, -127, 55};
+  return v;
 }
 
 TEST_P(OpCast, EveryDtypePair) {
@@ -31,13 +48,16 @@ TEST_P(OpCast, EveryDtypePair) {
   const std::vector<double> float_src = {0, 1, -1, 2.5, -2.5, 100, 200, 300, -0.75, 127.5};
   const std::vector<double> int_src = {0, 1, -1, 2, -2, 100, 200, 300, -129, 255};
   const std::vector<double> u8_src = {0, 1, 255, 2, 254, 100, 200, 44, 127, 128};
+  const std::vector<double> u16_src = {0, 1, 65280, 2, 40960, 100, 200, 300, 32768, 128};  // exact in bf16 too
   const std::vector<double> bool_src = {0, 1, 1, 0, 1, 0, 0, 1, 1, 1};
   int pairs = 0;
   for (DType from : all_dtypes()) {
-    const std::vector<double>& src = is_floating(from) ? float_src
-                                     : from == DType::U8 ? u8_src
-                                     : from == DType::Bool ? bool_src
-                                                           : int_src;
+    const std::vector<double>& src = is_floating(from)                             ? float_src
+                                     : from == DType::U8                           ? u8_src
+                                     : from == DType::Bool                         ? bool_src
+                                     : is_unsigned(from)                           ? u16_src
+                                     : from == DType::I8                           ? u8_src_signed()
+                                                                                   : int_src;
     Array x = make(src, {2, 5}, from, dev);
     for (DType to : all_dtypes()) {
       SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
@@ -50,7 +70,7 @@ TEST_P(OpCast, EveryDtypePair) {
       ++pairs;
     }
   }
-  EXPECT_EQ(pairs, 64);
+  EXPECT_EQ(pairs, 169);
 }
 
 TEST_P(OpCast, SixteenBitFloatRounding) {
@@ -111,28 +131,46 @@ class OpPromotion : public ::testing::TestWithParam<Device> {
   Device dev = GetParam();
 };
 
-// The tensor-tensor promotion table, written out by hand (PyTorch's rules for these dtypes).
-// Order: f32 f64 f16 bf16 i32 i64 u8 bool.
+// The tensor-tensor promotion table, written out by hand: PyTorch's rules; for the unsigned
+// types PyTorch leaves undefined, the smallest signed type holding both (NumPy's); ERR where no
+// integer type holds both (uint64 with a signed type: an error, not a silent choice).
+// Order: f32 f64 f16 bf16 i32 i64 u8 bool i8 i16 u16 u32 u64 (all_dtypes()).
 constexpr DType F32 = DType::F32, F64 = DType::F64, F16 = DType::F16, B16 = DType::BF16, I32 = DType::I32,
-                I64 = DType::I64, U8 = DType::U8, BOOL = DType::Bool;
-const DType kTable[8][8] = {
-    /* f32  */ {F32, F64, F32, F32, F32, F32, F32, F32},
-    /* f64  */ {F64, F64, F64, F64, F64, F64, F64, F64},
-    /* f16  */ {F32, F64, F16, F32, F16, F16, F16, F16},
-    /* bf16 */ {F32, F64, F32, B16, B16, B16, B16, B16},
-    /* i32  */ {F32, F64, F16, B16, I32, I64, I32, I32},
-    /* i64  */ {F32, F64, F16, B16, I64, I64, I64, I64},
-    /* u8   */ {F32, F64, F16, B16, I32, I64, U8, U8},
-    /* bool */ {F32, F64, F16, B16, I32, I64, U8, BOOL},
+                I64 = DType::I64, U8 = DType::U8, BOOL = DType::Bool, I8 = DType::I8, I16 = DType::I16,
+                U16 = DType::U16, U32 = DType::U32, U64 = DType::U64;
+constexpr DType ERR = DType(255);
+const DType kTable[13][13] = {
+    /*          f32  f64  f16  bf16 i32  i64  u8   bool i8   i16  u16  u32  u64 */
+    /* f32  */ {F32, F64, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32},
+    /* f64  */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
+    /* f16  */ {F32, F64, F16, F32, F16, F16, F16, F16, F16, F16, F16, F16, F16},
+    /* bf16 */ {F32, F64, F32, B16, B16, B16, B16, B16, B16, B16, B16, B16, B16},
+    /* i32  */ {F32, F64, F16, B16, I32, I64, I32, I32, I32, I32, I32, I64, ERR},
+    /* i64  */ {F32, F64, F16, B16, I64, I64, I64, I64, I64, I64, I64, I64, ERR},
+    /* u8   */ {F32, F64, F16, B16, I32, I64, U8, U8, I16, I16, U16, U32, U64},
+    /* bool */ {F32, F64, F16, B16, I32, I64, U8, BOOL, I8, I16, U16, U32, U64},
+    /* i8   */ {F32, F64, F16, B16, I32, I64, I16, I8, I8, I16, I32, I64, ERR},
+    /* i16  */ {F32, F64, F16, B16, I32, I64, I16, I16, I16, I16, I32, I64, ERR},
+    /* u16  */ {F32, F64, F16, B16, I32, I64, U16, U16, I32, I32, U16, U32, U64},
+    /* u32  */ {F32, F64, F16, B16, I64, I64, U32, U32, I64, I64, U32, U32, U64},
+    /* u64  */ {F32, F64, F16, B16, ERR, ERR, U64, U64, ERR, ERR, U64, U64, U64},
 };
 
 TEST_P(OpPromotion, TensorTensorTableThroughOps) {
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 8; ++j) {
+  ASSERT_EQ(all_dtypes().size(), 13u);
+  for (int i = 0; i < 13; ++i)
+    for (int j = 0; j < 13; ++j) {
       DType a = all_dtypes()[size_t(i)], b = all_dtypes()[size_t(j)], want = kTable[i][j];
       SCOPED_TRACE(std::string(dtype_name(a)) + " with " + std::string(dtype_name(b)));
-      EXPECT_EQ(promote_types(a, b), want);
+      ASSERT_EQ(kTable[j][i], want);  // the table is symmetric
       Array x = make({1, 2}, {2}, a, dev), y = make({1, 1}, {2}, b, dev);
+      if (want == ERR) {
+        EMBER_EXPECT_ERROR(promote_types(a, b), "uint64", "cast");
+        EMBER_EXPECT_ERROR(add(x, y), "uint64");
+        EMBER_EXPECT_ERROR(eq(x, y), "uint64");
+        continue;
+      }
+      EXPECT_EQ(promote_types(a, b), want);
       EXPECT_EQ(eq(x, y).dtype(), DType::Bool);
       EXPECT_EQ(where(make({1, 0}, {2}, BOOL, dev), x, y).dtype(), want);
       EXPECT_EQ(div(x, y).dtype(), is_floating(want) ? want : F32);

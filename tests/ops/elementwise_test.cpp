@@ -49,16 +49,23 @@ TEST_P(OpElementwise, ArithmeticEachNumericDtype) {
     EXPECT_TRUE(same(minimum(x, y), {0, 1, 2, 2, 7, 6}));
     EXPECT_TRUE(same(floor_div(x, y), {0, 1, 0, 2, 1, 1}));
     EXPECT_TRUE(same(rem(x, y), {0, 0, 2, 1, 0, 4}));
-    if (t == DType::F32 || t == DType::F64 || t == DType::I32 || t == DType::I64) {
+    if (t == DType::F32 || t == DType::F64 || t == DType::I32 || t == DType::I64 || t == DType::U32 ||
+        t == DType::U64) {
       EXPECT_TRUE(same(pow(x, y), {0, 1, 16, 25, 823543, 1000000}));
     }
-    if (t != DType::U8) {
+    if (!is_unsigned(t)) {
       EXPECT_TRUE(same(sub(x, y), {-3, 0, -2, 3, 0, 4}));
       EXPECT_TRUE(same(neg(x), {0, -1, -2, -5, -7, -10}));
       EXPECT_TRUE(same(abs(neg(x)), a));
+      EXPECT_TRUE(same(relu(sub(x, y)), {0, 0, 0, 3, 0, 4}));
+    } else {
+      // Unsigned: a - b wraps modulo 2^bits (the double of 2^64 - 3 is 2^64).
+      auto wrapped = [t](int64_t v) {
+        return t == DType::U64 ? double(uint64_t(v)) : double(uint64_t(v) & ((uint64_t(1) << (8 * dtype_size(t))) - 1));
+      };
+      EXPECT_TRUE(same(relu(sub(x, y)), {wrapped(-3), 0, wrapped(-2), 3, 0, 4}));
+      EXPECT_TRUE(same(neg(x), {0, wrapped(-1), wrapped(-2), wrapped(-5), wrapped(-7), wrapped(-10)}));
     }
-    EXPECT_TRUE(same(relu(sub(x, y)), t == DType::U8 ? std::vector<double>{253, 0, 254, 3, 0, 4}
-                                                       : std::vector<double>{0, 0, 0, 3, 0, 4}));
   }
 }
 

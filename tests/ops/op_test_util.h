@@ -20,8 +20,9 @@
 namespace ember::testing {
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> v = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                       DType::I32, DType::I64, DType::U8,  DType::Bool};
+  static const std::vector<DType> v = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32,
+                                       DType::I64, DType::U8,  DType::Bool, DType::I8,   DType::I16,
+                                       DType::U16, DType::U32, DType::U64};
   return v;
 }
 inline const std::vector<DType>& float_dtypes() {
@@ -29,9 +30,17 @@ inline const std::vector<DType>& float_dtypes() {
   return v;
 }
 inline const std::vector<DType>& numeric_dtypes() {
-  static const std::vector<DType> v = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                                       DType::I32, DType::I64, DType::U8};
+  static const std::vector<DType> v = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64,
+                                       DType::U8,  DType::I8,  DType::I16, DType::U16,  DType::U32, DType::U64};
   return v;
+}
+
+// Integers of type T from doubles (negative values wrap for the unsigned types, as a cast would).
+template <class T>
+Array make_as(const std::vector<double>& v, const Shape& shape, Device dev) {
+  std::vector<T> h;
+  for (double x : v) h.push_back(T(int64_t(x)));
+  return from_vector(h, shape, dev);
 }
 
 // Builds a tensor of `dtype` on `dev` from doubles, converting on the host. Callers choose values
@@ -70,6 +79,11 @@ inline Array make(const std::vector<double>& v, const Shape& shape, DType dtype,
       for (double x : v) h.push_back(x != 0);
       return from_vector(h, shape, dev);
     }
+    case DType::I8: return make_as<int8_t>(v, shape, dev);
+    case DType::I16: return make_as<int16_t>(v, shape, dev);
+    case DType::U16: return make_as<uint16_t>(v, shape, dev);
+    case DType::U32: return make_as<uint32_t>(v, shape, dev);
+    case DType::U64: return make_as<uint64_t>(v, shape, dev);
   }
   return {};
 }

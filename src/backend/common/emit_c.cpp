@@ -69,6 +69,11 @@ template <class F> inline int32_t e_to_i32(F x) {
 template <class F> inline int64_t e_to_i64(F x) {
   return (x >= F(-9223372036854775808.0) && x < F(9223372036854775808.0)) ? int64_t(x) : INT64_MIN;
 }
+template <class F> inline uint64_t e_to_u64(F x) {
+  if (x >= F(0) && x < F(18446744073709551616.0)) return uint64_t(x);
+  if (x > F(-9223372036854775808.0) && x < F(0)) return uint64_t(int64_t(x));
+  return uint64_t(1) << 63;
+}
 template <class T> inline T e_max(T x, T y) { return (x != x || y != y) ? T(__builtin_nan("")) : (x > y ? x : y); }
 template <class T> inline T e_min(T x, T y) { return (x != x || y != y) ? T(__builtin_nan("")) : (x < y ? x : y); }
 template <class T> inline T e_rem(T x, T y) {
@@ -187,8 +192,9 @@ const char* ExprTable::reg_type(uint8_t dt) const {
   switch (dt) {
     case EMBER_F32: return "float";
     case EMBER_F64: return "double";
-    case EMBER_I64: return "int64_t";
-    case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int32_t";
+    case EMBER_I64: case EMBER_U32: return "int64_t";
+    case EMBER_U64: return "uint64_t";
+    case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16: return "int32_t";
     case EMBER_F16: case EMBER_BF16: return "float";  // values rounded to the half's precision
     default: return nullptr;
   }
@@ -202,6 +208,11 @@ const char* ExprTable::storage_type(uint8_t dt) const {
     case EMBER_I32: return "int32_t";
     case EMBER_U8: case EMBER_BOOL: return "uint8_t";
     case EMBER_F16: case EMBER_BF16: return "uint16_t";
+    case EMBER_I8: return "int8_t";
+    case EMBER_I16: return "int16_t";
+    case EMBER_U16: return "uint16_t";
+    case EMBER_U32: return "uint32_t";
+    case EMBER_U64: return "uint64_t";
     default: return nullptr;
   }
 }
@@ -210,8 +221,9 @@ std::string ExprTable::constant(const ember_kir_inst& in) const {
   switch (in.dtype) {
     case EMBER_F32: case EMBER_F16: case EMBER_BF16: return "float(" + double_literal(in.fimm) + ")";
     case EMBER_F64: return double_literal(in.fimm);
-    case EMBER_I64: return fmt("int64_t(UINT64_C(0x%" PRIx64 "))", uint64_t(in.iimm));
-    case EMBER_I32: case EMBER_U8: case EMBER_BOOL:
+    case EMBER_I64: case EMBER_U32: return fmt("int64_t(UINT64_C(0x%" PRIx64 "))", uint64_t(in.iimm));
+    case EMBER_U64: return fmt("UINT64_C(0x%" PRIx64 ")", uint64_t(in.iimm));
+    case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16:
       return fmt("int32_t(uint32_t(UINT64_C(0x%" PRIx64 ")))", uint64_t(in.iimm));
     default: return "";
   }
@@ -241,10 +253,12 @@ std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) cons
         return "";
     }
   }
-  const char* U = dt == EMBER_I64 ? "uint64_t" : "uint32_t";
+  const char* U = wrap_type(dt);
   switch (op) {
     case EMBER_KIR_NEG: return fmt("%s(%s(0) - %s(%s))", T, U, U, a.c_str());
-    case EMBER_KIR_ABS: return fmt("(%s < 0 ? %s(%s(0) - %s(%s)) : %s)", a.c_str(), T, U, U, a.c_str(), a.c_str());
+    case EMBER_KIR_ABS:
+      if (dt == EMBER_U64) return a;
+      return fmt("(%s < 0 ? %s(%s(0) - %s(%s)) : %s)", a.c_str(), T, U, U, a.c_str(), a.c_str());
     case EMBER_KIR_NOT: return fmt("%s(%s == 0)", T, a.c_str());
     case EMBER_KIR_FLOOR: case EMBER_KIR_CEIL: return a;
     default: return "";
@@ -271,7 +285,7 @@ std::string ExprTable::binary(uint16_t op, uint8_t dt, const std::string& a, con
       default: return "";
     }
   }
-  const char* U = dt == EMBER_I64 ? "uint64_t" : "uint32_t";
+  const char* U = wrap_type(dt);
   switch (op) {
     case EMBER_KIR_ADD: return fmt("%s(%s(%s) + %s(%s))", T, U, x, U, y);
     case EMBER_KIR_SUB: return fmt("%s(%s(%s) - %s(%s))", T, U, x, U, y);
@@ -312,8 +326,13 @@ std::string ExprTable::cast(uint8_t from, uint8_t to, const std::string& a) cons
     case EMBER_F64: return fmt("double(%s)", x);
     case EMBER_F32: return fmt("float(double(%s))", x);
     case EMBER_I64: return sf ? fmt("e_to_i64(%s)", x) : fmt("int64_t(%s)", x);
-    case EMBER_U8:
-      return sf ? fmt("int32_t(uint8_t(uint32_t(e_to_i32(%s))))", x) : fmt("int32_t(uint8_t(uint64_t(%s)))", x);
+    case EMBER_U64: return sf ? fmt("e_to_u64(%s)", x) : fmt("uint64_t(%s)", x);
+    case EMBER_U32:  // held in i64; floats convert through i64
+      return sf ? fmt("int64_t(uint32_t(uint64_t(e_to_i64(%s))))", x) : fmt("int64_t(uint32_t(uint64_t(%s)))", x);
+    case EMBER_U8: case EMBER_I8: case EMBER_U16: case EMBER_I16: {  // held in i32; floats through i32
+      const char* W = to == EMBER_U8 ? "uint8_t" : to == EMBER_I8 ? "int8_t" : to == EMBER_U16 ? "uint16_t" : "int16_t";
+      return sf ? fmt("int32_t(%s(uint32_t(e_to_i32(%s))))", W, x) : fmt("int32_t(%s(uint64_t(%s)))", W, x);
+    }
     default:  // i32
       return sf ? fmt("e_to_i32(%s)", x) : fmt("int32_t(uint32_t(uint64_t(%s)))", x);
   }
@@ -332,7 +351,8 @@ std::string ExprTable::rand_uniform(uint8_t dt, const std::string& counter, uint
 
 std::string ExprTable::load(uint8_t dt, const std::string& ref) const {
   switch (dt) {
-    case EMBER_U8: return "int32_t(" + ref + ")";
+    case EMBER_U8: case EMBER_I8: case EMBER_I16: case EMBER_U16: return "int32_t(" + ref + ")";
+    case EMBER_U32: return "int64_t(" + ref + ")";
     case EMBER_BOOL: return "int32_t(" + ref + " != 0)";
     case EMBER_F16: return "e_h2f(" + ref + ")";
     case EMBER_BF16: return "e_b2f(" + ref + ")";
@@ -348,11 +368,19 @@ std::string ExprTable::store_value(uint8_t dt, uint8_t value_dt, const std::stri
   }
   switch (dt) {
     case EMBER_U8: return "uint8_t(uint32_t(" + x + "))";
+    case EMBER_I8: return "int8_t(" + x + ")";
+    case EMBER_U16: return "uint16_t(uint32_t(" + x + "))";
+    case EMBER_I16: return "int16_t(" + x + ")";
+    case EMBER_U32: return "uint32_t(uint64_t(" + x + "))";
     case EMBER_BOOL: return "uint8_t(" + x + " != 0)";
     case EMBER_F16: return "e_f2h(" + x + ")";  // x holds a value rounded to f16 (CAST above)
     case EMBER_BF16: return "e_f2b(" + x + ")";
     default: return storage_type(dt) ? x : "";
   }
+}
+
+const char* wrap_type(uint8_t dt) {
+  return dt == EMBER_I64 || dt == EMBER_U32 || dt == EMBER_U64 ? "uint64_t" : "uint32_t";
 }
 
 const ExprTable& cpp_table() {

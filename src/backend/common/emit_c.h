@@ -86,6 +86,10 @@ class ExprTable {
 // The C++ table of the CPU backend (GCC; vector math through glibc's libmvec).
 const ExprTable& cpp_table();
 
+// The unsigned C type of the register an integer dtype is held in (abi.h): integer + - * and
+// the ACC sums and products wrap in it.
+const char* wrap_type(uint8_t dt);
+
 // How the loop structure addresses argument `arg` at the current point: an lvalue of its
 // storage type, and its element offset (for IOTA).
 struct ArgRefs {

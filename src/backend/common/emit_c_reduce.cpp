@@ -47,24 +47,22 @@ int operand_count(const ember_kir_inst& in) {
 std::string S(int64_t v) { return std::to_string(v); }
 std::string var(int32_t k) { return "v" + S(k); }
 
-// The wrapping (unsigned) type integer sums and products accumulate in.
-const char* wrap_type(uint8_t dt) { return dt == EMBER_I64 ? "uint64_t" : "uint32_t"; }
-
 std::string acc_init(uint16_t op, uint8_t dt) {
   const bool fl = is_float(dt);
-  const std::string T = dt == EMBER_F32 ? "float" : dt == EMBER_F64 ? "double" : dt == EMBER_I64 ? "int64_t" : "int32_t";
+  const std::string T = cpp_table().reg_type(dt);
+  const bool wide = T == "int64_t", u64 = dt == EMBER_U64;
   switch (op) {
     case EMBER_KIR_ACC_SUM: return T + "(0)";
     case EMBER_KIR_ACC_PROD: return T + "(1)";
-    case EMBER_KIR_ACC_MAX: return fl ? T + "(-__builtin_inf())" : dt == EMBER_I64 ? "INT64_MIN" : "INT32_MIN";
-    default: return fl ? T + "(__builtin_inf())" : dt == EMBER_I64 ? "INT64_MAX" : "INT32_MAX";
+    case EMBER_KIR_ACC_MAX: return fl ? T + "(-__builtin_inf())" : u64 ? "uint64_t(0)" : wide ? "INT64_MIN" : "INT32_MIN";
+    default: return fl ? T + "(__builtin_inf())" : u64 ? "UINT64_MAX" : wide ? "INT64_MAX" : "INT32_MAX";
   }
 }
 
 // `acc = acc (op) x` for one lane, with the interpreter's semantics (wrapping integer sums and
 // products, NaN-propagating float max/min).
 std::string acc_fold(uint16_t op, uint8_t dt, const std::string& acc, const std::string& x) {
-  const std::string T = dt == EMBER_F32 ? "float" : dt == EMBER_F64 ? "double" : dt == EMBER_I64 ? "int64_t" : "int32_t";
+  const std::string T = cpp_table().reg_type(dt);
   const std::string U = wrap_type(dt);
   switch (op) {
     case EMBER_KIR_ACC_SUM:

@@ -71,8 +71,7 @@ inline ember_device_properties host_device_properties(bool async) {
   p.struct_size = sizeof p;
   p.memory_total = physical_memory_bytes();
   p.memory_free = available_memory_bytes();
-  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
-    p.dtypes |= EMBER_DTYPE_BIT(dt);
+  for (int dt = 0; dt < EMBER_NUM_DTYPES; ++dt) p.dtypes |= EMBER_DTYPE_BIT(dt);
   p.index_bits = 64;
   p.max_buffer_bytes = p.memory_total;
   p.max_binding_bytes = p.memory_total;

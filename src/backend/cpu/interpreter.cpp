@@ -34,14 +34,7 @@ using ember::host::set_status;
 
 namespace {
 
-size_t dtype_bytes(uint8_t dt) {
-  switch (dt) {
-    case EMBER_F64: case EMBER_I64: return 8;
-    case EMBER_F32: case EMBER_I32: return 4;
-    case EMBER_F16: case EMBER_BF16: return 2;
-    default: return 1;
-  }
-}
+size_t dtype_bytes(uint8_t dt) { return ember_dtype_bytes(dt); }
 
 // ---- per-thread scratch ---------------------------------------------------------------------
 struct Scratch {
@@ -220,6 +213,7 @@ void init_lanes(uint16_t op, uint8_t kind, void* v, int64_t* idx, size_t n) {
     case kF32: init_lanes_t(op, static_cast<float*>(v), n); break;
     case kF64: init_lanes_t(op, static_cast<double*>(v), n); break;
     case kI32: init_lanes_t(op, static_cast<int32_t*>(v), n); break;
+    case kU64: init_lanes_t(op, static_cast<uint64_t*>(v), n); break;
     default: init_lanes_t(op, static_cast<int64_t*>(v), n); break;
   }
   if (is_arg_acc(op)) std::fill(idx, idx + n, int64_t(-1));
@@ -292,6 +286,7 @@ void combine(uint16_t op, uint8_t kind, const void* v, const int64_t* idx, size_
     case kF32: combine_t(op, static_cast<const float*>(v), idx, n, out, q); break;
     case kF64: combine_t(op, static_cast<const double*>(v), idx, n, out, q); break;
     case kI32: combine_t(op, static_cast<const int32_t*>(v), idx, n, out, q); break;
+    case kU64: combine_t(op, static_cast<const uint64_t*>(v), idx, n, out, q); break;
     default: combine_t(op, static_cast<const int64_t*>(v), idx, n, out, q); break;
   }
 }
@@ -485,7 +480,7 @@ void run_reduce_vectorized(const Program& p, const ember_kir_launch& l, int64_t 
 // per-outer-point value at any lane.
 void broadcast_lane0(const Program& p, Scratch& s, int32_t k, size_t lanes) {
   char* slot = s.regs + size_t(k) * kSlotBytes;
-  if (p.kind[size_t(k)] == kF64 || p.kind[size_t(k)] == kI64) {
+  if (is_wide_kind(p.kind[size_t(k)])) {
     uint64_t v;
     std::memcpy(&v, s.src[k], 8);
     std::fill_n(reinterpret_cast<uint64_t*>(slot), lanes, v);

@@ -58,6 +58,11 @@ int64_t load_i(const void* p, int32_t dt, int64_t off) {
     case EMBER_I32: return static_cast<const int32_t*>(p)[off];
     case EMBER_I64: return static_cast<const int64_t*>(p)[off];
     case EMBER_U8: return static_cast<const uint8_t*>(p)[off];
+    case EMBER_I8: return static_cast<const int8_t*>(p)[off];
+    case EMBER_I16: return static_cast<const int16_t*>(p)[off];
+    case EMBER_U16: return static_cast<const uint16_t*>(p)[off];
+    case EMBER_U32: return static_cast<const uint32_t*>(p)[off];
+    case EMBER_U64: return int64_t(static_cast<const uint64_t*>(p)[off]);  // the bits
     default: return static_cast<const uint8_t*>(p)[off] != 0;
   }
 }
@@ -66,6 +71,11 @@ void store_i(void* p, int32_t dt, int64_t off, int64_t v) {
     case EMBER_I32: static_cast<int32_t*>(p)[off] = int32_t(v); break;
     case EMBER_I64: static_cast<int64_t*>(p)[off] = v; break;
     case EMBER_U8: static_cast<uint8_t*>(p)[off] = uint8_t(v); break;
+    case EMBER_I8: static_cast<int8_t*>(p)[off] = int8_t(v); break;
+    case EMBER_I16: static_cast<int16_t*>(p)[off] = int16_t(v); break;
+    case EMBER_U16: static_cast<uint16_t*>(p)[off] = uint16_t(v); break;
+    case EMBER_U32: static_cast<uint32_t*>(p)[off] = uint32_t(v); break;
+    case EMBER_U64: static_cast<uint64_t*>(p)[off] = uint64_t(v); break;
     default: static_cast<uint8_t*>(p)[off] = v != 0; break;
   }
 }
@@ -455,13 +465,16 @@ int32_t sort_scan_library(int32_t op, const ember_tensor_desc& in, const ember_t
     const auto& a = *static_cast<const ember_sort_attrs*>(attrs);
     if (a.dim < 0 || a.dim >= in.rank || out.dtype != EMBER_I64)
       return set_status(st, EMBER_ERR_INVALID, "sort: bad dim %d or index dtype", a.dim);
+    // u64 keys sort as unsigned (K = uint64_t: load_i returns the bits).
     if (fl) sort_rows<double>(in, out, a, op == EMBER_LIB_TOPK);
+    else if (in.dtype == EMBER_U64) sort_rows<uint64_t>(in, out, a, op == EMBER_LIB_TOPK);
     else sort_rows<int64_t>(in, out, a, op == EMBER_LIB_TOPK);
     return EMBER_OK;
   }
   const auto& a = *static_cast<const ember_scan_attrs*>(attrs);
   if (a.dim < 0 || a.dim >= in.rank) return set_status(st, EMBER_ERR_INVALID, "scan: bad dim %d", a.dim);
   if (fl) scan_rows<double>(op, in, out, a);
+  else if (in.dtype == EMBER_U64) scan_rows<uint64_t>(op, in, out, a);
   else scan_rows<int64_t>(op, in, out, a);
   return EMBER_OK;
 }

@@ -41,14 +41,7 @@ using ember::host::set_status;
 
 namespace {
 
-size_t elem_bytes(int32_t dt) {
-  switch (dt) {
-    case EMBER_F64: case EMBER_I64: return 8;
-    case EMBER_F32: case EMBER_I32: return 4;
-    case EMBER_F16: case EMBER_BF16: return 2;
-    default: return 1;
-  }
-}
+size_t elem_bytes(int32_t dt) { return ember_dtype_bytes(dt); }
 
 // A 2-D operand: element (i, j) at data[i * rs + j * cs].
 template <class T>
@@ -387,6 +380,26 @@ void gemm_one(int32_t dt, int64_t M, int64_t N, int64_t K, const ember_tensor_de
       gemm_loop<uint8_t, uint64_t>(M, N, K, mat<const uint8_t>(da, oa, ars, acs),
                                    mat<const uint8_t>(db, ob, brs, bcs), mat<uint8_t>(dc, oc, crs, ccs));
       break;
+    case EMBER_I8:
+      gemm_loop<int8_t, uint64_t>(M, N, K, mat<const int8_t>(da, oa, ars, acs),
+                                  mat<const int8_t>(db, ob, brs, bcs), mat<int8_t>(dc, oc, crs, ccs));
+      break;
+    case EMBER_I16:
+      gemm_loop<int16_t, uint64_t>(M, N, K, mat<const int16_t>(da, oa, ars, acs),
+                                   mat<const int16_t>(db, ob, brs, bcs), mat<int16_t>(dc, oc, crs, ccs));
+      break;
+    case EMBER_U16:
+      gemm_loop<uint16_t, uint64_t>(M, N, K, mat<const uint16_t>(da, oa, ars, acs),
+                                    mat<const uint16_t>(db, ob, brs, bcs), mat<uint16_t>(dc, oc, crs, ccs));
+      break;
+    case EMBER_U32:
+      gemm_loop<uint32_t, uint64_t>(M, N, K, mat<const uint32_t>(da, oa, ars, acs),
+                                    mat<const uint32_t>(db, ob, brs, bcs), mat<uint32_t>(dc, oc, crs, ccs));
+      break;
+    case EMBER_U64:
+      gemm_loop<uint64_t, uint64_t>(M, N, K, mat<const uint64_t>(da, oa, ars, acs),
+                                    mat<const uint64_t>(db, ob, brs, bcs), mat<uint64_t>(dc, oc, crs, ccs));
+      break;
     default:  // bool
       gemm_loop<uint8_t, uint64_t, true>(M, N, K, mat<const uint8_t>(da, oa, ars, acs),
                                          mat<const uint8_t>(db, ob, brs, bcs), mat<uint8_t>(dc, oc, crs, ccs));
@@ -458,7 +471,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
   if (r < 2 || r > 8 || a.rank != r || b.rank != r)
     return set_status(st, EMBER_ERR_INVALID, "%s: ranks %d, %d -> %d (need equal ranks from 2 to 8)", what, a.rank,
                       b.rank, c.rank);
-  if (a.dtype != c.dtype || b.dtype != c.dtype || c.dtype < EMBER_F32 || c.dtype > EMBER_BOOL)
+  if (a.dtype != c.dtype || b.dtype != c.dtype || c.dtype < EMBER_F32 || c.dtype >= EMBER_NUM_DTYPES)
     return set_status(st, EMBER_ERR_INVALID, "%s: dtypes %d, %d -> %d must be equal", what, a.dtype, b.dtype, c.dtype);
   if (epi)
     if (const char* why = check_epilogue(epi, in, n_in, c)) return set_status(st, EMBER_ERR_INVALID, "%s: %s", what, why);

@@ -31,7 +31,7 @@ int operand_count(const ember_kir_inst& in) {
   }
 }
 
-bool is_int_kind(uint8_t k) { return k == kI32 || k == kI64; }
+bool is_int_kind(uint8_t k) { return k == kI32 || k == kI64 || k == kU64; }
 
 // Register kinds of the operands must be what the kernels read (abi.h: operands of arithmetic
 // share the result's dtype, comparisons give bool, transcendentals are floating).
@@ -69,7 +69,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
   p.insts.assign(src.insts, src.insts + src.n_insts);
   p.arg_dtypes.assign(src.arg_dtypes, src.arg_dtypes + src.n_args);
   for (uint8_t dt : p.arg_dtypes)
-    if (dt > EMBER_BOOL) return set_status(st, EMBER_ERR_INVALID, "%s: argument of unknown dtype %d", name, dt);
+    if (dt >= EMBER_NUM_DTYPES) return set_status(st, EMBER_ERR_INVALID, "%s: argument of unknown dtype %d", name, dt);
   size_t n = p.insts.size();
   p.kind.resize(n);
   p.arg_in_phase[0].assign(p.arg_dtypes.size(), 0);
@@ -83,7 +83,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
     const ember_kir_inst& in = p.insts[k];
     if (in.op >= EMBER_KIR_NUM_OPS)
       return set_status(st, EMBER_ERR_UNSUPPORTED, "%s: instruction %zu has unknown op %d", name, k, in.op);
-    if (in.dtype > EMBER_BOOL)
+    if (in.dtype >= EMBER_NUM_DTYPES)
       return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu has unknown dtype %d", name, k, in.dtype);
     p.kind[k] = reg_kind(in.dtype);
     int nops = operand_count(in);

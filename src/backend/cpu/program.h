@@ -5,7 +5,7 @@
 //
 // A tile is up to kTile consecutive points of the iteration space. Every instruction owns one
 // register slot of kTile values; values are held widened as abi.h allows: f32 for f32/f16/bf16,
-// f64, i32 for i32/u8/bool, i64 for i64.
+// f64, i32 for i32/i16/i8/u16/u8/bool, i64 for i64/u32, and u64 (unsigned semantics).
 #pragma once
 
 #include <omp.h>
@@ -27,7 +27,8 @@ constexpr size_t kTile = 512;                  // points per tile
 constexpr size_t kSlotBytes = kTile * 8;       // one register: kTile values of up to 8 bytes
 constexpr int64_t kParallelMinPoints = 32768;  // below this a launch runs on one thread
 
-enum RegKind : uint8_t { kF32 = 0, kF64, kI32, kI64 };
+enum RegKind : uint8_t { kF32 = 0, kF64, kI32, kI64, kU64 };
+inline bool is_wide_kind(uint8_t k) { return k == kF64 || k == kI64 || k == kU64; }
 
 inline bool is_float_dtype(uint8_t dt) {
   return dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_F16 || dt == EMBER_BF16;
@@ -36,7 +37,8 @@ inline RegKind reg_kind(uint8_t dt) {
   switch (dt) {
     case EMBER_F64: return kF64;
     case EMBER_F32: case EMBER_F16: case EMBER_BF16: return kF32;
-    case EMBER_I64: return kI64;
+    case EMBER_I64: case EMBER_U32: return kI64;
+    case EMBER_U64: return kU64;
     default: return kI32;
   }
 }

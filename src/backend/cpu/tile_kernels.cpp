@@ -61,6 +61,14 @@ template <class F>
 HWY_INLINE int64_t to_i64(F x) {
   return (x >= F(-9223372036854775808.0) && x < F(9223372036854775808.0)) ? int64_t(x) : INT64_MIN;
 }
+// abi.h: values in (-2^63, 2^64) truncate (negative ones wrap modulo 2^64); NaN and the rest
+// give 2^63.
+template <class F>
+HWY_INLINE uint64_t to_u64(F x) {
+  if (x >= F(0) && x < F(18446744073709551616.0)) return uint64_t(x);
+  if (x > F(-9223372036854775808.0) && x < F(0)) return uint64_t(int64_t(x));
+  return uint64_t(1) << 63;
+}
 // Same rounding as ember::float_to_bf16 (nearest even, NaN stays a quiet NaN), inlined.
 HWY_INLINE uint16_t to_bf16(float f) {
   uint32_t x;
@@ -254,12 +262,15 @@ HWY_INLINE bool int_binary(uint16_t op, const T* HWY_RESTRICT a, const T* HWY_RE
         for (size_t i = 0; i < n; ++i)
           if (b[i] == 0) {
             *err = {EMBER_ERR_INVALID,
-                    op != EMBER_KIR_DIV && op != EMBER_KIR_FLOORDIV ? "integer remainder by zero" : "integer division by zero", a[i], 0};
+                    op != EMBER_KIR_DIV && op != EMBER_KIR_FLOORDIV ? "integer remainder by zero" : "integer division by zero", (long long)a[i], 0};
             break;
           }
         return false;
       }
-      if (op == EMBER_KIR_DIV) {
+      if constexpr (std::is_unsigned_v<T>) {  // u64: every division-like op is C's
+        if (op == EMBER_KIR_DIV || op == EMBER_KIR_FLOORDIV) map2(a, b, o, n, [](T x, T y) { return T(x / y); });
+        else map2(a, b, o, n, [](T x, T y) { return T(x % y); });
+      } else if (op == EMBER_KIR_DIV) {
         map2(a, b, o, n, [](T x, T y) { return y == -1 ? T(U(0) - U(x)) : T(x / y); });
       } else if (op == EMBER_KIR_FLOORDIV) {
         map2(a, b, o, n, [](T x, T y) {
@@ -280,11 +291,12 @@ HWY_INLINE bool int_binary(uint16_t op, const T* HWY_RESTRICT a, const T* HWY_RE
       }
       break;
     case EMBER_KIR_POW:
-      for (size_t i = 0; i < n; ++i)
-        if (b[i] < 0) {
-          *err = {EMBER_ERR_INVALID, "integer raised to a negative power", b[i], 0};
-          return false;
-        }
+      if constexpr (std::is_signed_v<T>)
+        for (size_t i = 0; i < n; ++i)
+          if (b[i] < 0) {
+            *err = {EMBER_ERR_INVALID, "integer raised to a negative power", (long long)b[i], 0};
+            return false;
+          }
       map2(a, b, o, n, [](T x, T e) {
         U r = 1, base = U(x);
         while (e > 0) {
@@ -309,7 +321,10 @@ HWY_INLINE void int_unary(uint16_t op, const T* HWY_RESTRICT a, T* HWY_RESTRICT 
   using U = std::make_unsigned_t<T>;
   switch (op) {
     case EMBER_KIR_NEG: map1(a, o, n, [](T x) { return T(U(0) - U(x)); }); break;
-    case EMBER_KIR_ABS: map1(a, o, n, [](T x) { return x < 0 ? T(U(0) - U(x)) : x; }); break;
+    case EMBER_KIR_ABS:
+      if constexpr (std::is_signed_v<T>) map1(a, o, n, [](T x) { return x < 0 ? T(U(0) - U(x)) : x; });
+      else map1(a, o, n, [](T x) { return x; });
+      break;
     case EMBER_KIR_NOT: map1(a, o, n, [](T x) { return T(x == 0); }); break;
     default: map1(a, o, n, [](T x) { return x; }); break;  // floor/ceil of an integer
   }
@@ -332,15 +347,26 @@ HWY_INLINE void cast_from(uint8_t to, const S* HWY_RESTRICT s, void* dst, size_t
   } else if (to == EMBER_I64) {
     if constexpr (sf) map1(s, static_cast<int64_t*>(dst), n, [](S x) { return to_i64(x); });
     else map1(s, static_cast<int64_t*>(dst), n, [](S x) { return int64_t(x); });
+  } else if (to == EMBER_U64) {
+    if constexpr (sf) map1(s, static_cast<uint64_t*>(dst), n, [](S x) { return to_u64(x); });
+    else map1(s, static_cast<uint64_t*>(dst), n, [](S x) { return uint64_t(x); });
+  } else if (to == EMBER_U32) {  // held in i64, wrapped to 0..2^32-1; floats through i64
+    if constexpr (sf) map1(s, static_cast<int64_t*>(dst), n, [](S x) { return int64_t(uint32_t(uint64_t(to_i64(x)))); });
+    else map1(s, static_cast<int64_t*>(dst), n, [](S x) { return int64_t(uint32_t(uint64_t(x))); });
   } else {
+    // i32 and the types held in i32 (wrapped to their width; floats through i32)
     int32_t* o = static_cast<int32_t*>(dst);
-    if constexpr (sf) {
-      if (to == EMBER_U8) map1(s, o, n, [](S x) { return int32_t(uint8_t(uint32_t(to_i32(x)))); });
-      else map1(s, o, n, [](S x) { return to_i32(x); });
-    } else {
-      if (to == EMBER_U8) map1(s, o, n, [](S x) { return int32_t(uint8_t(uint64_t(x))); });
-      else map1(s, o, n, [](S x) { return int32_t(uint32_t(uint64_t(x))); });
-    }
+    auto wrap = [to](uint32_t v) {
+      switch (to) {
+        case EMBER_U8: return int32_t(uint8_t(v));
+        case EMBER_I8: return int32_t(int8_t(uint8_t(v)));
+        case EMBER_U16: return int32_t(uint16_t(v));
+        case EMBER_I16: return int32_t(int16_t(uint16_t(v)));
+        default: return int32_t(v);
+      }
+    };
+    if constexpr (sf) map1(s, o, n, [wrap](S x) { return wrap(uint32_t(to_i32(x))); });
+    else map1(s, o, n, [wrap](S x) { return wrap(uint32_t(uint64_t(x))); });
   }
 }
 
@@ -349,6 +375,7 @@ HWY_INLINE void cast_tile(uint8_t from, uint8_t to, const void* s, void* d, size
     case kF32: cast_from(to, static_cast<const float*>(s), d, n); break;
     case kF64: cast_from(to, static_cast<const double*>(s), d, n); break;
     case kI32: cast_from(to, static_cast<const int32_t*>(s), d, n); break;
+    case kU64: cast_from(to, static_cast<const uint64_t*>(s), d, n); break;
     default: cast_from(to, static_cast<const int64_t*>(s), d, n); break;
   }
 }
@@ -420,6 +447,31 @@ HWY_INLINE void load_any(uint8_t dt, const void* data, size_t n, void* out, cons
       load_points(a, n, static_cast<int32_t*>(out), [p](int64_t o) { return int32_t(p[o]); });
       break;
     }
+    case EMBER_I8: {
+      auto p = static_cast<const int8_t*>(data);
+      load_points(a, n, static_cast<int32_t*>(out), [p](int64_t o) { return int32_t(p[o]); });
+      break;
+    }
+    case EMBER_I16: {
+      auto p = static_cast<const int16_t*>(data);
+      load_points(a, n, static_cast<int32_t*>(out), [p](int64_t o) { return int32_t(p[o]); });
+      break;
+    }
+    case EMBER_U16: {
+      auto p = static_cast<const uint16_t*>(data);
+      load_points(a, n, static_cast<int32_t*>(out), [p](int64_t o) { return int32_t(p[o]); });
+      break;
+    }
+    case EMBER_U32: {
+      auto p = static_cast<const uint32_t*>(data);
+      load_points(a, n, static_cast<int64_t*>(out), [p](int64_t o) { return int64_t(p[o]); });
+      break;
+    }
+    case EMBER_U64: {
+      auto p = static_cast<const uint64_t*>(data);
+      load_points(a, n, static_cast<uint64_t*>(out), [p](int64_t o) { return p[o]; });
+      break;
+    }
     default: {
       auto p = static_cast<const uint8_t*>(data);
       load_points(a, n, static_cast<int32_t*>(out), [p](int64_t o) { return int32_t(p[o] != 0); });
@@ -460,9 +512,24 @@ HWY_INLINE void store_any(uint8_t dt, void* data, size_t n, const void* v, const
       store_points(a, n, static_cast<const int64_t*>(v), [p](int64_t o, int64_t x) { p[o] = x; });
       break;
     }
-    case EMBER_U8: {
+    case EMBER_U8: case EMBER_I8: {
       auto p = static_cast<uint8_t*>(data);
       store_points(a, n, static_cast<const int32_t*>(v), [p](int64_t o, int32_t x) { p[o] = uint8_t(uint32_t(x)); });
+      break;
+    }
+    case EMBER_U16: case EMBER_I16: {
+      auto p = static_cast<uint16_t*>(data);
+      store_points(a, n, static_cast<const int32_t*>(v), [p](int64_t o, int32_t x) { p[o] = uint16_t(uint32_t(x)); });
+      break;
+    }
+    case EMBER_U32: {
+      auto p = static_cast<uint32_t*>(data);
+      store_points(a, n, static_cast<const int64_t*>(v), [p](int64_t o, int64_t x) { p[o] = uint32_t(uint64_t(x)); });
+      break;
+    }
+    case EMBER_U64: {
+      auto p = static_cast<uint64_t*>(data);
+      store_points(a, n, static_cast<const uint64_t*>(v), [p](int64_t o, uint64_t x) { p[o] = x; });
       break;
     }
     default: {
@@ -486,6 +553,7 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
         case kF32: fill(slot<float>(t, k), n, float(in.fimm)); break;
         case kF64: fill(slot<double>(t, k), n, in.fimm); break;
         case kI32: fill(slot<int32_t>(t, k), n, int32_t(uint32_t(uint64_t(in.iimm)))); break;
+        case kU64: fill(slot<uint64_t>(t, k), n, uint64_t(in.iimm)); break;
         default: fill(slot<int64_t>(t, k), n, in.iimm); break;
       }
       return true;
@@ -493,10 +561,11 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
       const ArgAddr& a = t.addr[in.arg];
       const uint8_t dt = p.arg_dtypes[size_t(in.arg)];
       const void* data = t.launch->args[in.arg].buffer->data;
-      const bool direct_format = dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_I32 || dt == EMBER_I64;
+      const bool direct_format =
+          dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_I32 || dt == EMBER_I64 || dt == EMBER_U64;
       if (!a.offs && a.step == 1 && direct_format && p.zero_copy[size_t(k)]) {
         // Zero copy: the register is the argument's memory itself.
-        const size_t es = dt == EMBER_F32 || dt == EMBER_I32 ? 4 : 8;
+        const size_t es = ember_dtype_bytes(dt);
         t.src[k] = static_cast<const char*>(data) + a.base * int64_t(es);
       } else {
         t.src[k] = slot<char>(t, k);
@@ -574,7 +643,7 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
       return true;
     }
     case EMBER_KIR_SELECT: {
-      const bool wide = kind == kF64 || kind == kI64;
+      const bool wide = is_wide_kind(kind);
       if (akind == kI64) {
         const int64_t* c = val<int64_t>(t, in.a);
         if (wide) {
@@ -607,6 +676,7 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
         case kF32: compare(in.op, val<float>(t, in.a), val<float>(t, in.b), o, n); break;
         case kF64: compare(in.op, val<double>(t, in.a), val<double>(t, in.b), o, n); break;
         case kI32: compare(in.op, val<int32_t>(t, in.a), val<int32_t>(t, in.b), o, n); break;
+        case kU64: compare(in.op, val<uint64_t>(t, in.a), val<uint64_t>(t, in.b), o, n); break;
         default: compare(in.op, val<int64_t>(t, in.a), val<int64_t>(t, in.b), o, n); break;
       }
       return true;
@@ -627,6 +697,10 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
     case kI32:
       if (binary) return int_binary(in.op, val<int32_t>(t, in.a), val<int32_t>(t, in.b), slot<int32_t>(t, k), n, err);
       int_unary(in.op, val<int32_t>(t, in.a), slot<int32_t>(t, k), n);
+      return true;
+    case kU64:
+      if (binary) return int_binary(in.op, val<uint64_t>(t, in.a), val<uint64_t>(t, in.b), slot<uint64_t>(t, k), n, err);
+      int_unary(in.op, val<uint64_t>(t, in.a), slot<uint64_t>(t, k), n);
       return true;
     default:
       if (binary) return int_binary(in.op, val<int64_t>(t, in.a), val<int64_t>(t, in.b), slot<int64_t>(t, k), n, err);
@@ -699,6 +773,7 @@ void AccUpdate(uint16_t op, uint8_t kind, void* val, int64_t* idx, const void* x
     case kF32: acc_lanes(op, static_cast<float*>(val), idx, static_cast<const float*>(x), n, idx0, step); break;
     case kF64: acc_lanes(op, static_cast<double*>(val), idx, static_cast<const double*>(x), n, idx0, step); break;
     case kI32: acc_lanes(op, static_cast<int32_t*>(val), idx, static_cast<const int32_t*>(x), n, idx0, step); break;
+    case kU64: acc_lanes(op, static_cast<uint64_t*>(val), idx, static_cast<const uint64_t*>(x), n, idx0, step); break;
     default: acc_lanes(op, static_cast<int64_t*>(val), idx, static_cast<const int64_t*>(x), n, idx0, step); break;
   }
 }

@@ -37,8 +37,17 @@ int64_t geti(const ember_tensor_desc& d, int64_t off) {
     case EMBER_I64: return static_cast<const int64_t*>(p)[off];
     case EMBER_U8: return static_cast<const uint8_t*>(p)[off];
     case EMBER_BOOL: return static_cast<const uint8_t*>(p)[off] != 0;
+    case EMBER_I8: return static_cast<const int8_t*>(p)[off];
+    case EMBER_I16: return static_cast<const int16_t*>(p)[off];
+    case EMBER_U16: return static_cast<const uint16_t*>(p)[off];
+    case EMBER_U32: return static_cast<const uint32_t*>(p)[off];
+    case EMBER_U64: return int64_t(static_cast<const uint64_t*>(p)[off]);  // the bits
     default: return 0;
   }
+}
+// Order of two integers of d's dtype (u64 compares its bits unsigned).
+bool int_less(const ember_tensor_desc& d, int64_t a, int64_t b) {
+  return d.dtype == EMBER_U64 ? uint64_t(a) < uint64_t(b) : a < b;
 }
 void setf(const ember_tensor_desc& d, int64_t off, double v) {
   void* p = d.buffer->data;
@@ -57,6 +66,11 @@ void seti(const ember_tensor_desc& d, int64_t off, int64_t v) {
     case EMBER_I64: static_cast<int64_t*>(p)[off] = v; break;
     case EMBER_U8: static_cast<uint8_t*>(p)[off] = uint8_t(v); break;
     case EMBER_BOOL: static_cast<uint8_t*>(p)[off] = v != 0; break;
+    case EMBER_I8: static_cast<int8_t*>(p)[off] = int8_t(v); break;
+    case EMBER_I16: static_cast<int16_t*>(p)[off] = int16_t(v); break;
+    case EMBER_U16: static_cast<uint16_t*>(p)[off] = uint16_t(v); break;
+    case EMBER_U32: static_cast<uint32_t*>(p)[off] = uint32_t(v); break;
+    case EMBER_U64: static_cast<uint64_t*>(p)[off] = uint64_t(v); break;
     default: break;
   }
 }
@@ -292,7 +306,7 @@ bool key_less(const ember_tensor_desc& x, int64_t oa, int64_t ob) {
     if (std::isnan(b)) return true;
     return a < b;
   }
-  return geti(x, oa) < geti(x, ob);
+  return int_less(x, geti(x, oa), geti(x, ob));
 }
 
 // Stable insertion sort of one row's indices.
@@ -358,7 +372,7 @@ int32_t scan_op(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc&
         take = std::isnan(v) || (!std::isnan(b) && (is_max ? v >= b : v <= b));
       } else {
         const int64_t v = geti(x, ox + i * sx), b = geti(x, ox + best * sx);
-        take = is_max ? v >= b : v <= b;
+        take = is_max ? !int_less(x, v, b) : !int_less(x, b, v);
       }
       if (take) best = i;
       seti(y, oy + i * sy, best);

@@ -29,7 +29,7 @@ bool is_float(uint8_t dt) {
   return dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_F16 || dt == EMBER_BF16;
 }
 
-// A register: floating values in f, integer and bool values in i.
+// A register: floating values in f, integer and bool values in i (u64: its 64 bits).
 struct Value {
   double f = 0;
   int64_t i = 0;
@@ -38,9 +38,25 @@ struct Value {
 // Rounds a computed floating value to the precision the dtype computes in (f16/bf16 compute in f32).
 double round_to(uint8_t dt, double x) { return dt == EMBER_F64 ? x : double(float(x)); }
 
-// Wraps an integer result to the register width of the dtype (u8 and bool compute in i32).
+// Integer dtypes held in 64 bits (abi.h); the others compute in i32.
+bool is_wide_int(uint8_t dt) { return dt == EMBER_I64 || dt == EMBER_U32 || dt == EMBER_U64; }
+
+// Wraps an integer result to the register width of the dtype.
 int64_t wrap_int(uint8_t dt, uint64_t x) {
-  return dt == EMBER_I64 ? int64_t(x) : int64_t(int32_t(uint32_t(x)));
+  return is_wide_int(dt) ? int64_t(x) : int64_t(int32_t(uint32_t(x)));
+}
+
+// Wraps an integer to a logical dtype's range, as CAST does (u8 modulo 256, ...).
+int64_t wrap_to(uint8_t dt, int64_t x) {
+  switch (dt) {
+    case EMBER_I32: return int32_t(uint32_t(uint64_t(x)));
+    case EMBER_U8: return uint8_t(uint64_t(x));
+    case EMBER_I8: return int8_t(uint8_t(uint64_t(x)));
+    case EMBER_I16: return int16_t(uint16_t(uint64_t(x)));
+    case EMBER_U16: return uint16_t(uint64_t(x));
+    case EMBER_U32: return uint32_t(uint64_t(x));
+    default: return x;  // i64, u64 (bits)
+  }
 }
 
 struct Error {
@@ -61,6 +77,11 @@ Value load_value(const void* data, int64_t offset, uint8_t dt) {
     case EMBER_I64: v.i = static_cast<const int64_t*>(data)[offset]; break;
     case EMBER_U8: v.i = static_cast<const uint8_t*>(data)[offset]; break;
     case EMBER_BOOL: v.i = static_cast<const uint8_t*>(data)[offset] != 0; break;
+    case EMBER_I8: v.i = static_cast<const int8_t*>(data)[offset]; break;
+    case EMBER_I16: v.i = static_cast<const int16_t*>(data)[offset]; break;
+    case EMBER_U16: v.i = static_cast<const uint16_t*>(data)[offset]; break;
+    case EMBER_U32: v.i = static_cast<const uint32_t*>(data)[offset]; break;
+    case EMBER_U64: v.i = int64_t(static_cast<const uint64_t*>(data)[offset]); break;
   }
   return v;
 }
@@ -75,6 +96,11 @@ void store_value(void* data, int64_t offset, uint8_t dt, Value v) {
     case EMBER_I64: static_cast<int64_t*>(data)[offset] = v.i; break;
     case EMBER_U8: static_cast<uint8_t*>(data)[offset] = uint8_t(v.i); break;
     case EMBER_BOOL: static_cast<uint8_t*>(data)[offset] = v.i != 0; break;
+    case EMBER_I8: static_cast<int8_t*>(data)[offset] = int8_t(v.i); break;
+    case EMBER_I16: static_cast<int16_t*>(data)[offset] = int16_t(v.i); break;
+    case EMBER_U16: static_cast<uint16_t*>(data)[offset] = uint16_t(v.i); break;
+    case EMBER_U32: static_cast<uint32_t*>(data)[offset] = uint32_t(v.i); break;
+    case EMBER_U64: static_cast<uint64_t*>(data)[offset] = uint64_t(v.i); break;
   }
 }
 
@@ -89,12 +115,22 @@ int64_t float_to_int(double x, uint8_t dt) {
   return int64_t(int32_t(x));
 }
 
+// Float to u64 (abi.h): (-2^63, 2^64) truncates and wraps; NaN and the rest give 2^63.
+int64_t float_to_u64(double x) {
+  if (x >= 0 && x < 18446744073709551616.0) return int64_t(uint64_t(x));
+  if (x > -9223372036854775808.0 && x < 0) return int64_t(x);
+  return INT64_MIN;
+}
+
+// A register's integer as a double (u64 registers hold unsigned bits).
+double int_to_double(Value v, uint8_t dt) { return dt == EMBER_U64 ? double(uint64_t(v.i)) : double(v.i); }
+
 Value cast_value(Value v, uint8_t from, uint8_t to) {
   Value r;
   if (to == EMBER_BOOL) {
     r.i = is_float(from) ? (v.f != 0 || std::isnan(v.f)) : v.i != 0;
   } else if (is_float(to)) {
-    double x = is_float(from) ? v.f : double(v.i);
+    double x = is_float(from) ? v.f : int_to_double(v, from);
     switch (to) {
       case EMBER_F64: r.f = x; break;
       case EMBER_F32: r.f = float(x); break;
@@ -102,17 +138,15 @@ Value cast_value(Value v, uint8_t from, uint8_t to) {
       default: r.f = ember::bf16_to_float(ember::float_to_bf16(float(x))); break;
     }
   } else {
-    int64_t x = is_float(from) ? float_to_int(v.f, to == EMBER_I64 ? EMBER_I64 : EMBER_I32) : v.i;
-    switch (to) {
-      case EMBER_I64: r.i = x; break;
-      case EMBER_I32: r.i = int32_t(uint32_t(uint64_t(x))); break;
-      default: r.i = int64_t(uint8_t(uint64_t(x))); break;  // u8 wraps modulo 256
-    }
+    // Floats convert to the register type (i64 for u32, i32 for the narrow types), then wrap.
+    int64_t x = v.i;
+    if (is_float(from)) x = to == EMBER_U64 ? float_to_u64(v.f) : float_to_int(v.f, is_wide_int(to) ? EMBER_I64 : EMBER_I32);
+    r.i = wrap_to(to, x);
   }
   return r;
 }
 
-int64_t ipow(int64_t base, int64_t exp, uint8_t dt) {
+int64_t ipow(int64_t base, uint64_t exp, uint8_t dt) {
   uint64_t result = 1, b = uint64_t(base);
   while (exp > 0) {
     if (exp & 1) result *= b;
@@ -131,6 +165,30 @@ struct Program {
   std::string name;
 };
 
+// The integer ops whose u64 meaning differs from i64's: unsigned compares and division (abi.h).
+bool eval_u64(const ember_kir_inst& in, Value a, Value b, Value& out) {
+  const uint64_t x = uint64_t(a.i), y = uint64_t(b.i);
+  switch (in.op) {
+    case EMBER_KIR_ABS: out.i = a.i; return true;
+    case EMBER_KIR_DIV: case EMBER_KIR_FLOORDIV:
+      if (y == 0) throw Error{EMBER_ERR_INVALID, "integer division by zero", a.i, 0};
+      out.i = int64_t(x / y);
+      return true;
+    case EMBER_KIR_REM: case EMBER_KIR_FMOD:
+      if (y == 0) throw Error{EMBER_ERR_INVALID, "integer remainder by zero", a.i, 0};
+      out.i = int64_t(x % y);
+      return true;
+    case EMBER_KIR_POW: out.i = ipow(a.i, y, EMBER_U64); return true;
+    case EMBER_KIR_MAX: out.i = int64_t(x > y ? x : y); return true;
+    case EMBER_KIR_MIN: out.i = int64_t(x < y ? x : y); return true;
+    case EMBER_KIR_LT: out.i = x < y; return true;
+    case EMBER_KIR_LE: out.i = x <= y; return true;
+    case EMBER_KIR_GT: out.i = x > y; return true;
+    case EMBER_KIR_GE: out.i = x >= y; return true;
+    default: return false;  // the same bits as for i64
+  }
+}
+
 // Evaluates instruction k (not an ACC, STORE or LOAD) on register values.
 Value eval_alu(const ember_kir_inst& in, const std::vector<Value>& r, const std::vector<uint8_t>& rdt) {
   Value out;
@@ -139,6 +197,7 @@ Value eval_alu(const ember_kir_inst& in, const std::vector<Value>& r, const std:
   const Value b = in.b >= 0 ? r[size_t(in.b)] : Value{};
   uint8_t adt = in.a >= 0 ? rdt[size_t(in.a)] : dt;
   bool fl = is_float(dt);
+  if ((dt == EMBER_U64 || (adt == EMBER_U64 && dt == EMBER_BOOL)) && eval_u64(in, a, b, out)) return out;
   switch (in.op) {
     case EMBER_KIR_CONST:
       if (fl) out.f = round_to(dt, in.fimm);
@@ -201,7 +260,7 @@ Value eval_alu(const ember_kir_inst& in, const std::vector<Value>& r, const std:
     case EMBER_KIR_POW:
       if (fl) out.f = round_to(dt, std::pow(a.f, b.f));
       else if (b.i < 0) throw Error{EMBER_ERR_INVALID, "integer raised to a negative power", b.i, 0};
-      else out.i = ipow(a.i, b.i, dt);
+      else out.i = ipow(a.i, uint64_t(b.i), dt);
       break;
     case EMBER_KIR_MAX: if (fl) out.f = fmax_nan(a.f, b.f); else out.i = a.i > b.i ? a.i : b.i; break;
     case EMBER_KIR_MIN: if (fl) out.f = fmin_nan(a.f, b.f); else out.i = a.i < b.i ? a.i : b.i; break;
@@ -238,10 +297,10 @@ void acc_init(Accumulator& acc, const ember_kir_inst& in, uint8_t operand_dt) {
     case EMBER_KIR_ACC_SUM: break;
     case EMBER_KIR_ACC_PROD: acc.v.f = 1; acc.v.i = 1; break;
     case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_ARGMAX:
-      if (fl) acc.v.f = -INFINITY; else acc.v.i = INT64_MIN;
+      if (fl) acc.v.f = -INFINITY; else acc.v.i = operand_dt == EMBER_U64 ? 0 : INT64_MIN;
       break;
     default:
-      if (fl) acc.v.f = INFINITY; else acc.v.i = INT64_MAX;
+      if (fl) acc.v.f = INFINITY; else acc.v.i = operand_dt == EMBER_U64 ? -1 : INT64_MAX;  // -1: 2^64-1
       break;
   }
 }
@@ -258,6 +317,8 @@ void acc_update(Accumulator& acc, const ember_kir_inst& in, uint8_t dt, Value x,
     case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_MIN: {
       bool is_max = in.op == EMBER_KIR_ACC_MAX;
       if (fl) acc.v.f = is_max ? fmax_nan(acc.v.f, x.f) : fmin_nan(acc.v.f, x.f);
+      else if (dt == EMBER_U64)
+        acc.v.i = int64_t(is_max ? std::max(uint64_t(acc.v.i), uint64_t(x.i)) : std::min(uint64_t(acc.v.i), uint64_t(x.i)));
       else acc.v.i = is_max ? std::max(acc.v.i, x.i) : std::min(acc.v.i, x.i);
       break;
     }
@@ -268,6 +329,8 @@ void acc_update(Accumulator& acc, const ember_kir_inst& in, uint8_t dt, Value x,
       if (fl) {
         if (std::isnan(x.f)) { acc.nan = true; acc.index = index; break; }
         better = is_max ? x.f > acc.v.f : x.f < acc.v.f;
+      } else if (dt == EMBER_U64) {
+        better = is_max ? uint64_t(x.i) > uint64_t(acc.v.i) : uint64_t(x.i) < uint64_t(acc.v.i);
       } else {
         better = is_max ? x.i > acc.v.i : x.i < acc.v.i;
       }
