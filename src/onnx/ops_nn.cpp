@@ -1,4 +1,4 @@
-// ONNX neural-network operators: MatMul, Gemm, Einsum, Conv / ConvTranspose (1-D and 2-D), MaxPool /
+// ONNX neural-network operators: MatMul, Gemm, Einsum, Conv / ConvTranspose (1-D to 3-D), MaxPool /
 // AveragePool (1-D to 3-D, dilations, explicit or auto padding, ceil_mode), the global pools, the
 // normalizations (Batch, Instance, Layer, Group, RMS) and Dropout. Pools pad explicitly and
 // call Ember's pools without padding, so asymmetric pads and ceil_mode need no special kernel.
@@ -241,6 +241,35 @@ Array per_channel(const OpContext& c, const Array& v, const Array& x, const char
   return reshape(v, Shape(shape));
 }
 
+// A 3-D transposed convolution without padding, from 2-D ones: depth tap k of the kernel maps
+// input depth d to output depth d * stride + k * dilation, so each tap is one 2-D transposed
+// convolution over the N * D input planes whose results are spread along depth with the stride
+// (zeros between) and shifted by the tap's offset; the taps' results are summed.
+Array conv_transpose3d_full(const Array& x, const Array& w, const std::vector<int64_t>& stride,
+                            const std::vector<int64_t>& dil, int64_t groups) {
+  const int64_t N = x.shape()[0], C = x.shape()[1], D = x.shape()[2], H = x.shape()[3], W = x.shape()[4];
+  const int64_t KD = w.shape()[2], sd = stride[0], dd = dil[0];
+  const int64_t full_d = (D - 1) * sd + (KD - 1) * dd + 1;
+  Array planes = reshape(permute(x, {0, 2, 1, 3, 4}), Shape{N * D, C, H, W});
+  Array y;
+  for (int64_t k = 0; k < KD; ++k) {
+    Array wk = squeeze(slice(w, 2, k, k + 1), 2);
+    Array t = nn::conv_transpose2d(planes, wk, nn::ConvTranspose2dOptions{.stride = IntPair(stride[1], stride[2]),
+                                                                           .dilation = IntPair(dil[1], dil[2]),
+                                                                           .groups = groups});
+    const int64_t O = t.shape()[1], H2 = t.shape()[2], W2 = t.shape()[3];
+    Array td = permute(reshape(t, Shape{N, D, O, H2, W2}), {0, 2, 1, 3, 4});  // [N, O, D, H2, W2]
+    if (sd > 1) {  // D entries sd apart: each followed by sd - 1 zero planes, the last ones dropped
+      Array z = zeros(Shape{N, O, D, sd - 1, H2, W2}, {td.dtype(), td.device()});
+      td = reshape(cat({unsqueeze(td, 3), z}, 3), Shape{N, O, D * sd, H2, W2});
+      td = slice(td, 2, 0, (D - 1) * sd + 1);
+    }
+    td = pad(td, {0, 0, 0, 0, k * dd, full_d - (D - 1) * sd - 1 - k * dd});
+    y = y.defined() ? add(y, td) : td;
+  }
+  return y;
+}
+
 // The full transposed convolution (no padding) is cropped by the pads, and extended with zeros
 // for output_padding, before the bias is added: so asymmetric pads, output_shape and auto_pad
 // need nothing from Ember's conv_transpose beyond its unpadded form.
@@ -248,7 +277,7 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
   const Array& x = c.input(0);
   const Array& wgt = c.input(1);
   const int n = x.rank() - 2;
-  if (n != 1 && n != 2) c.unsupported(std::to_string(n) + "-D transposed convolution (1-D and 2-D only)");
+  if (n < 1 || n > 3) c.unsupported(std::to_string(n) + "-D transposed convolution (1-D to 3-D only)");
   auto get = [&](const char* name, int64_t fallback) {
     std::vector<int64_t> v = c.attr_ints(name);
     if (v.empty()) v.assign(size_t(n), fallback);
@@ -296,9 +325,11 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
   Array y;
   if (n == 1) {
     y = nn::conv_transpose1d(x, wgt, nn::ConvTranspose1dOptions{.stride = stride[0], .dilation = dil[0], .groups = groups});
-  } else {
+  } else if (n == 2) {
     y = nn::conv_transpose2d(x, wgt, nn::ConvTranspose2dOptions{.stride = IntPair(stride[0], stride[1]),
                                                                  .dilation = IntPair(dil[0], dil[1]), .groups = groups});
+  } else {
+    y = conv_transpose3d_full(x, wgt, stride, dil, groups);
   }
   for (int i = 0; i < n; ++i) {
     const int d = i + 2;

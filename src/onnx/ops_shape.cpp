@@ -271,8 +271,33 @@ std::vector<Array> op_gather_elements(const OpContext& c) {
 }
 
 std::vector<Array> op_gather_nd(const OpContext& c) {
-  if (c.attr_int("batch_dims", 0) != 0) c.unsupported("batch_dims != 0");
-  return {gather_nd(c.input(0), cast(c.input(1), DType::I64))};
+  const Array& x = c.input(0);
+  Array idx = cast(c.input(1), DType::I64);
+  const int64_t b = c.attr_int("batch_dims", 0);
+  if (b == 0) return {gather_nd(x, idx)};
+  // batch_dims b: the first b dims of data and indices pair up. Flattened to one batch dim B, each
+  // index tuple gets its batch number prepended, which makes it a batch_dims = 0 gather.
+  if (b < 0 || b >= x.rank() || b >= idx.rank()) c.fail("batch_dims " + std::to_string(b) + " out of range");
+  std::vector<int64_t> batch;
+  int64_t B = 1;
+  for (int d = 0; d < int(b); ++d) {
+    if (x.shape()[d] != idx.shape()[d]) c.fail("data and indices differ in batch dim " + std::to_string(d));
+    batch.push_back(x.shape()[d]);
+    B *= x.shape()[d];
+  }
+  std::vector<int64_t> xs = {B}, is = {B};
+  for (int d = int(b); d < x.rank(); ++d) xs.push_back(x.shape()[d]);
+  for (int d = int(b); d < idx.rank(); ++d) is.push_back(idx.shape()[d]);
+  Array xf = reshape(x, Shape(xs)), ixf = reshape(idx, Shape(is));
+  std::vector<int64_t> bshape(is.size(), 1);
+  bshape[0] = B;
+  std::vector<int64_t> tuple_shape = is;
+  tuple_shape.back() = 1;
+  Array bn = broadcast_to(reshape(arange(0, B, 1, DType::I64, x.device()), Shape(bshape)), Shape(tuple_shape));
+  Array g = gather_nd(xf, cat({bn, ixf}, int(is.size()) - 1));
+  std::vector<int64_t> out = batch;
+  for (int d = 1; d < g.rank(); ++d) out.push_back(g.shape()[d]);
+  return {reshape(g, Shape(out))};
 }
 
 // Scatter with a reduction other than none (ScatterElements) or add (both ops): computed on the
@@ -302,6 +327,7 @@ Array host_scatter(const OpContext& c, const Array& x, const std::vector<int64_t
 Array host_scatter_any(const OpContext& c, const Array& x, const std::vector<int64_t>& offsets, const Array& updates,
                        int64_t inner, const std::string& red) {
   if (is_floating(x.dtype())) return host_scatter<double>(c, x, offsets, updates, inner, red);
+  if (x.dtype() == DType::U64) return host_scatter<uint64_t>(c, x, offsets, updates, inner, red);  // unsigned max/min
   return host_scatter<int64_t>(c, x, offsets, updates, inner, red);
 }
 

@@ -298,6 +298,64 @@ TEST(OnnxLoaderTest, TensorRoundTripsThroughBytes) {
   EXPECT_EQ(ember::onnx::tensor_from_memory(t.SerializeAsString()).to_vector<int32_t>(), (std::vector<int32_t>{4, -5, 6}));
 }
 
+// 3-D ConvTranspose (built from 2-D ones per depth tap) against the definition, summed in double:
+// y[n, o, i * s + k * d - pad_begin] += x[n, c, i] * W[c, o, k] over every spatial dim, with a
+// stride, a dilation and asymmetric pads that differ per dim.
+TEST(OnnxLoaderTest, ConvTranspose3dMatchesTheDefinition) {
+  const int64_t C = 2, O = 3, D = 2, H = 3, W = 2, KD = 2, KH = 2, KW = 3;
+  const std::vector<int64_t> s = {2, 1, 2}, dl = {1, 2, 1}, pb = {1, 0, 0}, pe = {0, 1, 2};
+  std::vector<float> xv(size_t(C * D * H * W)), wv(size_t(C * O * KD * KH * KW));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i * 7 % 11) - 5) / 4.0f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i * 5 % 13) - 6) / 8.0f;
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", 1, {1, C, D, H, W});
+  set_float_tensor(g->add_initializer(), "W", {C, O, KD, KH, KW}, wv);
+  auto* n = add_node(g, "ConvTranspose", {"x", "W"}, {"y"});
+  auto ints = [&](const char* name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  ints("strides", s);
+  ints("dilations", dl);
+  std::vector<int64_t> pads = pb;
+  pads.insert(pads.end(), pe.begin(), pe.end());
+  ints("pads", pads);
+  g->add_output()->set_name("y");
+  ember::onnx::Model model = ember::onnx::load_from_memory(bytes_of(m));
+  Array y = model.forward({{"x", from_vector(xv, {1, C, D, H, W})}}).at("y");
+  const int64_t in[3] = {D, H, W}, k[3] = {KD, KH, KW};
+  int64_t full[3], out[3];
+  for (int i = 0; i < 3; ++i) {
+    full[i] = (in[i] - 1) * s[size_t(i)] + (k[i] - 1) * dl[size_t(i)] + 1;
+    out[i] = full[i] - pb[size_t(i)] - pe[size_t(i)];
+  }
+  ASSERT_EQ(y.shape(), (Shape{1, O, out[0], out[1], out[2]}));
+  std::vector<double> want(size_t(O * out[0] * out[1] * out[2]), 0.0);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t a = 0; a < D; ++a)
+        for (int64_t b = 0; b < H; ++b)
+          for (int64_t e = 0; e < W; ++e)
+            for (int64_t ka = 0; ka < KD; ++ka)
+              for (int64_t kb = 0; kb < KH; ++kb)
+                for (int64_t ke = 0; ke < KW; ++ke) {
+                  int64_t p0 = a * s[0] + ka * dl[0] - pb[0], p1 = b * s[1] + kb * dl[1] - pb[1],
+                          p2 = e * s[2] + ke * dl[2] - pb[2];
+                  if (p0 < 0 || p0 >= out[0] || p1 < 0 || p1 >= out[1] || p2 < 0 || p2 >= out[2]) continue;
+                  want[size_t(((o * out[0] + p0) * out[1] + p1) * out[2] + p2)] +=
+                      double(xv[size_t(((c * D + a) * H + b) * W + e)]) *
+                      double(wv[size_t((((c * O + o) * KD + ka) * KH + kb) * KW + ke)]);
+                }
+  std::vector<float> got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
+}
+
 #endif  // EMBER_HAVE_ONNX
 
 // ONNX integer Div truncates toward zero, exactly for every int64: quotients computed by hand,
