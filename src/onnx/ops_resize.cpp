@@ -5,7 +5,8 @@
 // exclude_outside); every coordinate_transformation_mode; tf_crop_and_resize's roi and
 // extrapolation_value; keep_aspect_ratio_policy and axes (opset 18). Axes are interpolated from
 // the last to the first, as ONNX's reference nests them, so extrapolated values propagate the
-// same way. Not supported: antialias.
+// same way. antialias (linear and cubic, opset 18) stretches the filter by 1 / scale when
+// downsampling, over as many taps as its support covers, normalized to sum 1.
 #include <algorithm>
 #include <cmath>
 
@@ -47,8 +48,13 @@ Taps make_taps(const OpContext& c, int64_t in, int64_t out, double scale, double
   const std::string nearest_mode = c.attr_string("nearest_mode", "round_prefer_floor");
   const double A = c.attr_float("cubic_coeff_a", -0.75);
   const bool exclude_outside = c.attr_int("exclude_outside", 0) != 0;
-  const int n = mode == "cubic" ? 4 : 2;
   if (mode != "nearest" && mode != "linear" && mode != "cubic") c.unsupported("mode '" + mode + "'");
+  // Antialiasing only changes a downsampled axis: the filter's support grows to 1 / scale taps
+  // on each side (ONNX's reference: the first tap offset is floor(-support / scale) + 1).
+  const bool antialias = c.attr_int("antialias", 0) != 0 && mode != "nearest" && scale < 1;
+  const double support = mode == "cubic" ? 2 : 1;
+  const int first_offset = antialias ? int(std::floor(-support / scale)) + 1 : (mode == "cubic" ? -1 : 0);
+  const int n = 2 - 2 * first_offset;  // taps first_offset .. 1 - first_offset around the base
   Taps t;
   t.index.assign(size_t(n), std::vector<int64_t>(size_t(out)));
   t.weight.assign(size_t(n), std::vector<double>(size_t(out)));
@@ -65,7 +71,22 @@ Taps make_taps(const OpContext& c, int64_t in, int64_t out, double scale, double
       r = 1;
     }
     std::vector<double> w(static_cast<size_t>(n));
-    if (mode == "linear") {
+    if (antialias) {
+      // Tap k sits at offset first_offset + k from the base; its weight is the filter at the
+      // distance scaled down by the scale.
+      double total = 0;
+      for (int k = 0; k < n; ++k) {
+        const double d = std::fabs(scale * (double(first_offset + k) - r));
+        double v;
+        if (mode == "linear") v = std::max(0.0, 1 - d);
+        else if (d <= 1) v = ((A + 2) * d - (A + 3)) * d * d + 1;
+        else if (d < 2) v = ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+        else v = 0;
+        w[size_t(k)] = v;
+        total += v;
+      }
+      for (double& v : w) v /= total;
+    } else if (mode == "linear") {
       w = {1 - r, r};
     } else if (mode == "nearest") {
       bool up;
@@ -81,7 +102,7 @@ Taps make_taps(const OpContext& c, int64_t in, int64_t out, double scale, double
       w = {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A, ((A + 2) * r - (A + 3)) * r * r + 1,
            ((A + 2) * s - (A + 3)) * s * s + 1, ((A * s1 - 5 * A) * s1 + 8 * A) * s1 - 4 * A};
     }
-    const int64_t first = mode == "cubic" ? base - 1 : base;
+    const int64_t first = base + first_offset;
     double total = 0;
     for (int k = 0; k < n; ++k) {
       int64_t idx = first + k;
@@ -99,7 +120,6 @@ Taps make_taps(const OpContext& c, int64_t in, int64_t out, double scale, double
 std::vector<Array> op_resize(const OpContext& c) {
   const Array& x = c.input(0);
   const int r = x.rank();
-  if (c.attr_int("antialias", 0) != 0) c.unsupported("antialias");
   if (!is_floating(x.dtype())) c.unsupported("resizing " + std::string(dtype_name(x.dtype())) + " tensors");
   std::vector<int64_t> axes_attr = c.attr_ints("axes");
   std::vector<int> axes;
