@@ -31,7 +31,11 @@ std::string node_label(const Node& n, size_t index) {
   return s.append(" (").append(n.op_type).append(")");
 }
 
-Attribute convert_attribute(const ::onnx::AttributeProto& a, const std::string& what, const LoadOptions& opts) {
+std::shared_ptr<Graph> convert_subgraph(const ::onnx::GraphProto& gp, const std::string& what, const LoadOptions& opts,
+                                        int depth);
+
+Attribute convert_attribute(const ::onnx::AttributeProto& a, const std::string& what, const LoadOptions& opts,
+                            int depth) {
   Attribute out;
   using P = ::onnx::AttributeProto;
   switch (a.type()) {
@@ -45,7 +49,11 @@ Attribute convert_attribute(const ::onnx::AttributeProto& a, const std::string& 
     case P::FLOATS: out.kind = Attribute::Kind::Floats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
     case P::INTS: out.kind = Attribute::Kind::Ints; out.ints.assign(a.ints().begin(), a.ints().end()); break;
     case P::STRINGS: out.kind = Attribute::Kind::Strings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
-    case P::GRAPH: case P::GRAPHS: out.kind = Attribute::Kind::Graph; break;
+    case P::GRAPH:
+      out.kind = Attribute::Kind::Graph;
+      out.graph = convert_subgraph(a.g(), what, opts, depth + 1);
+      break;
+    case P::GRAPHS: out.kind = Attribute::Kind::Graph; break;
     default: out.kind = Attribute::Kind::Other; break;
   }
   return out;
@@ -67,6 +75,13 @@ ValueInfo convert_value_info(const ::onnx::ValueInfoProto& v) {
   return out;
 }
 
+// The values a node reads: its inputs and its subgraphs' captures.
+std::vector<std::string> dependencies(const Node& n) {
+  std::vector<std::string> d = n.inputs;
+  d.insert(d.end(), n.captures.begin(), n.captures.end());
+  return d;
+}
+
 // Orders nodes so that each comes after the producers of its inputs (ONNX files are usually in
 // order already; this keeps that order when they are). Throws on a cycle or an undefined input.
 std::vector<Node> topological_order(std::vector<Node> nodes, const std::set<std::string>& available_at_start) {
@@ -80,7 +95,7 @@ std::vector<Node> topological_order(std::vector<Node> nodes, const std::set<std:
         producer[o] = i;
       }
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (const auto& in : nodes[i].inputs)
+    for (const auto& in : dependencies(nodes[i]))
       if (!in.empty() && !available_at_start.count(in) && !producer.count(in))
         throw Error("onnx::load: " + node_label(nodes[i], i) + " reads '" + in +
                     "', which is neither a graph input, an initializer nor a node output");
@@ -88,7 +103,7 @@ std::vector<Node> topological_order(std::vector<Node> nodes, const std::set<std:
   std::vector<int> pending(nodes.size(), 0);
   std::vector<std::vector<size_t>> users(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (const auto& in : nodes[i].inputs) {
+    for (const auto& in : dependencies(nodes[i])) {
       auto it = in.empty() ? producer.end() : producer.find(in);
       if (it != producer.end()) {
         ++pending[i];
@@ -119,10 +134,14 @@ std::vector<Node> topological_order(std::vector<Node> nodes, const std::set<std:
 bool foldable(const Node& n) {
   static const std::set<std::string> kNever = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike",
                                                "RandomUniformLike", "Multinomial", "Bernoulli"};
+  for (const auto& [name, a] : n.attributes)
+    if (a.kind == Attribute::Kind::Graph) return false;  // control flow (its body may read anything)
   return !kNever.count(n.op_type);
 }
 
-std::vector<Array> run_node(const Node& n, int index, int64_t opset, Device device, std::vector<Array> inputs) {
+}  // namespace
+
+std::vector<Array> detail::run_node(const Node& n, int index, int64_t opset, Device device, std::vector<Array> inputs) {
   detail::OpContext ctx(n, index, opset, device, std::move(inputs));
   auto it = detail::op_table().find(n.op_type);
   if (it == detail::op_table().end()) ctx.unsupported("operator " + n.op_type + " is not supported");
@@ -138,6 +157,101 @@ std::vector<Array> run_node(const Node& n, int index, int64_t opset, Device devi
       ctx.fail("output " + std::to_string(k) + " would have shape " + outs[k].shape().str() + " (" +
                std::to_string(uint64_t(outs[k].numel()) * dtype_size(outs[k].dtype())) + " bytes, above the 16 GiB limit)");
   return outs;
+}
+
+void detail::run_nodes(const Graph& g, std::map<std::string, Array>& env, int64_t opset, Device device) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::vector<Array> outs;
+    if (n.op_type == "Loop") {
+      outs = run_loop(n, int(i), env, opset, device);
+    } else {
+      std::vector<Array> ins;
+      for (const auto& in : n.inputs) ins.push_back(in.empty() ? Array() : env.at(in));
+      outs = run_node(n, int(i), opset, device, std::move(ins));
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) env[n.outputs[k]] = outs[k];
+  }
+}
+
+namespace {
+
+// A NodeProto with its attributes; a subgraph's free variables become the node's captures.
+Node convert_node(const ::onnx::NodeProto& np, size_t index, const LoadOptions& opts, int depth) {
+  Node n;
+  n.name = np.name();
+  n.op_type = np.op_type();
+  n.domain = np.domain();
+  n.inputs.assign(np.input().begin(), np.input().end());
+  n.outputs.assign(np.output().begin(), np.output().end());
+  for (const auto& a : np.attribute())
+    n.attributes[a.name()] =
+        convert_attribute(a, "onnx::load: " + node_label(n, index) + " attribute '" + a.name() + "'", opts, depth);
+  std::set<std::string> captures;
+  for (const auto& [name, a] : n.attributes) {
+    if (!a.graph) continue;
+    std::set<std::string> local;
+    for (const auto& vi : a.graph->inputs) local.insert(vi.name);
+    for (const auto& [c, v] : a.graph->constants) local.insert(c);
+    for (const auto& sub : a.graph->nodes)
+      for (const auto& o : sub.outputs) local.insert(o);
+    for (const auto& sub : a.graph->nodes)
+      for (const auto& in : dependencies(sub))
+        if (!in.empty() && !local.count(in)) captures.insert(in);
+    for (const auto& vi : a.graph->outputs)
+      if (!local.count(vi.name)) captures.insert(vi.name);  // an output passed through from outside
+  }
+  n.captures.assign(captures.begin(), captures.end());
+  return n;
+}
+
+// A subgraph (a Loop's body): its inputs, outputs, own initializers and nodes in order. Names
+// it reads from the enclosing graphs are left to the caller (the node's captures).
+std::shared_ptr<Graph> convert_subgraph(const ::onnx::GraphProto& gp, const std::string& what, const LoadOptions& opts,
+                                        int depth) {
+  if (depth > 16) throw Error(what + ": subgraphs nested more than 16 deep");
+  auto g = std::make_shared<Graph>();
+  g->name = gp.name();
+  std::set<std::string> available;
+  for (const auto& init : gp.initializer()) {
+    g->constants[init.name()] = detail::tensor_to_array(init, what + ": initializer '" + init.name() + "'", opts);
+    available.insert(init.name());
+  }
+  for (const auto& in : gp.input()) {
+    g->inputs.push_back(convert_value_info(in));
+    available.insert(in.name());
+  }
+  for (const auto& out : gp.output()) g->outputs.push_back(convert_value_info(out));
+  std::vector<Node> nodes;
+  for (int i = 0; i < gp.node_size(); ++i) nodes.push_back(convert_node(gp.node(i), size_t(i), opts, depth));
+  std::set<std::string> produced;
+  for (const auto& n : nodes)
+    for (const auto& o : n.outputs) produced.insert(o);
+  for (const auto& n : nodes)  // free variables: defined outside (checked where the node is)
+    for (const auto& in : dependencies(n))
+      if (!in.empty() && !produced.count(in)) available.insert(in);
+  g->nodes = topological_order(std::move(nodes), available);
+  return g;
+}
+
+// Unsupported operators anywhere in a graph, subgraphs included (the first one found).
+void check_support(const Graph& g, int64_t opset, const std::string& where) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.domain.empty() && n.domain != "ai.onnx")
+      throw Unsupported("onnx: " + where + node_label(n, i) + ": domain '" + n.domain + "' is not supported (only ai.onnx)");
+    if (!is_supported(n.op_type, n.domain, opset)) {
+      auto it = detail::op_table().find(n.op_type);
+      throw Unsupported("onnx: " + where + node_label(n, i) + ", opset " + std::to_string(opset) + ": operator " +
+                        n.op_type +
+                        (it == detail::op_table().end() ? " is not supported"
+                                                        : " is supported from opset " +
+                                                              std::to_string(it->second.min_opset) + " only"));
+    }
+    for (const auto& [name, a] : n.attributes)
+      if (a.graph) check_support(*a.graph, opset, where + node_label(n, i) + " '" + name + "' > ");
+  }
 }
 
 Model convert_model(const ::onnx::ModelProto& proto, const LoadOptions& opts) {
@@ -168,35 +282,11 @@ Model convert_model(const ::onnx::ModelProto& proto, const LoadOptions& opts) {
   for (const auto& out : gp.output()) g.outputs.push_back(convert_value_info(out));
 
   std::vector<Node> nodes;
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const auto& np = gp.node(i);
-    Node n;
-    n.name = np.name();
-    n.op_type = np.op_type();
-    n.domain = np.domain();
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute())
-      n.attributes[a.name()] =
-          convert_attribute(a, "onnx::load: " + node_label(n, size_t(i)) + " attribute '" + a.name() + "'", opts);
-    nodes.push_back(std::move(n));
-  }
+  for (int i = 0; i < gp.node_size(); ++i) nodes.push_back(convert_node(gp.node(i), size_t(i), opts, 0));
   g.nodes = topological_order(std::move(nodes), defined);
 
   const int64_t opset = g.opset();
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (!opts.check_support) continue;
-    if (!n.domain.empty() && n.domain != "ai.onnx")
-      throw Unsupported("onnx: " + node_label(n, i) + ": domain '" + n.domain + "' is not supported (only ai.onnx)");
-    if (!is_supported(n.op_type, n.domain, opset)) {
-      auto it = detail::op_table().find(n.op_type);
-      throw Unsupported("onnx: " + node_label(n, i) + ", opset " + std::to_string(opset) + ": operator " + n.op_type +
-                        (it == detail::op_table().end() ? " is not supported"
-                                                        : " is supported from opset " +
-                                                              std::to_string(it->second.min_opset) + " only"));
-    }
-  }
+  if (opts.check_support) check_support(g, opset, "");
   for (const auto& out : g.outputs) {
     bool produced = defined.count(out.name) != 0;
     for (const auto& n : g.nodes)
@@ -219,7 +309,7 @@ Model convert_model(const ::onnx::ModelProto& proto, const LoadOptions& opts) {
     }
     std::vector<Array> ins;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? Array() : constants[in]);
-    std::vector<Array> outs = run_node(n, int(i), opset, Device::cpu(), std::move(ins));
+    std::vector<Array> outs = detail::run_node(n, int(i), opset, Device::cpu(), std::move(ins));
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k].empty()) continue;
       outs[k].eval();
@@ -291,15 +381,7 @@ std::map<std::string, Array> Model::forward(const std::map<std::string, Array>& 
   }
   for (const auto& [name, value] : inputs)
     if (!env.count(name)) throw Error("onnx::Model::forward: '" + name + "' is not a graph input");
-  const int64_t opset = graph_.opset();
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-    const Node& n = graph_.nodes[i];
-    std::vector<Array> ins;
-    for (const auto& in : n.inputs) ins.push_back(in.empty() ? Array() : env.at(in));
-    std::vector<Array> outs = run_node(n, int(i), opset, device_, std::move(ins));
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (!n.outputs[k].empty()) env[n.outputs[k]] = outs[k];
-  }
+  detail::run_nodes(graph_, env, graph_.opset(), device_);
   std::map<std::string, Array> result;
   for (const auto& vi : graph_.outputs) result[vi.name] = env.at(vi.name);
   return result;

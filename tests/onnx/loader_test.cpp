@@ -356,6 +356,59 @@ TEST(OnnxLoaderTest, ConvTranspose3dMatchesTheDefinition) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
 }
 
+// Loop: a body that adds the iteration number and a value captured from the enclosing graph to
+// a carried sum, stops through its condition output, and emits the running sum as a scan output.
+// Expected: M = 5, stop once the sum passes 10, step = 2: sums 2, 5, 9, 14 (4 iterations).
+TEST(OnnxLoaderTest, LoopRunsTheBodyWithCapturesConditionAndScanOutputs) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  add_input(g, "M", 7, {});
+  add_input(g, "step", 7, {});
+  add_input(g, "s0", 7, {});
+  auto* t = g->add_initializer();  // cond = true
+  t->set_name("cond0");
+  t->set_data_type(9);
+  t->set_raw_data(std::string(1, '\1'));
+  auto* loop = add_node(g, "Loop", {"M", "cond0", "s0"}, {"s_final", "sums"}, "loop");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  auto* b = a->mutable_g();
+  add_input(b, "i", 7, {});
+  add_input(b, "c_in", 9, {});
+  add_input(b, "s_in", 7, {});
+  auto* ten = b->add_initializer();
+  ten->set_name("ten");
+  ten->set_data_type(7);
+  int64_t ten_v = 10;
+  ten->set_raw_data(std::string(reinterpret_cast<const char*>(&ten_v), 8));
+  add_node(b, "Add", {"s_in", "i"}, {"t1"});
+  add_node(b, "Add", {"t1", "step"}, {"s_out"});  // "step" comes from the enclosing graph
+  add_node(b, "LessOrEqual", {"s_out", "ten"}, {"c_out"});
+  add_node(b, "Identity", {"s_out"}, {"scan"});
+  for (const char* o : {"c_out", "s_out", "scan"}) b->add_output()->set_name(o);
+  g->add_output()->set_name("s_final");
+  g->add_output()->set_name("sums");
+  ember::onnx::Model model = ember::onnx::load_from_memory(bytes_of(m));
+  auto out = model.forward({{"M", from_vector<int64_t>({5}, Shape{})},
+                            {"step", from_vector<int64_t>({2}, Shape{})},
+                            {"s0", from_vector<int64_t>({0}, Shape{})}});
+  EXPECT_EQ(out.at("s_final").to_vector<int64_t>(), std::vector<int64_t>{14});
+  EXPECT_EQ(out.at("sums").shape(), (Shape{4}));
+  EXPECT_EQ(out.at("sums").to_vector<int64_t>(), (std::vector<int64_t>{2, 5, 9, 14}));
+  // The trip count bounds it: M = 2 gives sums 2, 5.
+  auto two = model.forward({{"M", from_vector<int64_t>({2}, Shape{})},
+                            {"step", from_vector<int64_t>({2}, Shape{})},
+                            {"s0", from_vector<int64_t>({0}, Shape{})}});
+  EXPECT_EQ(two.at("sums").to_vector<int64_t>(), (std::vector<int64_t>{2, 5}));
+  // A body reading a name nobody defines is refused at load, naming it.
+  ::onnx::ModelProto bad = m;
+  bad.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_node(1)->set_input(1, "nowhere");
+  EXPECT_NE(error_of([&] { ember::onnx::load_from_memory(bytes_of(bad)); }).find("'nowhere'"), std::string::npos);
+}
+
 #endif  // EMBER_HAVE_ONNX
 
 // ONNX integer Div truncates toward zero, exactly for every int64: quotients computed by hand,

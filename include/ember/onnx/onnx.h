@@ -42,6 +42,8 @@ DType dtype_from_onnx(int32_t data_type, const std::string& what);
 int32_t onnx_type_from_dtype(DType dtype);
 
 // One node attribute, typed as in AttributeProto (graphs attributes are not supported yet).
+struct Graph;
+
 struct Attribute {
   enum class Kind { Float, Int, String, Tensor, Floats, Ints, Strings, Graph, Other };
   Kind kind = Kind::Other;
@@ -52,6 +54,7 @@ struct Attribute {
   std::vector<double> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  std::shared_ptr<const Graph> graph;  // Kind::Graph (a Loop's body); null for GRAPHS lists
 };
 
 struct Node {
@@ -61,6 +64,9 @@ struct Node {
   std::vector<std::string> inputs;  // "" = an optional input left out
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attributes;
+  // Values of the enclosing graph that a subgraph attribute reads by name (a Loop body's free
+  // variables): the node runs after their producers, and is never folded at load.
+  std::vector<std::string> captures;
 };
 
 // A graph input or output: its name, element type and dims (-1 for a dynamic dim; empty dims with
@@ -81,6 +87,8 @@ struct Graph {
   int64_t ir_version = 0;
   std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
   int64_t opset() const;                  // the ai.onnx version
+  std::map<std::string, Array> constants;  // a subgraph's own initializers (the main graph's
+                                           // are the Model's parameters and buffers)
 };
 
 class Model : public nn::Module {
