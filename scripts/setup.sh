@@ -19,6 +19,7 @@ packages=(
   libopenmpi-dev openmpi-bin                      # MPI for ember::dist (ember_dist_mpi, mpirun; optional at build time)
   libonnx-dev libprotobuf-dev                     # ONNX import: onnx-ml.pb.h + libonnx_proto (ONNX 1.12) and protobuf 3.21
   tmux                                            # a real terminal for the dashboard test (tests/train/dashboard_tmux.sh)
+  libmimalloc-dev                                 # the ember command's allocator (small graph allocations; CMakeLists.txt)
 )
 
 missing=()
