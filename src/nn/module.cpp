@@ -2,6 +2,7 @@
 // state dicts (include/ember/nn/module.h).
 #include "ember/nn/module.h"
 
+#include "autograd/grad_node.h"
 #include "ember/autocast.h"
 
 #include <cxxabi.h>
@@ -18,6 +19,19 @@ namespace ember::nn {
 void ParamRef::set(const Array& value) const {
   if (!slot_) throw Error("Param::set: the parameter is empty (default-constructed)");
   bool grad = slot_->trainable && !slot_->is_buffer && value.defined() && is_floating(value.dtype());
+  if (grad && value.requires_grad()) {
+    // A leaf the caller made with require_grad() becomes the parameter itself (as assigning an
+    // nn.Parameter in PyTorch): its gradient in a backward pass is the parameter's. A value with
+    // history cannot be a parameter; detaching it silently would cut the caller's gradient.
+    if (value.grad_node()->is_leaf) {
+      slot_->value = value;
+      return;
+    }
+    throw Error(fmt::format("Param::set: the value {} {} was computed from tensors that require grad; a parameter "
+                            "must be a leaf. Pass value.detach() to start a new parameter from its data, or a leaf "
+                            "made with require_grad() to share it",
+                            dtype_name(value.dtype()), value.shape().str()));
+  }
   slot_->value = grad ? value.detach().require_grad() : value.detach();
 }
 
@@ -179,6 +193,7 @@ int64_t Module::num_params(bool trainable_only) {
 // ---- devices, dtypes, modes ------------------------------------------------------------------
 
 Module& Module::to(Device device) {
+  NoGradGuard no_grad;  // moving a parameter is not part of its history
   std::set<const Slot*> done;
   walk([&](const std::string&, ParamRef& p) {
     if (!done.insert(p.identity()).second) return;
@@ -189,6 +204,7 @@ Module& Module::to(Device device) {
 
 Module& Module::to(DType dtype) {
   if (!is_floating(dtype)) throw Error(fmt::format("Module::to: {} is not a floating dtype", dtype_name(dtype)));
+  NoGradGuard no_grad;
   std::set<const Slot*> done;
   walk([&](const std::string&, ParamRef& p) {
     if (!done.insert(p.identity()).second) return;

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "autograd/grad_node.h"
+#include "ember/nn/linear.h"
 #include "ember/tensor.h"
 #include "ops/op_table.h"
 #include "test_util.h"
@@ -116,5 +117,44 @@ TEST(PyTorchGradSemantics, CheckpointWithAnIgnoredInput) {
   EXPECT_FALSE(ignored.grad(gs).defined());
 }
 
+}  // namespace
+}  // namespace ember
+
+// Assigning a parameter keeps identities, as assigning an nn.Parameter does in PyTorch: a leaf
+// made with require_grad() becomes the parameter itself (its gradient is the parameter's, and
+// the optimizer, keyed on the slot, keeps its state); a value with history is refused instead of
+// being detached silently; plain data becomes a fresh leaf.
+namespace ember {
+namespace {
+TEST(PyTorchGradSemantics, ParameterAssignmentKeepsTheCallersLeaf) {
+  nn::Linear lin(nn::LinearOptions{.in = 2, .out = 1, .bias = false});
+  const nn::Slot* slot = lin.weight.identity();
+  Array w = from_vector(std::vector<float>{2, -3}, {1, 2}).require_grad();
+  lin.weight.set(w);
+  EXPECT_EQ(lin.weight.identity(), slot);
+  EXPECT_EQ(lin.weight.array().node(), w.node());
+  Array x = from_vector(std::vector<float>{5, 7}, {1, 2});
+  Gradients g = sum(lin.forward(x)).backward();
+  // d/dw sum(x @ w^T) = x.
+  ASSERT_TRUE(w.grad(g).defined());
+  EXPECT_EQ(w.grad(g).to_vector<float>(), (std::vector<float>{5, 7}));
+  EXPECT_EQ(lin.weight.array().grad(g).to_vector<float>(), (std::vector<float>{5, 7}));
+
+  // History: refused with a message that says what to do.
+  std::string e = testing::error_of([&] { lin.weight.set(mul(w, 2.0)); });
+  EXPECT_NE(e.find("Param::set"), std::string::npos) << e;
+  EXPECT_NE(e.find("detach()"), std::string::npos) << e;
+  EXPECT_EQ(lin.weight.array().node(), w.node());  // unchanged after the refusal
+
+  // Plain data: a new leaf of the same slot, which gets gradients.
+  lin.weight.set(from_vector(std::vector<float>{1, 1}, {1, 2}));
+  EXPECT_EQ(lin.weight.identity(), slot);
+  EXPECT_TRUE(lin.weight.array().requires_grad());
+  Gradients g2 = sum(lin.forward(x)).backward();
+  EXPECT_EQ(lin.weight.array().grad(g2).to_vector<float>(), (std::vector<float>{5, 7}));
+  // A detached value with history is fine (the caller chose to cut it).
+  lin.weight.set(mul(w, 2.0).detach());
+  EXPECT_EQ(lin.weight.array().to_vector<float>(), (std::vector<float>{4, -6}));
+}
 }  // namespace
 }  // namespace ember
