@@ -75,7 +75,7 @@ struct Model : nn::Module {
                  .norm = true}),
         head({.in = c.d_model, .out = vocab, .seed = c.seed + 7}) {
     // Small embeddings (N(0, 0.02)) so the positions are not drowned at the start.
-    tok.weight.set(mul(tok.weight.array(), 0.02));
+    tok.weight.set(mul(tok.weight.array(), 0.02).detach());  // new data, not history
   }
 
   // tokens [N, T] (i64) -> logits [N, T, vocab]; position t sees tokens 0..t.

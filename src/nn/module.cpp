@@ -28,8 +28,8 @@ void ParamRef::set(const Array& value) const {
       return;
     }
     throw Error(fmt::format("Param::set: the value {} {} was computed from tensors that require grad; a parameter "
-                            "must be a leaf. Pass value.detach() to start a new parameter from its data, or a leaf "
-                            "made with require_grad() to share it",
+                            "must be a leaf. Pass value.detach() (or compute it under NoGradGuard) to start a new "
+                            "parameter from its data, or a leaf made with require_grad() to share it",
                             dtype_name(value.dtype()), value.shape().str()));
   }
   slot_->value = grad ? value.detach().require_grad() : value.detach();
