@@ -69,9 +69,9 @@ class GlslTable final : public ExprTable {
     switch (dt) {
       case EMBER_F32: case EMBER_F16: case EMBER_BF16: return "float";
       case EMBER_F64: return t_.float64 ? "double" : nullptr;
-      case EMBER_I64: return t_.int64 ? "int64_t" : nullptr;
-      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int";
-      default: return nullptr;
+      case EMBER_I64: case EMBER_U32: return t_.int64 ? "int64_t" : nullptr;  // u32 held in i64 (abi.h)
+      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16: return "int";
+      default: return nullptr;  // u64: its unsigned semantics are not rendered (host fallback)
     }
   }
   const char* storage_type(uint8_t dt) const override {
@@ -81,6 +81,10 @@ class GlslTable final : public ExprTable {
       case EMBER_I64: return t_.int64 ? "int64_t" : nullptr;
       case EMBER_I32: return "int";
       case EMBER_U8: case EMBER_BOOL: return t_.storage8 ? "uint8_t" : nullptr;
+      case EMBER_I8: return t_.storage8 ? "int8_t" : nullptr;
+      case EMBER_I16: return t_.storage16 ? "int16_t" : nullptr;
+      case EMBER_U16: return t_.storage16 ? "uint16_t" : nullptr;
+      case EMBER_U32: return t_.int64 ? "uint" : nullptr;
       case EMBER_F16: case EMBER_BF16: return t_.storage16 ? "uint16_t" : nullptr;
       default: return nullptr;
     }
@@ -89,8 +93,9 @@ class GlslTable final : public ExprTable {
     switch (in.dtype) {
       case EMBER_F32: case EMBER_F16: case EMBER_BF16: return float_literal(float(in.fimm));
       case EMBER_F64: return t_.float64 ? double_literal(in.fimm) : "";
-      case EMBER_I64: return i64_literal(in.iimm);
-      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: return "int(" + hex32(uint32_t(uint64_t(in.iimm))) + ")";
+      case EMBER_I64: case EMBER_U32: return t_.int64 ? i64_literal(in.iimm) : "";
+      case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16:
+        return "int(" + hex32(uint32_t(uint64_t(in.iimm))) + ")";
       default: return "";
     }
   }
@@ -173,7 +178,7 @@ class GlslTable final : public ExprTable {
         default: return "";
       }
     }
-    const char* sfx = dt == EMBER_I64 ? "l" : "i";
+    const char* sfx = dt == EMBER_I64 || dt == EMBER_U32 ? "l" : "i";
     switch (op) {
       case EMBER_KIR_ADD: return x + " + " + y;
       case EMBER_KIR_SUB: return x + " - " + y;
@@ -214,9 +219,19 @@ class GlslTable final : public ExprTable {
       case EMBER_BOOL: return "int(!(" + a + " == " + Sr + "(0)))";
       case EMBER_F64: return "double(" + a + ")";
       case EMBER_F32:  // i64 -> f32 through f64, as the CPU (double rounding included)
-        return from == EMBER_I64 && t_.float64 ? "float(double(" + a + "))" : "float(" + a + ")";
+        return (from == EMBER_I64 || from == EMBER_U32) && t_.float64 ? "float(double(" + a + "))" : "float(" + a + ")";
       case EMBER_I64: return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
+      case EMBER_U32: {  // held in i64: wrapped to 0..2^32-1; floats through i64
+        const std::string wide = sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
+        return "(" + wide + " & int64_t(0xffffffffUL))";
+      }
       case EMBER_U8: return sf ? std::string("(") + (sd ? "e_d2i(" : "e_f2i(") + a + ") & 255)" : "(int(" + a + ") & 255)";
+      case EMBER_I8: case EMBER_I16: case EMBER_U16: {  // held in int: wrapped (sign-extended for i8/i16)
+        const std::string narrow = sf ? std::string(sd ? "e_d2i(" : "e_f2i(") + a + ")" : "int(" + a + ")";
+        if (to == EMBER_U16) return "(" + narrow + " & 65535)";
+        const std::string m = to == EMBER_I8 ? "255" : "65535", h = to == EMBER_I8 ? "128" : "32768";
+        return "(((" + narrow + " & " + m + ") ^ " + h + ") - " + h + ")";
+      }
       default: return sf ? (sd ? "e_d2i(" : "e_f2i(") + a + ")" : "int(" + a + ")";
     }
   }
@@ -231,7 +246,8 @@ class GlslTable final : public ExprTable {
   std::string load(uint8_t dt, const std::string& ref) const override {
     if (!storage_type(dt)) return "";
     switch (dt) {
-      case EMBER_U8: return "int(" + ref + ")";
+      case EMBER_U8: case EMBER_I8: case EMBER_I16: case EMBER_U16: return "int(" + ref + ")";
+      case EMBER_U32: return "int64_t(" + ref + ")";
       case EMBER_BOOL: return "int(" + ref + " != uint8_t(0))";
       case EMBER_F16: return "e_h2f(uint(" + ref + "))";
       case EMBER_BF16: return "e_b2f(uint(" + ref + "))";
@@ -246,6 +262,10 @@ class GlslTable final : public ExprTable {
     }
     switch (dt) {
       case EMBER_U8: return "uint8_t(" + x + ")";
+      case EMBER_I8: return "int8_t(" + x + ")";
+      case EMBER_I16: return "int16_t(" + x + ")";
+      case EMBER_U16: return "uint16_t(" + x + ")";
+      case EMBER_U32: return "uint(" + x + ")";
       case EMBER_BOOL: return "uint8_t(" + x + " != 0 ? 1 : 0)";
       case EMBER_F16: return "uint16_t(e_f2h(" + x + "))";
       case EMBER_BF16: return "uint16_t(e_f2b(" + x + "))";
@@ -329,9 +349,9 @@ std::string acc_init(const GlslTable& t, uint16_t op, uint8_t dt) {
     case EMBER_KIR_ACC_SUM: return T + "(0)";
     case EMBER_KIR_ACC_PROD: return T + "(1)";
     case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_ARGMAX:
-      return fl ? (d ? "-e_infd()" : "-e_inff()") : dt == EMBER_I64 ? "int64_t(0x8000000000000000UL)" : "int(0x80000000u)";
+      return fl ? (d ? "-e_infd()" : "-e_inff()") : dt == EMBER_I64 || dt == EMBER_U32 ? "int64_t(0x8000000000000000UL)" : "int(0x80000000u)";
     default:
-      return fl ? (d ? "e_infd()" : "e_inff()") : dt == EMBER_I64 ? "int64_t(0x7fffffffffffffffUL)" : "int(0x7fffffffu)";
+      return fl ? (d ? "e_infd()" : "e_inff()") : dt == EMBER_I64 || dt == EMBER_U32 ? "int64_t(0x7fffffffffffffffUL)" : "int(0x7fffffffu)";
   }
 }
 
@@ -428,8 +448,8 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
   for (int32_t a = 0; a < p.n_args; ++a) {
     const uint8_t dt = p.arg_dtypes[a];
     if (!t.storage_type(dt)) return fail("argument " + S(a) + " has a dtype the device cannot store");
-    need8 |= dt == EMBER_U8 || dt == EMBER_BOOL;
-    need16 |= is_half(dt);
+    need8 |= dt == EMBER_U8 || dt == EMBER_BOOL || dt == EMBER_I8;
+    need16 |= is_half(dt) || dt == EMBER_I16 || dt == EMBER_U16;
   }
   for (int32_t k = 0; k < p.n_insts; ++k) {
     const ember_kir_inst& in = p.insts[k];

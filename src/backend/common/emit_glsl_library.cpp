@@ -300,7 +300,9 @@ bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* 
 
 bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) {
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
-  const bool storable = t->storage_type(dtype) && t->reg_type(dtype);
+  // The library shaders are written for the ABI's first eight dtypes; the newer integers (i8,
+  // i16, u16, u32) run their library calls on the CPU (the host fallback).
+  const bool storable = t->storage_type(dtype) && t->reg_type(dtype) && dtype <= EMBER_BOOL;
   const bool floating = storable && lib::is_floating(dtype);
   if (op != EMBER_LIB_MATMUL && !target.int64) return false;  // their shaders use int64 (the host fallback runs them)
   switch (op) {

@@ -32,7 +32,7 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
   std::snprintf(p.name, sizeof p.name, "%s", d->name.c_str());
   std::snprintf(p.kind, sizeof p.kind, "%s", d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "gpu (cpu)" : "gpu");
   p.memory_total = d->heap_bytes;
-  for (int dt : {EMBER_F32, EMBER_F64, EMBER_F16, EMBER_BF16, EMBER_I32, EMBER_I64, EMBER_U8, EMBER_BOOL})
+  for (int dt = 0; dt < EMBER_NUM_DTYPES; ++dt)
     if (emit::glsl_supports(d->target, EMBER_KIR_LOAD, uint8_t(dt))) p.dtypes |= EMBER_DTYPE_BIT(dt);
   p.index_bits = d->target.int64 ? 64 : 32;
   p.max_buffer_bytes = d->props.limits.maxStorageBufferRange;
@@ -46,7 +46,7 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
 
 int32_t supports_op(int32_t index, int32_t kind, int32_t op, int32_t dtype) {
   DeviceContext* d = device(index);
-  if (!d || dtype < 0 || dtype > EMBER_BOOL) return 0;
+  if (!d || dtype < 0 || dtype >= EMBER_NUM_DTYPES) return 0;
   if (kind == EMBER_SUPPORT_KIR) return emit::glsl_supports(d->target, uint16_t(op), uint8_t(dtype)) ? 1 : 0;
   if (kind == EMBER_SUPPORT_LIBRARY)
     return emit::glsl_library_supports(op, uint8_t(dtype), d->target) ? 1 : 0;
