@@ -60,7 +60,7 @@ struct Scalar {
 };
 
 struct TensorOptions {
-  std::optional<DType> dtype;  // unset: f32 for Array functions, the kind's default for Tensor<D, K>
+  std::optional<DType> dtype{};  // unset: f32 for Array functions, the kind's default for Tensor<D, K>
   Device device = Device::cpu();
 };
 

@@ -37,8 +37,8 @@ class Gradients {
 
  private:
   struct Entry {
-    std::shared_ptr<autograd::GradNode> leaf;  // keeps the key alive
-    Array grad;
+    std::shared_ptr<autograd::GradNode> leaf{};  // keeps the key alive
+    Array grad{};
   };
   std::unordered_map<const autograd::GradNode*, Entry> grads_;
 };
@@ -81,7 +81,7 @@ std::vector<Array> grad(const Array& output, const std::vector<Array>& inputs, B
 struct CustomFunction {
   std::function<Array(const std::vector<Array>& inputs)> forward;
   std::function<std::vector<Array>(const std::vector<Array>& inputs, const Array& output, const Array& grad_output)>
-      backward;
+     backward{};
   const char* name = "custom";
 };
 Array apply(const CustomFunction& fn, const std::vector<Array>& inputs, Loc loc = Loc::current());

@@ -40,7 +40,7 @@ Array from_vector(const std::vector<T>& data, const Shape& shape, Device device 
 // s is a pure function of (s, i), so results do not depend on threads or backends. Without a
 // seed, each call takes the next seed from the global generator (see manual_seed).
 struct RandomOptions {
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed{};
   DType dtype = DType::F32;
   Device device = Device::cpu();
 };
@@ -78,7 +78,7 @@ Array bernoulli(const Shape& shape, double p, RandomOptions opts = {}, Loc loc =
 Array multinomial(const Array& probs, int64_t num_samples, bool replacement = false,
                   std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 struct RandintOptions {
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed{};
   DType dtype = DType::I64;
   Device device = Device::cpu();
 };

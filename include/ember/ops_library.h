@@ -127,8 +127,8 @@ inline Array avg_pool1d(const Array& x, int64_t kernel, Loc loc = Loc::current()
 
 // ---- sorting (any dtype) -------------------------------------------------------------------
 struct ValuesIndices {
-  Array values;
-  Array indices;  // i64
+  Array values{};
+  Array indices{};  // i64
 };
 // Stable (equal values keep their order) along dim; NaN is greater than every number (last in
 // ascending order, first in descending order), as in PyTorch. values = gather(x, dim, indices).
@@ -139,9 +139,9 @@ Array argsort(const Array& x, int dim = -1, bool descending = false, Loc loc = L
 ValuesIndices topk(const Array& x, int64_t k, int dim = -1, bool largest = true, bool sorted = true,
                    Loc loc = Loc::current());
 struct UniqueResult {
-  Array values;   // sorted distinct values of x (1-D, x's dtype); all NaNs count as one value
-  Array inverse;  // i64, x's shape: the position of each element of x in values
-  Array counts;   // i64, values' shape: how often each value occurs
+  Array values{};   // sorted distinct values of x (1-D, x's dtype); all NaNs count as one value
+  Array inverse{};  // i64, x's shape: the position of each element of x in values
+  Array counts{};   // i64, values' shape: how often each value occurs
 };
 // The output size depends on the data, so unique realizes x and reads it to the host: it
 // synchronizes with x's device (like item() or to_vector()). Not differentiable.
@@ -158,14 +158,14 @@ ValuesIndices cummin(const Array& x, int dim, Loc loc = Loc::current());
 
 // ---- fused attention (src/ops/fused_attention.cpp) ----------------------------------------------
 struct FusedAttentionOptions {
-  std::optional<double> scale;  // multiplies q k^T; default 1 / sqrt(E)
+  std::optional<double> scale{};  // multiplies q k^T; default 1 / sqrt(E)
   bool causal = false;          // query i sees keys j <= i (top-left aligned, as PyTorch's is_causal)
-  Array mask;                   // optional, broadcast to [..., L, S]: additive (floating) or bool
+  Array mask{};                   // optional, broadcast to [..., L, S]: additive (floating) or bool
                                 // (true = attend); combined with `causal` when both are given
 };
 struct AttentionResult {
-  Array out;  // [..., L, Ev]
-  Array lse;  // [..., L]: logsumexp of each query's scores
+  Array out{};  // [..., L, Ev]
+  Array lse{};  // [..., L]: logsumexp of each query's scores
 };
 // softmax(q k^T * scale [+ mask]) v for q [..., L, E], k [..., S, E], v [..., S, Ev] (the same
 // leading dims), floating dtypes (f16/bf16 computed in f32). One library call that never holds

@@ -93,7 +93,7 @@ inline constexpr int matmul_rank = A == 1 && B == 1 ? 0 : A == 1 ? B - 1 : B == 
 template <class T>
 struct Located {
   const T& value;
-  Loc loc;
+  Loc loc{};
   Located(const T& v, Loc l = Loc::current()) : value(v), loc(l) {}  // NOLINT: implicit on purpose
 };
 

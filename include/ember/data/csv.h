@@ -13,12 +13,12 @@
 namespace ember::data {
 
 struct Row {
-  std::vector<float> features;
-  std::vector<float> targets;
+  std::vector<float> features{};
+  std::vector<float> targets{};
 };
 
 struct CsvOptions {
-  std::vector<std::string> targets;  // names of target columns (may be empty)
+  std::vector<std::string> targets{};  // names of target columns (may be empty)
   char delimiter = ',';
 };
 

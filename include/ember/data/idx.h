@@ -14,8 +14,8 @@ namespace ember::data {
 
 struct IdxArray {
   DType dtype = DType::U8;     // u8 (0x08), i8 (0x09, read as i32), i16 (0x0B, as i32), i32, f32, f64
-  std::vector<int64_t> dims;   // sizes, outermost first
-  std::vector<uint8_t> bytes;  // elements in host byte order, dtype_size(dtype) bytes each
+  std::vector<int64_t> dims{};   // sizes, outermost first
+  std::vector<uint8_t> bytes{};  // elements in host byte order, dtype_size(dtype) bytes each
   int64_t numel() const;
   // The elements converted to T.
   template <class T>

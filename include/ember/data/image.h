@@ -20,13 +20,13 @@ namespace ember::data {
 // A [channels, height, width] image of floats (pixel values in [0, 1] before normalization).
 struct Image {
   int64_t channels = 1, height = 0, width = 0;
-  std::vector<float> pixels;  // channel-major (CHW)
+  std::vector<float> pixels{};  // channel-major (CHW)
   float& at(int64_t c, int64_t y, int64_t x) { return pixels[size_t((c * height + y) * width + x)]; }
   float at(int64_t c, int64_t y, int64_t x) const { return pixels[size_t((c * height + y) * width + x)]; }
 };
 
 struct LabeledImage {
-  Image image;
+  Image image{};
   int64_t label = 0;
 };
 
@@ -46,7 +46,7 @@ std::shared_ptr<Transformed<LabeledImage>> augment(DatasetPtr<LabeledImage> src,
 struct FashionMnistOptions {
   // Folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. Empty: $EMBER_FASHION_MNIST_DIR,
   // else /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist package).
-  std::string dir;
+  std::string dir{};
 };
 class FashionMnist : public Dataset<LabeledImage> {
  public:

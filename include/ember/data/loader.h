@@ -45,8 +45,8 @@ struct LoaderOptions {
 // A batch of inputs and targets; structured bindings give `auto& [x, y] = batch`.
 template <int DI, int DT, TensorKind KT>
 struct Batch {
-  Tensor<DI> inputs;
-  Tensor<DT, KT> targets;
+  Tensor<DI> inputs{};
+  Tensor<DT, KT> targets{};
 };
 using ImageBatch = Batch<4, 1, Int>;  // [N, C, H, W] floats, [N] class indices
 using RowBatch = Batch<2, 2, Float>;  // [N, features], [N, targets]
@@ -106,20 +106,20 @@ class DataLoader {
 
  private:
   struct Slot {
-    std::optional<BatchT> batch;
-    std::exception_ptr error;
+    std::optional<BatchT> batch{};
+    std::exception_ptr error{};
   };
   // One epoch in flight: the order, the workers and the finished batches.
   struct Run {
     const DataLoader* loader;
-    std::vector<size_t> order;
+    std::vector<size_t> order{};
     size_t batches = 0;
     std::mutex mu;
     std::condition_variable cv;
-    std::map<size_t, Slot> ready;
+    std::map<size_t, Slot> ready{};
     size_t next_to_make = 0, consumed = 0;
     bool stop = false;
-    std::vector<std::thread> threads;
+    std::vector<std::thread> threads{};
 
     Run(const DataLoader* l, uint64_t epoch) : loader(l) {
       const LoaderOptions& o = l->opts_;

@@ -18,7 +18,7 @@ namespace ember::dist {
 
 struct InProcessOptions {
   int size = 2;
-  std::vector<Device> devices;  // rank r computes on devices[r % devices.size()]; empty: the CPU
+  std::vector<Device> devices{};  // rank r computes on devices[r % devices.size()]; empty: the CPU
   std::chrono::milliseconds timeout = default_timeout();
 };
 

@@ -27,21 +27,21 @@ using TensorMap = std::map<std::string, Array>;
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsFile {
-  TensorMap tensors;
-  Metadata metadata;
+  TensorMap tensors{};
+  Metadata metadata{};
 };
 
 // One tensor's entry in a header, before its data is read.
 struct TensorInfo {
-  std::string name;
+  std::string name{};
   DType dtype = DType::F32;
-  Shape shape;
+  Shape shape{};
   uint64_t begin = 0;  // byte range within the data section
   uint64_t end = 0;
 };
 struct Header {
-  std::vector<TensorInfo> tensors;
-  Metadata metadata;
+  std::vector<TensorInfo> tensors{};
+  Metadata metadata{};
   uint64_t data_offset = 0;  // where the data section starts in the file
 };
 
@@ -63,7 +63,7 @@ KeyMap rename_prefixes(std::vector<std::pair<std::string, std::string>> rules);
 
 struct LoadOptions {
   bool strict = true;  // missing or unexpected keys are errors
-  KeyMap remap;        // applied to every key in the file first
+  KeyMap remap{};        // applied to every key in the file first
 };
 
 }  // namespace ember::io

@@ -17,12 +17,12 @@ namespace ember::nn {
 struct SdpaOptions {
   // Broadcast to [..., L, S]. bool: true where a query may attend to a key (PyTorch's SDPA
   // convention; MultiheadAttention's masks are the opposite); floating: added to the scores.
-  Array attn_mask;
+  Array attn_mask{};
   double dropout_p = 0;   // dropout on the attention weights, applied only when training
   bool is_causal = false;  // query i attends to keys 0..i (top-left aligned); not with attn_mask
-  std::optional<double> scale;  // unset: 1 / sqrt(E)
+  std::optional<double> scale{};  // unset: 1 / sqrt(E)
   bool training = true;  // false: no dropout
-  std::optional<uint64_t> seed;  // the dropout mask's seed; unset: the next global seed
+  std::optional<uint64_t> seed{};  // the dropout mask's seed; unset: the next global seed
 };
 
 // softmax(q k^T * scale + mask) v. q [..., L, E], k [..., S, E], v [..., S, Ev] (leading dims
@@ -32,8 +32,8 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
 // The same, also returning the attention weights [..., L, S] (after dropout). Always the
 // composed path.
 struct SdpaResult {
-  Array output;
-  Array weights;
+  Array output{};
+  Array weights{};
 };
 SdpaResult scaled_dot_product_attention_with_weights(const Array& q, const Array& k, const Array& v,
                                                           const SdpaOptions& opts = {});
@@ -46,10 +46,10 @@ struct MultiheadAttentionOptions {
   int64_t num_heads = 1;  // embed_dim must be a multiple
   double dropout = 0;  // on the attention weights, in training mode
   bool bias = true;  // in_proj_bias and out_proj.bias
-  std::optional<int64_t> kdim;  // unset: embed_dim; if kdim or vdim differ from embed_dim,
-  std::optional<int64_t> vdim;  // q/k/v_proj_weight replace the packed in_proj_weight
+  std::optional<int64_t> kdim{};  // unset: embed_dim; if kdim or vdim differ from embed_dim,
+  std::optional<int64_t> vdim{};  // q/k/v_proj_weight replace the packed in_proj_weight
   bool batch_first = false;  // [N, L, E] instead of PyTorch's default [L, N, E]
-  std::optional<uint64_t> seed;  // initialization (and dropout streams, as nn::Dropout)
+  std::optional<uint64_t> seed{};  // initialization (and dropout streams, as nn::Dropout)
   DType dtype = DType::F32;
   Device device = Device::cpu();
 
@@ -58,17 +58,17 @@ struct MultiheadAttentionOptions {
 };
 
 struct MhaForwardOptions {
-  Array key_padding_mask;  // [N, S] ([S] unbatched); bool: true = ignore that key; floating: added
+  Array key_padding_mask{};  // [N, S] ([S] unbatched); bool: true = ignore that key; floating: added
   // [L, S] or [N * num_heads, L, S] ([num_heads, L, S] unbatched); bool: true = NOT allowed;
   // floating: added to the scores.
-  Array attn_mask;
+  Array attn_mask{};
   bool need_weights = true;
   bool average_attn_weights = true;  // weights [N, L, S] (mean over heads) or [N, H, L, S]
 };
 
 struct MhaOutput {
-  Array output;   // [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
-  Array weights;  // undefined unless need_weights
+  Array output{};   // [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
+  Array weights{};  // undefined unless need_weights
 };
 
 class MultiheadAttention : public Module {

@@ -63,7 +63,7 @@ class Sequential : public Module {
 
  private:
   struct Item {
-    std::shared_ptr<Module> module;
+    std::shared_ptr<Module> module{};
     std::function<Array(const Array&)> forward;
   };
   std::vector<Item> items_;

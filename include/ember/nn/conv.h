@@ -21,7 +21,7 @@ struct ConvOptions {
   IntPair dilation = 1;
   int64_t groups = 1;
   bool bias = true;
-  std::optional<uint64_t> seed;  // weight uses seed, bias seed + 1
+  std::optional<uint64_t> seed{};  // weight uses seed, bias seed + 1
   DType dtype = DType::F32;
   Device device = Device::cpu();
 

@@ -49,7 +49,7 @@ struct ConvTranspose1dLayerOptions {
   int64_t dilation = 1;
   int64_t groups = 1;
   bool bias = true;
-  std::optional<uint64_t> seed;  // weight uses seed, bias seed + 1
+  std::optional<uint64_t> seed{};  // weight uses seed, bias seed + 1
   DType dtype = DType::F32;
   Device device = Device::cpu();
 
@@ -82,7 +82,7 @@ struct ConvTranspose2dLayerOptions {
   IntPair dilation = 1;
   int64_t groups = 1;
   bool bias = true;
-  std::optional<uint64_t> seed;  // weight uses seed, bias seed + 1
+  std::optional<uint64_t> seed{};  // weight uses seed, bias seed + 1
   DType dtype = DType::F32;
   Device device = Device::cpu();
 

@@ -11,7 +11,7 @@ namespace ember::nn {
 
 struct DropoutOptions {
   double p = 0.5;
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed{};
 
   std::string to_json() const;
   static DropoutOptions from_json(const std::string& json);

@@ -11,8 +11,8 @@ namespace ember::nn {
 struct EmbeddingOptions {
   int64_t num = 0;  // number of entries
   int64_t dim = 0;  // size of each vector
-  std::optional<int64_t> padding_idx;
-  std::optional<uint64_t> seed;
+  std::optional<int64_t> padding_idx{};
+  std::optional<uint64_t> seed{};
   DType dtype = DType::F32;
   Device device = Device::cpu();
 

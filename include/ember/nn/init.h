@@ -13,7 +13,7 @@
 namespace ember::nn::init {
 
 struct InitOptions {
-  std::optional<uint64_t> seed;  // unset: the next seed of the global sequence (manual_seed)
+  std::optional<uint64_t> seed{};  // unset: the next seed of the global sequence (manual_seed)
   DType dtype = DType::F32;
   Device device = Device::cpu();
 };

@@ -12,7 +12,7 @@ struct LinearOptions {
   int64_t in = 0;
   int64_t out = 0;
   bool bias = true;
-  std::optional<uint64_t> seed;  // weight uses seed, bias seed + 1; unset: global sequence
+  std::optional<uint64_t> seed{};  // weight uses seed, bias seed + 1; unset: global sequence
   DType dtype = DType::F32;
   Device device = Device::cpu();
 

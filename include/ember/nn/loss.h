@@ -12,19 +12,19 @@ namespace ember::nn {
 enum class Reduction { None, Mean, Sum };
 
 struct CrossEntropyOptions {
-  Array weight;                // [C] class weights (undefined: all ones)
+  Array weight{};                // [C] class weights (undefined: all ones)
   int64_t ignore_index = -100;  // targets equal to it add nothing (class-index targets only)
   double label_smoothing = 0;  // mixes the target with the uniform distribution
   Reduction reduction = Reduction::Mean;
 };
 struct NllOptions {
-  Array weight;
+  Array weight{};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
 };
 struct BceOptions {
-  Array weight;      // broadcast over the elements
-  Array pos_weight;  // [C] weight of positive examples (with logits only)
+  Array weight{};      // broadcast over the elements
+  Array pos_weight{};  // [C] weight of positive examples (with logits only)
   Reduction reduction = Reduction::Mean;
 };
 

@@ -33,7 +33,7 @@ class Module;
 
 // The shared storage behind one parameter or buffer.
 struct Slot {
-  Array value;            // a parameter's value is a require_grad leaf while it is trainable
+  Array value{};            // a parameter's value is a require_grad leaf while it is trainable
   bool trainable = true;  // false: frozen parameter (no gradient); always false for buffers
   bool is_buffer = false;
 };
@@ -97,8 +97,8 @@ class Visitor {
 using StateDict = std::map<std::string, Array>;
 
 struct NamedParam {
-  std::string name;
-  ParamRef param;
+  std::string name{};
+  ParamRef param{};
 };
 
 class Module {

@@ -60,7 +60,7 @@ class BatchNorm2d : public BatchNorm {
 };
 
 struct LayerNormOptions {
-  std::vector<int64_t> shape;  // the normalized trailing dims
+  std::vector<int64_t> shape{};  // the normalized trailing dims
   double eps = 1e-5;
   bool affine = true;  // weight (ones) and bias (zeros)
   bool bias = true;
@@ -93,8 +93,8 @@ class LayerNorm : public Module {
 };
 
 struct RMSNormOptions {
-  std::vector<int64_t> shape;
-  std::optional<double> eps;  // unset: the dtype's machine epsilon (PyTorch's default)
+  std::vector<int64_t> shape{};
+  std::optional<double> eps{};  // unset: the dtype's machine epsilon (PyTorch's default)
   bool affine = true;
   DType dtype = DType::F32;
   Device device = Device::cpu();

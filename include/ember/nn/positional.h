@@ -24,7 +24,7 @@ struct SinusoidalPositionalEncodingOptions {
   int64_t max_len = 5000;
   double dropout = 0;  // applied after the addition in training mode (PyTorch's tutorial uses 0.1)
   bool batch_first = true;  // x [N, L, d] (or [L, d]); false: [L, N, d]
-  std::optional<uint64_t> seed;  // dropout stream
+  std::optional<uint64_t> seed{};  // dropout stream
 
   std::string to_json() const;
   static SinusoidalPositionalEncodingOptions from_json(const std::string& json);
@@ -52,7 +52,7 @@ class SinusoidalPositionalEncoding : public Module {
 
 struct RotaryOptions {
   int64_t offset = 0;  // positions offset, offset + 1, ... along dim -2 (when no positions)
-  Array positions;     // optional [L] (or broadcasting to x's [..., L]), integer or floating
+  Array positions{};     // optional [L] (or broadcasting to x's [..., L]), integer or floating
   double base = 10000;  // angle of pair i at position p: p * base^(-2i / D)
   // true: pairs (x[2i], x[2i+1]) (RoFormer); false: pairs (x[i], x[i + D/2]) (GPT-NeoX / LLaMA
   // "rotate half" layout).

@@ -41,7 +41,7 @@ struct RecurrentCellOptions {
   int64_t hidden_size = 0;
   bool bias = true;
   RecurrentNonlinearity nonlinearity = RecurrentNonlinearity::Tanh;
-  std::optional<uint64_t> seed;  // parameter k (weight_ih, weight_hh, bias_ih, bias_hh) uses seed + k
+  std::optional<uint64_t> seed{};  // parameter k (weight_ih, weight_hh, bias_ih, bias_hh) uses seed + k
   DType dtype = DType::F32;
   Device device = Device::cpu();
 
@@ -64,8 +64,8 @@ struct RecurrentOptions {
   bool bidirectional = false;
   int64_t proj_size = 0;
   RecurrentNonlinearity nonlinearity = RecurrentNonlinearity::Tanh;
-  std::optional<uint64_t> seed;          // initialization: parameter k (state-dict order) uses seed + k
-  std::optional<uint64_t> dropout_seed;  // as nn::Dropout: call k uses stream k; unset: global sequence
+  std::optional<uint64_t> seed{};          // initialization: parameter k (state-dict order) uses seed + k
+  std::optional<uint64_t> dropout_seed{};  // as nn::Dropout: call k uses stream k; unset: global sequence
   DType dtype = DType::F32;
   Device device = Device::cpu();
 
@@ -107,12 +107,12 @@ class RNNCell : public Module {
 };
 
 struct LSTMState {
-  Array h, c;
+  Array h{}, c{};
 };
 // The typed state of LSTMCell (undefined tensors mean zeros).
 template <int D>
 struct LSTMCellState {
-  Tensor<D> h, c;
+  Tensor<D> h{}, c{};
 };
 
 class LSTMCell : public Module {
@@ -172,18 +172,18 @@ class GRUCell : public Module {
 // bidirectional, H_out = proj_size or hidden_size. h_n: [num_layers * D, N, H_out]; c_n (LSTM
 // only, else undefined): [num_layers * D, N, hidden_size]. Unbatched input gives states without N.
 struct RecurrentOutput {
-  Array output, h_n, c_n;
+  Array output{}, h_n{}, c_n{};
 };
 // The typed result: all three have the input's rank (c_n undefined but for LSTM).
 template <int D>
 struct RecurrentResult {
-  Tensor<D> output, h_n, c_n;
+  Tensor<D> output{}, h_n{}, c_n{};
 };
 
 // The weights of one layer and direction (weight_hr only for an LSTM with proj_size).
 struct RecurrentLayerWeights {
-  Param<2> weight_ih, weight_hh, weight_hr;
-  Param<1> bias_ih, bias_hh;
+  Param<2> weight_ih{}, weight_hh{}, weight_hr{};
+  Param<1> bias_ih{}, bias_hh{};
 };
 
 // The shared machinery of RNN, LSTM and GRU (use those).

@@ -32,7 +32,7 @@ struct TransformerLayerOptions {
   double layer_norm_eps = 1e-5;
   bool batch_first = false;  // [N, L, E] instead of [L, N, E]
   bool norm_first = false;   // pre-norm: x + f(norm(x)); post-norm: norm(x + f(x))
-  std::optional<uint64_t> seed;  // initialization and dropout streams
+  std::optional<uint64_t> seed{};  // initialization and dropout streams
   DType dtype = DType::F32;
   Device device = Device::cpu();
 
@@ -47,14 +47,14 @@ Array generate_square_subsequent_mask(int64_t sz, DType dtype = DType::F32, Devi
 // Masks follow MultiheadAttention: attn masks [L, S] or [N * nhead, L, S] (bool: true = not
 // allowed, or float, added); key padding masks [N, S] (bool: true = padding, or float).
 struct EncoderMasks {
-  Array mask;
-  Array key_padding_mask;
+  Array mask{};
+  Array key_padding_mask{};
 };
 struct DecoderMasks {
-  Array tgt_mask;
-  Array memory_mask;
-  Array tgt_key_padding_mask;
-  Array memory_key_padding_mask;
+  Array tgt_mask{};
+  Array memory_mask{};
+  Array tgt_key_padding_mask{};
+  Array memory_key_padding_mask{};
 };
 
 class TransformerEncoderLayer : public Module {
@@ -97,7 +97,7 @@ class TransformerDecoderLayer : public Module {
 };
 
 struct TransformerStackOptions {
-  TransformerLayerOptions layer;
+  TransformerLayerOptions layer{};
   int64_t num_layers = 1;
   bool norm = false;  // a final LayerNorm ("norm"), as PyTorch's optional norm argument
 

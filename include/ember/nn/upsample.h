@@ -16,8 +16,8 @@ namespace ember::nn {
 enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear };
 
 struct InterpolateOptions {
-  std::vector<int64_t> size;         // output size per spatial dim (one number: every dim), or empty
-  std::vector<double> scale_factor;  // output = floor(input * factor) per spatial dim (one: every dim), or empty
+  std::vector<int64_t> size{};         // output size per spatial dim (one number: every dim), or empty
+  std::vector<double> scale_factor{};  // output = floor(input * factor) per spatial dim (one: every dim), or empty
   InterpolateMode mode = InterpolateMode::Nearest;
   bool align_corners = false;  // linear / bilinear only: the corner samples of input and output line up
   bool recompute_scale_factor = false;  // with scale_factor: interpolate with in / out instead of 1 / factor

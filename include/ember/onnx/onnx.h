@@ -49,45 +49,45 @@ struct Attribute {
   Kind kind = Kind::Other;
   double f = 0;
   int64_t i = 0;
-  std::string s;
-  Array t;
-  std::vector<double> floats;
-  std::vector<int64_t> ints;
-  std::vector<std::string> strings;
-  std::shared_ptr<const Graph> graph;  // Kind::Graph (a Loop's body); null for GRAPHS lists
+  std::string s{};
+  Array t{};
+  std::vector<double> floats{};
+  std::vector<int64_t> ints{};
+  std::vector<std::string> strings{};
+  std::shared_ptr<const Graph> graph{};  // Kind::Graph (a Loop's body); null for GRAPHS lists
 };
 
 struct Node {
-  std::string name;  // may be empty in the file; errors then use "#index"
-  std::string op_type;
-  std::string domain;  // "" = ai.onnx
-  std::vector<std::string> inputs;  // "" = an optional input left out
-  std::vector<std::string> outputs;
-  std::map<std::string, Attribute> attributes;
+  std::string name{};  // may be empty in the file; errors then use "#index"
+  std::string op_type{};
+  std::string domain{};  // "" = ai.onnx
+  std::vector<std::string> inputs{};  // "" = an optional input left out
+  std::vector<std::string> outputs{};
+  std::map<std::string, Attribute> attributes{};
   // Values of the enclosing graph that a subgraph attribute reads by name (a Loop body's free
   // variables): the node runs after their producers, and is never folded at load.
-  std::vector<std::string> captures;
+  std::vector<std::string> captures{};
 };
 
 // A graph input or output: its name, element type and dims (-1 for a dynamic dim; empty dims with
 // has_shape false when the file gives no shape).
 struct ValueInfo {
-  std::string name;
+  std::string name{};
   int32_t data_type = 0;  // OnnxType number; 0 when not a tensor or not given
   bool is_tensor = true;  // false for sequence / optional / map types
   bool has_shape = false;
-  std::vector<int64_t> dims;
+  std::vector<int64_t> dims{};
 };
 
 struct Graph {
-  std::string name;
-  std::vector<Node> nodes;  // in topological order (checked at load)
-  std::vector<ValueInfo> inputs;  // true inputs only (initializers that are also listed are left out)
-  std::vector<ValueInfo> outputs;
+  std::string name{};
+  std::vector<Node> nodes{};  // in topological order (checked at load)
+  std::vector<ValueInfo> inputs{};  // true inputs only (initializers that are also listed are left out)
+  std::vector<ValueInfo> outputs{};
   int64_t ir_version = 0;
-  std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::map<std::string, int64_t> opsets{};  // domain ("" = ai.onnx) -> version
   int64_t opset() const;                  // the ai.onnx version
-  std::map<std::string, Array> constants;  // a subgraph's own initializers (the main graph's
+  std::map<std::string, Array> constants{};  // a subgraph's own initializers (the main graph's
                                            // are the Model's parameters and buffers)
 };
 
@@ -127,7 +127,7 @@ class Model : public nn::Module {
 
 struct LoadOptions {
   // Folder that external-data locations are relative to (load(path) sets the model's folder).
-  std::string base_dir;
+  std::string base_dir{};
   // Refuse files (and external data) larger than this.
   uint64_t max_bytes = uint64_t(4) << 30;
   // false: load a model with unsupported operators anyway (they are left unfolded and fail at

@@ -15,7 +15,7 @@ struct AdadeltaOptions {
   double eps = 1e-6;
   double weight_decay = 0;  // added to the gradient
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Adadelta : public Optimizer {

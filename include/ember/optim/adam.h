@@ -14,7 +14,7 @@ struct AdamOptions {
   double weight_decay = 0;  // AdamW's default is 1e-2
   bool amsgrad = false;
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Adam : public Optimizer {
@@ -45,7 +45,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
   AdamOptions adam() const { return {lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, clip}; }
 };
 

@@ -18,7 +18,7 @@ struct AdamaxOptions {
   double eps = 1e-8;
   double weight_decay = 0;  // added to the gradient
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Adamax : public Optimizer {
@@ -49,7 +49,7 @@ struct NadamOptions {
   double momentum_decay = 4e-3;
   bool decoupled_weight_decay = false;  // true: decay the weights as AdamW does (NAdamW)
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Nadam : public Optimizer {
@@ -79,7 +79,7 @@ struct RadamOptions {
   double weight_decay = 0;
   bool decoupled_weight_decay = false;  // true: decay the weights as AdamW does
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Radam : public Optimizer {

@@ -66,13 +66,13 @@ class Lbfgs {
 
  private:
   struct Entry {
-    nn::NamedParam param;
+    nn::NamedParam param{};
     int64_t offset = 0;
     int64_t numel = 0;
   };
   struct Evaluation {
-    double loss;
-    Array grad;  // flat
+    double loss{};
+    Array grad{};  // flat
   };
   Evaluation evaluate(const Closure& closure);
   Array flat_params() const;

@@ -17,8 +17,8 @@ namespace ember::optim {
 
 // Gradient clipping applied inside step() over the flat gradients of all groups.
 struct ClipOptions {
-  std::optional<double> max_norm;   // rescale so the global L2 norm is at most this
-  std::optional<double> max_value;  // clamp each gradient element to [-v, v]
+  std::optional<double> max_norm{};   // rescale so the global L2 norm is at most this
+  std::optional<double> max_value{};  // clamp each gradient element to [-v, v]
 };
 
 // A parameter group: parameters with their own learning rate and/or weight decay (PyTorch's
@@ -27,9 +27,9 @@ struct ClipOptions {
 // rate at construction) times the optimizer's current rate, so schedulers scale every group as
 // PyTorch's do.
 struct ParamGroup {
-  std::vector<nn::NamedParam> params;
-  std::optional<double> lr;            // unset: the optimizer's
-  std::optional<double> weight_decay;  // unset: the optimizer's
+  std::vector<nn::NamedParam> params{};
+  std::optional<double> lr{};            // unset: the optimizer's
+  std::optional<double> weight_decay{};  // unset: the optimizer's
 };
 
 class Optimizer {
@@ -65,23 +65,23 @@ class Optimizer {
 
  protected:
   struct Entry {
-    nn::ParamRef param;
-    std::string name;
+    nn::ParamRef param{};
+    std::string name{};
     int64_t offset = 0;
     int64_t numel = 0;
-    Shape shape;
+    Shape shape{};
     const void* installed = nullptr;  // the node of the view this optimizer last installed
   };
   struct Group {
     DType dtype = DType::F32;
-    Device device;
+    Device device{};
     size_t param_group = 0;              // index into the ParamGroups given at construction
     double lr_scale = 1;                 // the group's rate over the optimizer's
-    std::optional<double> weight_decay;  // the group's own weight decay, if any
-    std::vector<Entry> entries;
+    std::optional<double> weight_decay{};  // the group's own weight decay, if any
+    std::vector<Entry> entries{};
     int64_t numel = 0;
-    Array flat;                          // parameter values
-    std::map<std::string, Array> state;  // flat optimizer state, same layout as `flat`
+    Array flat{};                          // parameter values
+    std::map<std::string, Array> state{};  // flat optimizer state, same layout as `flat`
   };
   // The names of the flat state tensors this optimizer keeps (created as zeros).
   virtual std::vector<std::string> state_names() const = 0;
@@ -101,7 +101,7 @@ class Optimizer {
   // added to it as wd * params (L2), or with `decoupled` (AdamW's rule) applied to the parameters
   // instead, scaled by 1 - lr * wd. With no weight decay both are the inputs.
   struct Decayed {
-    Array grad, params;
+    Array grad{}, params{};
   };
   Decayed decayed_gradient(const Group& group, const Array& params, const Array& grad, double weight_decay,
                            bool maximize, bool decoupled) const;

@@ -17,7 +17,7 @@ struct RmspropOptions {
   double momentum = 0;
   bool centered = false;
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Rmsprop : public Optimizer {
@@ -42,7 +42,7 @@ struct AdagradOptions {
   double initial_accumulator_value = 0;  // the starting value of "sum"
   double eps = 1e-10;
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Adagrad : public Optimizer {
@@ -69,7 +69,7 @@ struct LionOptions {
   double beta2 = 0.99;
   double weight_decay = 0;  // decoupled, as AdamW
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Lion : public Optimizer {

@@ -19,7 +19,7 @@ namespace ember::optim {
 
 // base * gamma^(number of milestones <= epoch) (MultiStepLR).
 struct MultiStepLrOptions {
-  std::vector<int64_t> milestones;
+  std::vector<int64_t> milestones{};
   double gamma = 0.1;
 };
 class MultiStepLr : public LrScheduler {

@@ -13,7 +13,7 @@ struct SgdOptions {
   double weight_decay = 0;
   bool nesterov = false;
   bool maximize = false;
-  ClipOptions clip;
+  ClipOptions clip{};
 };
 
 class Sgd : public Optimizer {

@@ -95,7 +95,7 @@ std::string format_duration(double seconds);
 // tick (at or below lo) to the last (at or above hi). `integer`: the step is at least 1 (epochs).
 struct AxisTicks {
   double step = 1, lo = 0, hi = 1;
-  std::vector<double> values;  // lo, lo + step, ..., hi
+  std::vector<double> values{};  // lo, lo + step, ..., hi
 };
 AxisTicks nice_ticks(double lo, double hi, int max_intervals = 5, bool integer = false);
 // A tick's label with just the digits the step needs ("0.65", "0.0002", "60" for 0.6 with scale

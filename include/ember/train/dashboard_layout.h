@@ -43,8 +43,8 @@ class RateMeter {
 
  private:
   struct Sample {
-    int64_t step, items;
-    double t;
+    int64_t step{}, items{};
+    double t{};
   };
   bool has_window() const { return samples_.size() >= 2 && samples_.back().t > samples_.front().t; }
   std::deque<Sample> samples_;  // from step 1 on, at most kWindow + 1
@@ -52,23 +52,23 @@ class RateMeter {
 };
 
 struct PhaseState {
-  std::string name;         // "train" or "valid"
+  std::string name{};         // "train" or "valid"
   bool started = false;     // false: the bar reads "waiting"
   int64_t step = 0, steps = 0;
   double elapsed_s = 0;     // since the phase started; frozen when it ended
   double items_per_s = -1;  // smoothed (RateMeter); < 0: not known yet
   double eta_s = -1;        // time left in the phase; < 0: not known yet
-  std::vector<std::pair<std::string, std::string>> metrics;  // shown name -> value text
+  std::vector<std::pair<std::string, std::string>> metrics{};  // shown name -> value text
 };
 
 struct DashboardState {
-  std::string title;
+  std::string title{};
   int64_t epoch = 0, epochs = 0;
   double elapsed_s = 0;   // since the fit started
   double run_eta_s = -1;  // time left for the whole run; < 0: not known yet
   PhaseState train{"train"}, valid{"valid"};
   bool show_valid = true;               // false: the run has no validation phase
-  std::vector<double> loss, accuracy;   // plot points (smoothed training loss, running accuracy)
+  std::vector<double> loss{}, accuracy{};   // plot points (smoothed training loss, running accuracy)
 };
 
 // The live block: a title line, one or two lines per phase, and up to 5 rows of plots (left out

@@ -47,7 +47,7 @@ namespace ember::train {
 // "wait_fraction" (time the training loop waited for batches / train time), ...
 struct EpochRecord {
   int64_t epoch = 0;  // 1-based
-  std::map<std::string, double> values;
+  std::map<std::string, double> values{};
   double get(const std::string& key, double fallback = 0) const {
     auto it = values.find(key);
     return it == values.end() ? fallback : it->second;
@@ -62,15 +62,15 @@ struct StepPoint {
 };
 
 struct Report {
-  std::vector<EpochRecord> history;
-  std::vector<StepPoint> steps;
+  std::vector<EpochRecord> history{};
+  std::vector<StepPoint> steps{};
   bool stopped_early = false;
   bool resumed = false;        // started from a checkpoint
   int64_t epochs_done = 0;
   double seconds = 0;          // wall time of this fit call
   DType precision = DType::F32;  // Learner::precision
   int64_t skipped_steps = 0;     // optimizer steps the loss scaler skipped (f16), this fit call
-  std::string run_dir;         // empty without checkpoints()
+  std::string run_dir{};         // empty without checkpoints()
   // The last epoch's value of a key (fallback if absent).
   double last(const std::string& key, double fallback = 0) const {
     return history.empty() ? fallback : history.back().get(key, fallback);
