@@ -73,15 +73,27 @@ void DeviceContext::destroy(MemoryBlock& b) {
   b = MemoryBlock{};
 }
 
-namespace {
-
-// EMBER_VULKAN_DISABLE=f64,int8,int16: take features away from capable devices, so that the
-// weak-device paths are tested on any driver.
-bool disabled(const char* feature) {
+// EMBER_VULKAN_DISABLE=f64,int8,int16,push_descriptors: take features away from capable
+// devices, so that the weak-device paths are tested on any driver.
+bool feature_disabled(const char* feature) {
   const char* env = std::getenv("EMBER_VULKAN_DISABLE");
   if (!env) return false;
   std::string list = std::string(",") + env + ",";
   return list.find(std::string(",") + feature + ",") != std::string::npos;
+}
+
+namespace {
+
+bool disabled(const char* feature) { return feature_disabled(feature); }
+
+bool has_extension(VkPhysicalDevice phys, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, exts.data());
+  for (const VkExtensionProperties& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
 }
 
 int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mp, VkMemoryPropertyFlags want) {
@@ -102,8 +114,11 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  VkPhysicalDevicePushDescriptorPropertiesKHR push{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+  const bool has_push = has_extension(phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   sub.pNext = &drv;
   drv.pNext = &fc;
+  if (has_push) fc.pNext = &push;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(phys, &p2);
@@ -194,12 +209,23 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   di.pNext = &e2;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  // Enabled whenever present: EMBER_VULKAN_DISABLE=push_descriptors is read per pipeline.
+  const char* push_extension = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (has_push) {
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = &push_extension;
+  }
   VkResult r = vkCreateDevice(phys, &di, nullptr, &d.device);
   if (r != VK_SUCCESS) {
     *why = std::string(d.props.deviceName) + ": vkCreateDevice: " + result_name(r);
     return false;
   }
   vkGetDeviceQueue(d.device, d.family, 0, &d.queue);
+  if (has_push) {
+    d.push_descriptor_set =
+        reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(d.device, "vkCmdPushDescriptorSetKHR"));
+    d.max_push_descriptors = d.push_descriptor_set ? push.maxPushDescriptors : 0;
+  }
   return true;
 }
 
@@ -214,6 +240,18 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverity
     if (c->validation_error.empty()) c->validation_error = text;
   }
   return VK_FALSE;
+}
+
+void print_counters() {
+  for (const auto& d : context().devices) {
+    const RecordingCounters& c = d->counters;
+    std::fprintf(stderr,
+                 "vulkan:%d: %llu dispatches (%llu pushed, %llu with descriptor sets), %llu transfers, "
+                 "%llu barriers between commands, %llu submissions\n",
+                 d->index, (unsigned long long)c.dispatches, (unsigned long long)c.pushed,
+                 (unsigned long long)c.descriptor_sets, (unsigned long long)c.transfers,
+                 (unsigned long long)c.barriers, (unsigned long long)c.submissions);
+  }
 }
 
 Context* make_context() {
@@ -266,6 +304,9 @@ Context* make_context() {
     else why += (why.empty() ? "" : "; ") + w;
   }
   if (c->devices.empty() && n > 0) c->why_none = "no usable Vulkan device: " + why;
+  // EMBER_VULKAN_STATS=1: the recording counters of every device, at exit.
+  const char* stats = std::getenv("EMBER_VULKAN_STATS");
+  if (stats && std::strcmp(stats, "1") == 0 && !c->devices.empty()) std::atexit(print_counters);
   return c;
 }
 
