@@ -19,9 +19,9 @@ TEST(VulkanHazardsTest, OnlyOverlapsWithAWriteConflict) {
   EXPECT_FALSE(t.conflicts(first, 2)) << "nothing recorded yet";
   t.record(first, 2);
   const BufferAccess raw = rd(2, 16, 48), waw = wr(2, 31, 40), war = wr(1, 60, 70);
-  EXPECT_TRUE(t.conflicts(&raw, 1)) << "read after write";
-  EXPECT_TRUE(t.conflicts(&waw, 1)) << "write after write";
-  EXPECT_TRUE(t.conflicts(&war, 1)) << "write after read";
+  EXPECT_EQ(t.conflict(&raw, 1), Hazard::ReadAfterWrite);
+  EXPECT_EQ(t.conflict(&waw, 1), Hazard::WriteAfterWrite);
+  EXPECT_EQ(t.conflict(&war, 1), Hazard::WriteAfterRead);
   const BufferAccess rar = rd(1, 0, 64), disjoint = wr(2, 32, 64), other = wr(3, 0, 64);
   EXPECT_FALSE(t.conflicts(&rar, 1)) << "read after read";
   EXPECT_FALSE(t.conflicts(&disjoint, 1)) << "a write next to a write ([0, 32) then [32, 64))";

@@ -245,12 +245,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverity
 void print_counters() {
   for (const auto& d : context().devices) {
     const RecordingCounters& c = d->counters;
+    auto u = [](const std::atomic<uint64_t>& v) { return (unsigned long long)v.load(); };
     std::fprintf(stderr,
-                 "vulkan:%d: %llu dispatches (%llu pushed, %llu with descriptor sets), %llu transfers, "
-                 "%llu barriers between commands, %llu submissions\n",
-                 d->index, (unsigned long long)c.dispatches, (unsigned long long)c.pushed,
-                 (unsigned long long)c.descriptor_sets, (unsigned long long)c.transfers,
-                 (unsigned long long)c.barriers, (unsigned long long)c.submissions);
+                 "vulkan:%d: %llu dispatches (%llu pushed, %llu with descriptor sets), %llu transfers, %llu barriers "
+                 "between commands (%llu read-after-write, %llu write-after-write, %llu write-after-read, %llu "
+                 "unconditional), %llu submissions\n",
+                 d->index, u(c.dispatches), u(c.pushed), u(c.descriptor_sets), u(c.transfers),
+                 u(c.read_after_write) + u(c.write_after_write) + u(c.write_after_read) + u(c.unconditional),
+                 u(c.read_after_write), u(c.write_after_write), u(c.write_after_read), u(c.unconditional),
+                 u(c.submissions));
   }
 }
 

@@ -28,9 +28,11 @@ struct MemoryBlock {
 
 // What the queues of one device recorded, for EMBER_VULKAN_STATS=1 (printed at exit): how many
 // dispatches, how many of them pushed their bindings or took a descriptor set, the transfers,
-// the pipeline barriers between commands (overlap found) and the submissions.
+// the pipeline barriers between commands by the hazard that called for them (hazards.h; all
+// under EMBER_VULKAN_DISABLE=overlap_barriers) and the submissions.
 struct RecordingCounters {
-  std::atomic<uint64_t> dispatches{0}, pushed{0}, descriptor_sets{0}, transfers{0}, barriers{0}, submissions{0};
+  std::atomic<uint64_t> dispatches{0}, pushed{0}, descriptor_sets{0}, transfers{0}, submissions{0};
+  std::atomic<uint64_t> read_after_write{0}, write_after_write{0}, write_after_read{0}, unconditional{0};
 };
 
 struct DeviceContext {

@@ -21,6 +21,9 @@ struct BufferAccess {
   bool write = false;
 };
 
+// What a new command would race with (the first conflict found).
+enum class Hazard { None, ReadAfterWrite, WriteAfterWrite, WriteAfterRead };
+
 inline bool overlaps(const BufferAccess& a, const BufferAccess& b) {
   return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end;
 }
@@ -28,13 +31,15 @@ inline bool overlaps(const BufferAccess& a, const BufferAccess& b) {
 // The accesses since the last barrier. Not thread safe (the queue's mutex guards it).
 class HazardTracker {
  public:
-  // Whether a command making these accesses must wait for the recorded ones.
-  bool conflicts(const BufferAccess* accesses, size_t n) const {
+  // Whether a command making these accesses must wait for the recorded ones, and why.
+  Hazard conflict(const BufferAccess* accesses, size_t n) const {
     for (size_t i = 0; i < n; ++i)
       for (const BufferAccess& r : recorded_)
-        if ((accesses[i].write || r.write) && overlaps(accesses[i], r)) return true;
-    return false;
+        if ((accesses[i].write || r.write) && overlaps(accesses[i], r))
+          return !r.write ? Hazard::WriteAfterRead : accesses[i].write ? Hazard::WriteAfterWrite : Hazard::ReadAfterWrite;
+    return Hazard::None;
   }
+  bool conflicts(const BufferAccess* accesses, size_t n) const { return conflict(accesses, n) != Hazard::None; }
 
   // Adds a command's accesses (after any barrier it needed). An access already covered by a
   // recorded one of the same kind (or by a recorded write) adds nothing: kernels that read the

@@ -195,12 +195,21 @@ uint64_t buffer_key(VkBuffer buffer) {
 
 void order_accesses(ember_queue q, const BufferAccess* accesses, size_t n) {
   Batch& b = q->open;
-  if (q->barrier_every_command ? b.commands > 0 : b.hazards.conflicts(accesses, n)) {
+  RecordingCounters& c = q->device->counters;
+  if (q->barrier_every_command) {
+    if (b.commands == 0) return;  // the previous batch's last barrier covers it
+    barrier(b.cb, kWorkStages, kWorkAccess);
+    ++c.unconditional;
+    return;
+  }
+  const Hazard h = b.hazards.conflict(accesses, n);
+  if (h != Hazard::None) {
     barrier(b.cb, kWorkStages, kWorkAccess);
     b.hazards.clear();
-    ++q->device->counters.barriers;
+    ++(h == Hazard::ReadAfterWrite ? c.read_after_write : h == Hazard::WriteAfterWrite ? c.write_after_write
+                                                                                        : c.write_after_read);
   }
-  if (!q->barrier_every_command) b.hazards.record(accesses, n);
+  b.hazards.record(accesses, n);
 }
 
 int32_t end_command(ember_queue q, ember_status* st) {
