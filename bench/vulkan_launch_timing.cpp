@@ -2,7 +2,9 @@
 // one wait. Three patterns: independent launches (each reads its own input and writes its own
 // output: no ordering needed between them), a dependent chain (each reads the previous output:
 // a barrier before each), and a cat (kernels write disjoint slabs of one buffer, then one reads
-// it). Prints microseconds per launch, best of `reps`. Used for docs/backends.md (Vulkan); the
+// it). Prints microseconds per launch, each the best of `reps`: the host's time to enqueue (the
+// core's realization and the plugin's recording; the driver runs the work meanwhile), the wall
+// time until the work is done, and the process CPU time (all threads, the driver's too). Used for docs/backends.md (Vulkan); the
 // plugin can be swapped with EMBER_PLUGIN_PATH to compare builds, and EMBER_VULKAN_DISABLE=
 // push_descriptors,overlap_barriers turns the two mechanisms off one by one.
 //   cmake --build --preset release --target ember_vulkan_launch_timing
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <functional>
 #include <vector>
@@ -22,18 +25,36 @@ namespace {
 
 const Device kVk = Device::vulkan(0);
 
-// Best wall time of `reps` runs of f, in microseconds per launch.
-double per_launch_us(const std::function<void()>& f, int launches, int reps) {
-  double best = 1e30;
+double cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
+}
+
+struct PerLaunch {
+  double enqueue_us = 1e30, wall_us = 1e30, cpu_us = 1e30;
+};
+
+// Best wall and CPU time of `reps` runs of f, in microseconds per launch.
+PerLaunch per_launch(const std::function<void()>& f, int launches, int reps) {
+  PerLaunch best;
   for (int r = 0; r < reps; ++r) {
     synchronize(kVk);
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_us();
     f();
+    const std::chrono::duration<double, std::micro> enqueued = std::chrono::steady_clock::now() - t0;
     synchronize(kVk);
     const std::chrono::duration<double, std::micro> dt = std::chrono::steady_clock::now() - t0;
-    best = std::min(best, dt.count() / launches);
+    best.enqueue_us = std::min(best.enqueue_us, enqueued.count() / launches);
+    best.wall_us = std::min(best.wall_us, dt.count() / launches);
+    best.cpu_us = std::min(best.cpu_us, (cpu_us() - c0) / launches);
   }
   return best;
+}
+
+void report(const char* what, const PerLaunch& t) {
+  std::printf("  %-12s enqueue %6.1f  wall %6.1f  cpu %6.1f  us/launch\n", what, t.enqueue_us, t.wall_us, t.cpu_us);
 }
 
 }  // namespace
@@ -68,8 +89,8 @@ int main(int argc, char** argv) {
   }
   std::printf("vulkan launch timing: %d launches of %lld elements (f32 add), best of %d\n", launches, (long long)n,
               reps);
-  std::printf("  independent: %7.1f us/launch\n", per_launch_us(independent, launches, reps));
-  std::printf("  chain:       %7.1f us/launch\n", per_launch_us(chain, launches, reps));
-  std::printf("  cat slabs:   %7.1f us/launch\n", per_launch_us(slabs, launches + 1, reps));
+  report("independent", per_launch(independent, launches, reps));
+  report("chain", per_launch(chain, launches, reps));
+  report("cat-slabs", per_launch(slabs, launches + 1, reps));
   return 0;
 }
