@@ -1,7 +1,8 @@
 // The Vulkan plugin's barrier decisions without a device: the hazard tracker (which recorded
 // accesses a new command must wait for: read-after-write, write-after-write, write-after-read,
 // never read-after-read or disjoint ranges) and the byte ranges a KIR launch argument can touch
-// (offsets, negative strides, gathers, unknown dtypes and overflow: the whole buffer).
+// (offsets, negative strides, gathers, unknown dtypes and overflow: the whole buffer) and the ranges
+// of library calls' tensor descriptors.
 #include <gtest/gtest.h>
 
 #include "backend/vulkan/access_ranges.h"
@@ -131,6 +132,33 @@ TEST(VulkanHazardsTest, NarrowElementsWidenToWordsAndDoubtfulRangesAreTheWholeBu
   EXPECT_EQ(storage_bytes(EMBER_I64), 8u);
   EXPECT_EQ(storage_bytes(EMBER_BOOL), 1u);
   EXPECT_EQ(storage_bytes(99), 0u);
+}
+
+TEST(VulkanHazardsTest, LibraryTensorRangesFollowTheirDescriptors) {
+  ember_tensor_desc t{};
+  t.dtype = EMBER_F32;
+  t.rank = 2;
+  t.offset = 100;  // a [3, 4] slab at element 100 of a larger buffer (a cat's)
+  t.shape[0] = 3;
+  t.shape[1] = 4;
+  t.strides[0] = 4;
+  t.strides[1] = 1;
+  ByteRange r = tensor_range(t, 4096);
+  EXPECT_EQ(r.begin, 400u);
+  EXPECT_EQ(r.end, 448u);
+  t.strides[0] = 1;  // transposed view of a [4, 3] tensor: the same elements
+  t.strides[1] = 3;
+  r = tensor_range(t, 4096);
+  EXPECT_EQ(r.begin, 400u);
+  EXPECT_EQ(r.end, 448u);
+  t.shape[1] = 0;  // no elements: touches nothing
+  r = tensor_range(t, 4096);
+  EXPECT_EQ(r.begin, r.end);
+  t.shape[1] = 4;
+  t.dtype = 77;  // unknown: the whole buffer
+  r = tensor_range(t, 4096);
+  EXPECT_EQ(r.begin, 0u);
+  EXPECT_EQ(r.end, 4096u);
 }
 
 }  // namespace

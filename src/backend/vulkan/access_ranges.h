@@ -1,7 +1,7 @@
 // The bytes of a buffer that one launch can touch, for the Vulkan plugin's barrier decisions
 // (hazards.h). A KIR argument's range follows from its offset, strides and the launch shape (and
-// its gather axis); whatever cannot be bounded (an unknown dtype, arithmetic that overflows) is the
-// whole buffer, so that a doubtful case costs a barrier, never a race. Ranges are widened to 4-byte
+// its gather axis), a library call's tensor from its descriptor; whatever cannot be bounded (an
+// unknown dtype, arithmetic that overflows) is the whole buffer, so that a doubtful case costs a barrier, never a race. Ranges are widened to 4-byte
 // words: a driver that emulates 8- or 16-bit stores with read-modify-writes of 32-bit words would
 // otherwise race on a word that two neighbouring ranges share.
 // Header-only and free of Vulkan types (for the unit tests).
@@ -51,6 +51,17 @@ inline bool element_span(int64_t offset, const int64_t* shape, const int64_t* st
   return true;
 }
 
+// Elements [lo, hi] of `elem_bytes` each as bytes of a buffer of `buffer_bytes` (whole on overflow).
+inline ByteRange element_bytes(int64_t lo, int64_t hi, uint32_t elem_bytes, uint64_t buffer_bytes) {
+  if (lo < 0) lo = 0;  // a malformed launch: the shader cannot address below the buffer either
+  if (hi < lo) return ByteRange{};
+  uint64_t begin = 0, end = 0;
+  if (__builtin_mul_overflow(uint64_t(lo), uint64_t(elem_bytes), &begin) ||
+      __builtin_mul_overflow(uint64_t(hi) + 1, uint64_t(elem_bytes), &end))
+    return ByteRange{0, buffer_bytes};
+  return word_range(begin, end, buffer_bytes);
+}
+
 // The bytes of a buffer of `buffer_bytes` that argument `arg` of `launch` can touch, elements of
 // `elem_bytes` (0: unknown, the whole buffer).
 inline ByteRange kir_arg_range(const ember_kir_launch& launch, const ember_kir_arg& arg, uint32_t elem_bytes,
@@ -65,13 +76,21 @@ inline ByteRange kir_arg_range(const ember_kir_launch& launch, const ember_kir_a
     if (__builtin_mul_overflow(arg.gather_size - 1, arg.gather_stride, &span)) return whole;
     if (__builtin_add_overflow(span >= 0 ? hi : lo, span, span >= 0 ? &hi : &lo)) return whole;
   }
-  if (lo < 0) lo = 0;  // a malformed launch: the shader cannot address below the buffer either
-  if (hi < lo) return ByteRange{};
-  uint64_t begin = 0, end = 0;
-  if (__builtin_mul_overflow(uint64_t(lo), uint64_t(elem_bytes), &begin) ||
-      __builtin_mul_overflow(uint64_t(hi) + 1, uint64_t(elem_bytes), &end))
-    return whole;
-  return word_range(begin, end, buffer_bytes);
+  return element_bytes(lo, hi, elem_bytes, buffer_bytes);
+}
+
+// The bytes of a buffer of `buffer_bytes` that a library call's tensor covers (its offset, shape
+// and strides); nothing for a tensor without elements. Library shaders address their tensors only
+// through these descriptors (an output placed in a slab of a larger buffer must not spill out of
+// it), passes included.
+inline ByteRange tensor_range(const ember_tensor_desc& t, uint64_t buffer_bytes) {
+  const uint32_t elem_bytes = storage_bytes(t.dtype);
+  if (elem_bytes == 0 || t.rank < 0 || t.rank > 8) return ByteRange{0, buffer_bytes};
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] <= 0) return ByteRange{};
+  int64_t lo = 0, hi = 0;
+  if (!element_span(t.offset, t.shape, t.strides, t.rank, &lo, &hi)) return ByteRange{0, buffer_bytes};
+  return element_bytes(lo, hi, elem_bytes, buffer_bytes);
 }
 
 }  // namespace ember::vk

@@ -73,8 +73,8 @@ void DeviceContext::destroy(MemoryBlock& b) {
   b = MemoryBlock{};
 }
 
-// EMBER_VULKAN_DISABLE=f64,int8,int16,push_descriptors: take features away from capable
-// devices, so that the weak-device paths are tested on any driver.
+// EMBER_VULKAN_DISABLE=f64,int8,int16,int64,push_descriptors,overlap_barriers: take features
+// away from capable devices, so that the weak-device paths are tested on any driver.
 bool feature_disabled(const char* feature) {
   const char* env = std::getenv("EMBER_VULKAN_DISABLE");
   if (!env) return false;
@@ -83,8 +83,6 @@ bool feature_disabled(const char* feature) {
 }
 
 namespace {
-
-bool disabled(const char* feature) { return feature_disabled(feature); }
 
 bool has_extension(VkPhysicalDevice phys, const char* name) {
   uint32_t n = 0;
@@ -137,10 +135,10 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   }
   // Without shaderInt64 (SwiftShader) the shaders use int only, and f64 goes too (its helpers
   // convert through int64); what needs either runs on the CPU (host fallback).
-  d.target.int64 = f2.features.shaderInt64 && !disabled("int64");
-  d.target.float64 = d.target.int64 && f2.features.shaderFloat64 && !disabled("f64");
-  d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !disabled("int8");
-  d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !disabled("int16");
+  d.target.int64 = f2.features.shaderInt64 && !feature_disabled("int64");
+  d.target.float64 = d.target.int64 && f2.features.shaderFloat64 && !feature_disabled("f64");
+  d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !feature_disabled("int8");
+  d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !feature_disabled("int16");
   d.target.preserve_inf_nan32 = fc.shaderSignedZeroInfNanPreserveFloat32;
   d.target.preserve_inf_nan64 = fc.shaderSignedZeroInfNanPreserveFloat64;
   // EMBER_VULKAN_F32_MATH=f64|native; by default f64 where f64 is as fast as f32 (CPU drivers).

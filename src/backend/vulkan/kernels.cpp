@@ -476,16 +476,14 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
   for (ember_buffer b : bufs)
     if (b && b->device != q->device)
       return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
-  // Whole buffers, inputs read and outputs written by every pass (conservative: a pass may read
-  // what an earlier pass of the call wrote, and library shaders are not bounded here one by one).
+  // Each tensor's range, inputs read and outputs written, the same for every pass (a pass may
+  // read what an earlier pass of the call wrote: the queue orders those by their overlap too).
   std::vector<BufferAccess> accesses;
   for (size_t i = 0; i < bufs.size(); ++i) {
     if (!bufs[i]) continue;
-    const bool write = i >= size_t(n_in);
-    const uint64_t key = buffer_key(bufs[i]->block.buffer);
-    auto same = std::find_if(accesses.begin(), accesses.end(), [&](const BufferAccess& a) { return a.buffer == key; });
-    if (same != accesses.end()) same->write = same->write || write;
-    else accesses.push_back({key, 0, bufs[i]->block.size, write});
+    const ember_tensor_desc& t = i < size_t(n_in) ? in[i] : out[i - size_t(n_in)];
+    const ByteRange r = tensor_range(t, bufs[i]->block.size);
+    accesses.push_back({buffer_key(bufs[i]->block.buffer), r.begin, r.end, i >= size_t(n_in)});
   }
   for (const emit::GlslPass& p : passes) {
     std::shared_ptr<const Pipeline> pipe;
