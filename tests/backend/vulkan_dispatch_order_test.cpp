@@ -61,6 +61,7 @@ struct UnfusedScope {
 // and the core's program cache is emptied first, so that the kernels are built again.
 void on_both_binding_paths(const std::function<void()>& body) {
   const char* env = std::getenv("EMBER_VULKAN_DISABLE");
+  const bool was_set = env != nullptr;  // env itself does not outlive the setenv below
   const std::string saved = env ? env : "";
   Backend& be = Backend::get(DeviceKind::Vulkan);
   for (bool push : {true, false}) {
@@ -74,7 +75,7 @@ void on_both_binding_paths(const std::function<void()>& body) {
     be.set_program_capacity(capacity);
     body();
   }
-  if (env) setenv("EMBER_VULKAN_DISABLE", saved.c_str(), 1);
+  if (was_set) setenv("EMBER_VULKAN_DISABLE", saved.c_str(), 1);
   else unsetenv("EMBER_VULKAN_DISABLE");
 }
 
