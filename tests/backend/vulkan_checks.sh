@@ -2,7 +2,9 @@
 # ctest backend.vulkan: the Vulkan tests and every Devices/* conformance test on vulkan:0, in one
 # process per configuration (shaders are compiled once), with the Khronos validation layer on
 # (the plugin turns its first error or warning into a failed synchronize, so the test that caused
-# it fails) and every generated shader written out, then compiled again and checked with
+# it fails), including its synchronization validation (a dispatch or copy that races with an
+# earlier one for want of a barrier: the plugin places barriers only where ranges overlap), and
+# every generated shader written out, then compiled again and checked with
 # spirv-val. Three configurations:
 #   1. lavapipe (Mesa's CPU driver): every feature the plugin uses;
 #   2. lavapipe without f64, int8 and int16 (EMBER_VULKAN_DISABLE): those kernels and library
@@ -35,7 +37,8 @@ run() {
   shift
   rm -f "$dump"/*.comp
   echo "vulkan checks: $label"
-  env EMBER_VULKAN_VALIDATION=$validation "$@" EMBER_VULKAN_DUMP="$dump" "$bin" --gtest_brief=1 \
+  env EMBER_VULKAN_VALIDATION=$validation VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
+    "$@" EMBER_VULKAN_DUMP="$dump" "$bin" --gtest_brief=1 \
     --gtest_filter='VulkanTest.*:*vulkan*'
   local n=0
   for f in "$dump"/*.comp; do

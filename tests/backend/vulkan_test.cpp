@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
 #include "test_util.h"
 
@@ -24,26 +25,6 @@ namespace {
 
 using ember::testing::all_close;
 using ember::testing::error_of;
-
-bool vulkan_available(std::string* why) {
-  Backend* b = Backend::try_get(DeviceKind::Vulkan, why);
-  return b && b->device_count() > 0;
-}
-
-bool vulkan_required() {
-  const char* ci = std::getenv("CI");
-  const char* req = std::getenv("EMBER_REQUIRE_VULKAN");
-  return (ci && std::strcmp(ci, "true") == 0) || (req && std::strcmp(req, "1") == 0);
-}
-
-#define REQUIRE_VULKAN()                                                                 \
-  do {                                                                                   \
-    std::string why_;                                                                    \
-    if (!vulkan_available(&why_)) {                                                      \
-      if (vulkan_required()) FAIL() << "no Vulkan device, and one is required: " << why_; \
-      GTEST_SKIP() << "no Vulkan device: " << why_;                                      \
-    }                                                                                    \
-  } while (0)
 
 const Device kVk = Device::vulkan(0);
 const float kNan = std::numeric_limits<float>::quiet_NaN();

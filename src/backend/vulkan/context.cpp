@@ -73,15 +73,25 @@ void DeviceContext::destroy(MemoryBlock& b) {
   b = MemoryBlock{};
 }
 
-namespace {
-
-// EMBER_VULKAN_DISABLE=f64,int8,int16: take features away from capable devices, so that the
-// weak-device paths are tested on any driver.
-bool disabled(const char* feature) {
+// EMBER_VULKAN_DISABLE=f64,int8,int16,int64,push_descriptors,overlap_barriers: take features
+// away from capable devices, so that the weak-device paths are tested on any driver.
+bool feature_disabled(const char* feature) {
   const char* env = std::getenv("EMBER_VULKAN_DISABLE");
   if (!env) return false;
   std::string list = std::string(",") + env + ",";
   return list.find(std::string(",") + feature + ",") != std::string::npos;
+}
+
+namespace {
+
+bool has_extension(VkPhysicalDevice phys, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, exts.data());
+  for (const VkExtensionProperties& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
 }
 
 int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mp, VkMemoryPropertyFlags want) {
@@ -102,8 +112,11 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  VkPhysicalDevicePushDescriptorPropertiesKHR push{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+  const bool has_push = has_extension(phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   sub.pNext = &drv;
   drv.pNext = &fc;
+  if (has_push) fc.pNext = &push;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(phys, &p2);
@@ -122,10 +135,10 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   }
   // Without shaderInt64 (SwiftShader) the shaders use int only, and f64 goes too (its helpers
   // convert through int64); what needs either runs on the CPU (host fallback).
-  d.target.int64 = f2.features.shaderInt64 && !disabled("int64");
-  d.target.float64 = d.target.int64 && f2.features.shaderFloat64 && !disabled("f64");
-  d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !disabled("int8");
-  d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !disabled("int16");
+  d.target.int64 = f2.features.shaderInt64 && !feature_disabled("int64");
+  d.target.float64 = d.target.int64 && f2.features.shaderFloat64 && !feature_disabled("f64");
+  d.target.storage8 = f12.storageBuffer8BitAccess && f12.shaderInt8 && !feature_disabled("int8");
+  d.target.storage16 = f11.storageBuffer16BitAccess && f2.features.shaderInt16 && !feature_disabled("int16");
   d.target.preserve_inf_nan32 = fc.shaderSignedZeroInfNanPreserveFloat32;
   d.target.preserve_inf_nan64 = fc.shaderSignedZeroInfNanPreserveFloat64;
   // EMBER_VULKAN_F32_MATH=f64|native; by default f64 where f64 is as fast as f32 (CPU drivers).
@@ -194,12 +207,23 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   di.pNext = &e2;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  // Enabled whenever present: EMBER_VULKAN_DISABLE=push_descriptors is read per pipeline.
+  const char* push_extension = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (has_push) {
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = &push_extension;
+  }
   VkResult r = vkCreateDevice(phys, &di, nullptr, &d.device);
   if (r != VK_SUCCESS) {
     *why = std::string(d.props.deviceName) + ": vkCreateDevice: " + result_name(r);
     return false;
   }
   vkGetDeviceQueue(d.device, d.family, 0, &d.queue);
+  if (has_push) {
+    d.push_descriptor_set =
+        reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(d.device, "vkCmdPushDescriptorSetKHR"));
+    d.max_push_descriptors = d.push_descriptor_set ? push.maxPushDescriptors : 0;
+  }
   return true;
 }
 
@@ -214,6 +238,21 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverity
     if (c->validation_error.empty()) c->validation_error = text;
   }
   return VK_FALSE;
+}
+
+void print_counters() {
+  for (const auto& d : context().devices) {
+    const RecordingCounters& c = d->counters;
+    auto u = [](const std::atomic<uint64_t>& v) { return (unsigned long long)v.load(); };
+    std::fprintf(stderr,
+                 "vulkan:%d: %llu dispatches (%llu pushed, %llu with descriptor sets), %llu transfers, %llu barriers "
+                 "between commands (%llu read-after-write, %llu write-after-write, %llu write-after-read, %llu "
+                 "unconditional), %llu submissions\n",
+                 d->index, u(c.dispatches), u(c.pushed), u(c.descriptor_sets), u(c.transfers),
+                 u(c.read_after_write) + u(c.write_after_write) + u(c.write_after_read) + u(c.unconditional),
+                 u(c.read_after_write), u(c.write_after_write), u(c.write_after_read), u(c.unconditional),
+                 u(c.submissions));
+  }
 }
 
 Context* make_context() {
@@ -266,6 +305,9 @@ Context* make_context() {
     else why += (why.empty() ? "" : "; ") + w;
   }
   if (c->devices.empty() && n > 0) c->why_none = "no usable Vulkan device: " + why;
+  // EMBER_VULKAN_STATS=1: the recording counters of every device, at exit.
+  const char* stats = std::getenv("EMBER_VULKAN_STATS");
+  if (stats && std::strcmp(stats, "1") == 0 && !c->devices.empty()) std::atexit(print_counters);
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,7 +14,6 @@
 
 #include "backend/abi.h"
 #include "backend/common/emit_glsl.h"
-#include "backend/common/plugin_status.h"
 #include "backend/common/plugin_status.h"
 
 namespace ember::vk {
@@ -24,6 +24,15 @@ struct MemoryBlock {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkDeviceSize size = 0;
   void* mapped = nullptr;
+};
+
+// What the queues of one device recorded, for EMBER_VULKAN_STATS=1 (printed at exit): how many
+// dispatches, how many of them pushed their bindings or took a descriptor set, the transfers,
+// the pipeline barriers between commands by the hazard that called for them (hazards.h; all
+// under EMBER_VULKAN_DISABLE=overlap_barriers) and the submissions.
+struct RecordingCounters {
+  std::atomic<uint64_t> dispatches{0}, pushed{0}, descriptor_sets{0}, transfers{0}, submissions{0};
+  std::atomic<uint64_t> read_after_write{0}, write_after_write{0}, write_after_read{0}, unconditional{0};
 };
 
 struct DeviceContext {
@@ -48,6 +57,11 @@ struct DeviceContext {
   // llvmpipe about 20 us to start), as many as there are points elsewhere.
   int64_t preferred_groups = int64_t(1) << 40;
   std::string name;                 // "llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6"
+  // VK_KHR_push_descriptor, where the device has it (lavapipe; not SwiftShader): launches push
+  // their bindings into the command buffer instead of allocating and writing a descriptor set.
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
+  uint32_t max_push_descriptors = 0;  // bindings one push may set (a pipeline with more uses sets)
+  RecordingCounters counters;
 
   // Creates a buffer of `bytes` (at least 16) in device memory or, with `host`, in host-visible
   // memory (mapped). Returns false with *why on failure (out of memory, over the device limits).
@@ -72,6 +86,11 @@ std::string take_validation_error();
 // The process-wide context (created on first use, thread safe).
 Context& context();
 DeviceContext* device(int32_t index);  // nullptr if out of range
+
+// Whether EMBER_VULKAN_DISABLE (a comma-separated list) names `feature`. Read when the device is
+// opened for shader features, and whenever a pipeline is built for "push_descriptors" (so that
+// one process can test both binding paths).
+bool feature_disabled(const char* feature);
 
 using plugin::set_status;
 const char* result_name(VkResult r);

@@ -4,15 +4,18 @@
 #include <shaderc/shaderc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "backend/common/kernel_cache_dir.h"
+#include "backend/vulkan/access_ranges.h"
 
 namespace ember::vk {
 
@@ -130,6 +133,11 @@ Pipeline::~Pipeline() {
   if (module) vkDestroyShaderModule(d, module, nullptr);
 }
 
+bool use_push_descriptors(const DeviceContext* d, int32_t n_args) {
+  return d->push_descriptor_set && uint32_t(n_args) + 2 <= d->max_push_descriptors &&
+         !feature_disabled("push_descriptors");
+}
+
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
                        std::shared_ptr<const Pipeline>* out, ember_status* st) {
   dump(glsl);
@@ -138,6 +146,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   auto p = std::make_shared<Pipeline>();
   p->device = d;
   p->n_args = n_args;
+  p->push = use_push_descriptors(d, n_args);
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   mi.codeSize = spirv.size() * sizeof(uint32_t);
   mi.pCode = spirv.data();
@@ -148,6 +157,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
     bindings[i] = VkDescriptorSetLayoutBinding{uint32_t(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
                                                VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (p->push) li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   li.bindingCount = uint32_t(bindings.size());
   li.pBindings = bindings.data();
   r = vkCreateDescriptorSetLayout(d->device, &li, nullptr, &p->set_layout);
@@ -170,8 +180,8 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
 }
 
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, const int64_t* words, size_t n_words,
-                 const ember_buffer* args, const Work& work, bool checked, uint64_t tag, const std::string& name,
-                 ember_status* st) {
+                 const ember_buffer* args, const std::vector<BufferAccess>& accesses, const Work& work, bool checked,
+                 uint64_t tag, const std::string& name, ember_status* st) {
   if (work.items <= 0) return EMBER_OK;
   DeviceContext* d = q->device;
   const int64_t wg = d->target.workgroup;
@@ -197,8 +207,9 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
                 (long long)work.items);
   std::lock_guard lock(q->mutex);
   const uint32_t n_bind = uint32_t(pipe->n_args) + 2;
-  VkDescriptorSet set;
-  if (int32_t rc = open_launch(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK) return rc;
+  VkDescriptorSet set = VK_NULL_HANDLE;  // stays null for a push (vkCmdPushDescriptorSetKHR ignores dstSet)
+  if (int32_t rc = pipe->push ? begin(q, st) : open_launch(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK)
+    return rc;
   Chunk* c = nullptr;
   VkDeviceSize at = 0;
   const VkDeviceSize align = std::max<VkDeviceSize>(16, d->props.limits.minStorageBufferOffsetAlignment);
@@ -227,11 +238,22 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(d->device, n_bind, writes.data(), 0, nullptr);
+  order_accesses(q, accesses.data(), accesses.size());  // a barrier first if needed
   VkCommandBuffer cb = q->open.cb;
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->pipeline);
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, 1, &set, 0, nullptr);
+  if (q->open.bound != pipe->pipeline) {
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->pipeline);
+    q->open.bound = pipe->pipeline;
+  }
+  if (pipe->push) {
+    d->push_descriptor_set(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, n_bind, writes.data());
+    ++d->counters.pushed;
+  } else {
+    vkUpdateDescriptorSets(d->device, n_bind, writes.data(), 0, nullptr);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, 1, &set, 0, nullptr);
+    ++d->counters.descriptor_sets;
+  }
   vkCmdDispatch(cb, uint32_t(gx), uint32_t(gy), 1);
+  ++d->counters.dispatches;
   q->open.pipelines.push_back(pipe);
   if (checked) {
     q->checked[id] = ember_queue_s::Checked{tag, name};
@@ -262,6 +284,12 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   for (int32_t k = 0; k < program->n_insts; ++k) max_phase = std::max(max_phase, int(program->insts[k].phase));
   p->reduce = program->has_reduction || max_phase > 0;
   p->passes = max_phase / 2 + 1;
+  p->arg_written.assign(size_t(std::max(program->n_args, 0)), false);
+  for (int32_t k = 0; k < program->n_insts; ++k) {
+    const ember_kir_inst& in = program->insts[k];
+    if (in.op == EMBER_KIR_STORE && in.arg >= 0 && in.arg < program->n_args) p->arg_written[size_t(in.arg)] = true;
+  }
+  for (int32_t a = 0; a < program->n_args; ++a) p->arg_bytes.push_back(storage_bytes(program->arg_dtypes[a]));
   *out = p.release();
   return EMBER_OK;
 }
@@ -386,7 +414,16 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   work.cost = 1 + unravel_cost(l->outer_rank);
   if (p->reduce)
     work.cost += p->passes * ((nred + step - 1) / step * (1 + unravel_cost(l->reduce_rank)) + (tree ? 16 : 0));
-  return dispatch(q, pipe, words.data(), words.size(), bufs.data(), work, p->can_fail, tag, p->name, st);
+  // What each argument's buffer may see: stored-to arguments are written, the others read (an
+  // argument without loads costs nothing: reads conflict only with writes).
+  std::vector<BufferAccess> accesses;
+  for (int32_t a = 0; a < launch_in->n_args; ++a) {
+    const ember_kir_arg& arg = launch_in->args[a];
+    if (!arg.buffer) continue;
+    const ByteRange r = kir_arg_range(*launch_in, arg, p->arg_bytes[size_t(a)], arg.buffer->block.size);
+    accesses.push_back({buffer_key(arg.buffer->block.buffer), r.begin, r.end, bool(p->arg_written[size_t(a)])});
+  }
+  return dispatch(q, pipe, words.data(), words.size(), bufs.data(), accesses, work, p->can_fail, tag, p->name, st);
 }
 
 namespace {
@@ -395,9 +432,10 @@ namespace {
 int32_t library_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, std::shared_ptr<const Pipeline>* out,
                          ember_status* st) {
   static std::mutex m;
-  static std::map<std::pair<DeviceContext*, std::string>, std::shared_ptr<const Pipeline>> cache;
+  // Keyed by the binding path too: EMBER_VULKAN_DISABLE=push_descriptors may change between builds.
+  static std::map<std::tuple<DeviceContext*, std::string, bool>, std::shared_ptr<const Pipeline>> cache;
   std::lock_guard lock(m);
-  auto& slot = cache[{d, glsl}];
+  auto& slot = cache[{d, glsl, use_push_descriptors(d, n_args)}];
   if (!slot) {
     if (int32_t rc = build_pipeline(d, glsl, n_args, "a library call", &slot, st); rc != EMBER_OK) return rc;
   }
@@ -438,6 +476,15 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
   for (ember_buffer b : bufs)
     if (b && b->device != q->device)
       return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
+  // Each tensor's range, inputs read and outputs written, the same for every pass (a pass may
+  // read what an earlier pass of the call wrote: the queue orders those by their overlap too).
+  std::vector<BufferAccess> accesses;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (!bufs[i]) continue;
+    const ember_tensor_desc& t = i < size_t(n_in) ? in[i] : out[i - size_t(n_in)];
+    const ByteRange r = tensor_range(t, bufs[i]->block.size);
+    accesses.push_back({buffer_key(bufs[i]->block.buffer), r.begin, r.end, i >= size_t(n_in)});
+  }
   for (const emit::GlslPass& p : passes) {
     std::shared_ptr<const Pipeline> pipe;
     if (int32_t rc = library_pipeline(q->device, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;
@@ -445,7 +492,7 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int
     work.items = p.points;
     work.grid_stride = p.grid_stride;
     work.cost = std::max<int64_t>(1, p.loop_iterations);
-    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), work, false, tag,
+    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), accesses, work, false, tag,
                               "library call " + std::to_string(op), st);
         rc != EMBER_OK)
       return rc;

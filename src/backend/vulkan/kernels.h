@@ -1,17 +1,22 @@
 // Compute pipelines of the Vulkan plugin: KIR programs and library shaders (matmul) rendered as
 // GLSL by the shared emitter (emit_glsl.h), compiled to SPIR-V with libshaderc, and dispatched on
-// a queue with their launch parameters in the batch's host-visible memory.
+// a queue with their launch parameters in the batch's host-visible memory. A launch's buffers are
+// pushed into the command buffer (VK_KHR_push_descriptor) where the device allows, else bound
+// through a descriptor set from the batch's pool; each launch names the byte ranges it reads and
+// writes, so that the queue places barriers only where launches overlap (hazards.h).
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/vulkan/queue.h"
 
 namespace ember::vk {
 
 // A compiled shader with its layout: binding 0 launch words, 1 error word, 2.. arguments.
+// `push`: its set layout is a push-descriptor layout (dispatches push their bindings).
 struct Pipeline {
   DeviceContext* device = nullptr;
   VkShaderModule module = VK_NULL_HANDLE;
@@ -19,8 +24,14 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
   int32_t n_args = 0;
+  bool push = false;
   ~Pipeline();
 };
+
+// Whether a pipeline of `n_args` arguments built now pushes its bindings: the device has
+// VK_KHR_push_descriptor with room for them, and EMBER_VULKAN_DISABLE does not name
+// push_descriptors.
+bool use_push_descriptors(const DeviceContext* d, int32_t n_args);
 
 // GLSL -> SPIR-V -> pipeline; false and *st on failure (the message names `what`).
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
@@ -37,10 +48,12 @@ struct Work {
 };
 
 // Records one dispatch with launch words `words` and argument buffers (null entries are bound to
-// a dummy). checked: the launch may write the error word (tag, name).
+// a dummy). `accesses`: the argument bytes it may read and write (the launch words, private to
+// the launch, and the error word, which only the first failing point writes after an atomic
+// compare-and-swap, are not listed). checked: the launch may write the error word (tag, name).
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipeline, const int64_t* words, size_t n_words,
-                 const ember_buffer* args, const Work& work, bool checked, uint64_t tag, const std::string& name,
-                 ember_status* st);
+                 const ember_buffer* args, const std::vector<BufferAccess>& accesses, const Work& work, bool checked,
+                 uint64_t tag, const std::string& name, ember_status* st);
 
 }  // namespace ember::vk
 
@@ -54,6 +67,9 @@ struct ember_program_s {
   bool reduce = false;
   bool can_fail = false;
   int passes = 1;  // reductions: passes over the reduce dims
+  // Per argument: whether the program stores to it, and its element size (0: unknown dtype).
+  std::vector<bool> arg_written;
+  std::vector<uint32_t> arg_bytes;
 };
 
 namespace ember::vk {

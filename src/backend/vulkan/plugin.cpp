@@ -4,8 +4,12 @@
 // calls are not implemented yet (supports_op says so, and the core names the op).
 //
 //   EMBER_VULKAN_DISABLE=f64,int8,int16,int64  treat the device as lacking these features
+//   EMBER_VULKAN_DISABLE=push_descriptors       bind through descriptor sets even where the
+//                                        device has VK_KHR_push_descriptor
+//   EMBER_VULKAN_DISABLE=overlap_barriers       a barrier between every two commands
 //   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
 //   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
+//   EMBER_VULKAN_STATS=1                 print dispatch, barrier and submission counts at exit
 #include <cstdio>
 
 #include "backend/abi.h"

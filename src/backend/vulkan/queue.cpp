@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "backend/vulkan/access_ranges.h"
 #include "backend/vulkan/kernels.h"
 
 namespace ember::vk {
@@ -97,12 +98,24 @@ int32_t wait_all(ember_queue q, ember_status* st) {
   return rc;
 }
 
+constexpr VkPipelineStageFlags kWorkStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkAccessFlags kWorkAccess = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+
+// Everything recorded before it (dispatches and copies) happens before, and is visible to, what
+// comes after it in `dst_stage` (one global memory barrier: cheaper to record than per-buffer
+// ones, and the hazard tracker already decided that one is needed).
 void barrier(VkCommandBuffer cb, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = dst_access;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stage, 0, 1, &mb,
-                       0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(cb, kWorkStages, dst_stage, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+// The access of a transfer to bytes [offset, offset + n) of `b`.
+BufferAccess transfer_access(ember_buffer b, size_t offset, size_t n, bool write) {
+  const ByteRange r = word_range(offset, offset + n, b->block.size);
+  return BufferAccess{buffer_key(b->block.buffer), r.begin, r.end, write};
 }
 
 }  // namespace
@@ -173,10 +186,33 @@ int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** c
   return EMBER_OK;
 }
 
+uint64_t buffer_key(VkBuffer buffer) {
+  static_assert(sizeof(VkBuffer) <= sizeof(uint64_t));
+  uint64_t key = 0;
+  std::memcpy(&key, &buffer, sizeof buffer);  // a pointer or a uint64_t, depending on the platform
+  return key;
+}
+
+void order_accesses(ember_queue q, const BufferAccess* accesses, size_t n) {
+  Batch& b = q->open;
+  RecordingCounters& c = q->device->counters;
+  if (q->barrier_every_command) {
+    if (b.commands == 0) return;  // the previous batch's last barrier covers it
+    barrier(b.cb, kWorkStages, kWorkAccess);
+    ++c.unconditional;
+    return;
+  }
+  const Hazard h = b.hazards.conflict(accesses, n);
+  if (h != Hazard::None) {
+    barrier(b.cb, kWorkStages, kWorkAccess);
+    b.hazards.clear();
+    ++(h == Hazard::ReadAfterWrite ? c.read_after_write : h == Hazard::WriteAfterWrite ? c.write_after_write
+                                                                                        : c.write_after_read);
+  }
+  b.hazards.record(accesses, n);
+}
+
 int32_t end_command(ember_queue q, ember_status* st) {
-  barrier(q->open.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-              VK_ACCESS_TRANSFER_WRITE_BIT);
   ++q->open.commands;
   if (q->open.commands >= kCommandsPerBatch || q->open.sets >= kSetsPerBatch) return flush(q, st);
   return EMBER_OK;
@@ -205,7 +241,9 @@ int32_t flush(ember_queue q, ember_status* st) {
   Batch& b = q->open;
   if (b.commands == 0 && q->waits.empty()) return EMBER_OK;
   if (int32_t rc = begin(q, st); rc != EMBER_OK) return rc;
-  barrier(b.cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  // The batch's work before the host's reads and before the next batch's commands (a barrier's
+  // scope spans submissions on the queue; the timeline semaphore orders nothing on its own queue).
+  barrier(b.cb, kWorkStages | VK_PIPELINE_STAGE_HOST_BIT, kWorkAccess | VK_ACCESS_HOST_READ_BIT);
   vkEndCommandBuffer(b.cb);
   b.value = q->submitted + 1;
   std::vector<VkSemaphore> wait_sems;
@@ -236,6 +274,7 @@ int32_t flush(ember_queue q, ember_status* st) {
     r = vkQueueSubmit(q->device->queue, 1, &si, VK_NULL_HANDLE);
   }
   if (r != VK_SUCCESS) return vk_fail(st, r, "vkQueueSubmit");
+  ++q->device->counters.submissions;
   q->waits.clear();
   q->submitted = b.value;
   q->in_flight.push_back(std::move(b));
@@ -269,6 +308,7 @@ int32_t queue_create(int32_t device_index, ember_queue* out, ember_status* st) {
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan: error word: %s", why.c_str());
   }
   std::memset(q->error_word.mapped, 0, sizeof(uint32_t) * emit::kErrWords);
+  q->barrier_every_command = feature_disabled("overlap_barriers");
   *out = q.release();
   return EMBER_OK;
 }
@@ -353,8 +393,11 @@ int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* sr
   VkDeviceSize at = 0;
   if (int32_t rc = scratch(q, n, 16, &c, &at, st); rc != EMBER_OK) return rc;
   std::memcpy(static_cast<char*>(c->block.mapped) + at, src, n);
+  const BufferAccess access = transfer_access(dst, off, n, true);  // staging memory is this copy's alone
+  order_accesses(q, &access, 1);
   VkBufferCopy region{at, off, n};
   vkCmdCopyBuffer(q->open.cb, c->block.buffer, dst->block.buffer, 1, &region);
+  ++q->device->counters.transfers;
   return end_command(q, st);
 }
 
@@ -373,8 +416,11 @@ int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size
   Chunk* c = nullptr;
   VkDeviceSize at = 0;
   if (int32_t rc = scratch(q, n, 16, &c, &at, st); rc != EMBER_OK) return rc;
+  const BufferAccess access = transfer_access(src, off, n, false);
+  order_accesses(q, &access, 1);
   VkBufferCopy region{off, at, n};
   vkCmdCopyBuffer(q->open.cb, src->block.buffer, c->block.buffer, 1, &region);
+  ++q->device->counters.transfers;
   ++q->open.commands;
   if (int32_t rc = flush(q, st); rc != EMBER_OK) return rc;
   const uint64_t value = q->submitted;
@@ -403,8 +449,11 @@ int32_t buffer_copy(ember_queue q, ember_buffer dst, size_t dst_off, ember_buffe
   }
   std::lock_guard lock(q->mutex);
   if (int32_t rc = begin(q, st); rc != EMBER_OK) return rc;
+  const BufferAccess accesses[2] = {transfer_access(src, src_off, n, false), transfer_access(dst, dst_off, n, true)};
+  order_accesses(q, accesses, 2);
   VkBufferCopy region{src_off, dst_off, n};
   vkCmdCopyBuffer(q->open.cb, src->block.buffer, dst->block.buffer, 1, &region);
+  ++q->device->counters.transfers;
   return end_command(q, st);
 }
 

@@ -4,6 +4,9 @@
 // pairs; buffer frees, staging memory and descriptor sets are released when the timeline passes
 // the batch that used them. Kernel-side errors land in the queue's error word and are reported
 // (with the failing launch's tag) at the next synchronize.
+// Within a batch, a command is preceded by a pipeline barrier only when its buffer ranges
+// overlap what the commands since the last barrier wrote (or, for its writes, read): hazards.h.
+// Every batch ends with one barrier, which orders it before the next batch and the host.
 #pragma once
 
 #include <deque>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "backend/vulkan/context.h"
+#include "backend/vulkan/hazards.h"
 
 struct ember_buffer_s {
   ember::vk::DeviceContext* device;
@@ -37,6 +41,8 @@ struct Batch {
   std::vector<Chunk*> chunks;
   std::vector<std::shared_ptr<const Pipeline>> pipelines;  // kept alive while it runs
   std::vector<uint32_t> checked_launches;                  // launch ids that may fail
+  HazardTracker hazards;  // buffer accesses since the last barrier in cb
+  VkPipeline bound = VK_NULL_HANDLE;  // the pipeline last bound in cb
   // Host memory to fill from staging when the batch is done: (chunk, offset, dst, bytes).
 };
 
@@ -73,6 +79,9 @@ struct ember_queue_s {
   // Reused by each launch's descriptor writes (under mutex), so that a dispatch allocates nothing.
   std::vector<VkDescriptorBufferInfo> binding_infos;
   std::vector<VkWriteDescriptorSet> binding_writes;
+  // EMBER_VULKAN_DISABLE=overlap_barriers (read when the queue is created): a barrier after every
+  // command, as before barriers were placed by overlap (for comparisons and bisecting).
+  bool barrier_every_command = false;
 };
 
 struct ember_event_s {
@@ -111,6 +120,11 @@ int32_t open_launch(ember_queue q, VkDescriptorSetLayout layout, uint32_t descri
                     ember_status* st);
 int32_t scratch(ember_queue q, VkDeviceSize bytes, VkDeviceSize align, Chunk** chunk, VkDeviceSize* offset,
                 ember_status* st);
+// Before recording a command that makes `accesses` (after begin and scratch, which may flush): a
+// barrier first when they conflict with the batch's accesses since its last barrier.
+void order_accesses(ember_queue q, const BufferAccess* accesses, size_t n);
+// The hazard key of a buffer.
+uint64_t buffer_key(VkBuffer buffer);
 int32_t end_command(ember_queue q, ember_status* st);
 // Submits the open batch (if it has work or waits).
 int32_t flush(ember_queue q, ember_status* st);
