@@ -15,14 +15,8 @@ namespace ember::vk {
 
 // Bytes of one element of a storage dtype as the shaders address it (emit_glsl.cpp stores every
 // dtype at its natural size); 0 for a dtype this table does not know.
-inline uint32_t storage_bytes(int32_t dtype) {
-  switch (dtype) {
-    case EMBER_F64: case EMBER_I64: return 8;
-    case EMBER_F32: case EMBER_I32: return 4;
-    case EMBER_F16: case EMBER_BF16: return 2;
-    case EMBER_U8: case EMBER_BOOL: return 1;
-    default: return 0;
-  }
+inline uint32_t storage_bytes(int32_t dtype) {  // 0: not a dtype (the whole buffer is assumed)
+  return dtype >= 0 && dtype < EMBER_NUM_DTYPES ? uint32_t(ember_dtype_bytes(dtype)) : 0;
 }
 
 struct ByteRange {
