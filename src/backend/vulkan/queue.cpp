@@ -1,6 +1,7 @@
 // Vulkan queues, buffers and events of the plugin (queue.h).
 #include "backend/vulkan/queue.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/vulkan/access_ranges.h"
@@ -40,10 +41,16 @@ void release_buffer(ember_buffer b) {
   delete b;
 }
 
-// Reads and clears the error word; the first error becomes the queue's deferred error.
-void collect_error(ember_queue q) {
+// Reads and clears the error word when finished batch `b` retires; the first error becomes the
+// queue's deferred error. A shader takes the word with an atomic compare-and-swap on word 0 and
+// then writes the details (launch id, values), so an error of a batch that is still running may
+// be only half written: it is left for that batch's own retirement. (No error is lost either way:
+// while word 0 is set, no other shader can take the word.)
+void collect_error(ember_queue q, const Batch& b) {
   auto* e = static_cast<uint32_t*>(q->error_word.mapped);
   if (e[0] == emit::kErrNone) return;
+  const bool from_b = std::find(b.checked_launches.begin(), b.checked_launches.end(), e[1]) != b.checked_launches.end();
+  if (!from_b && q->in_flight.size() > 1) return;
   if (!q->has_deferred) {
     const int64_t value = int64_t(uint64_t(e[2]) | (uint64_t(e[3]) << 32));
     const int64_t extra = int64_t(uint64_t(e[4]) | (uint64_t(e[5]) << 32));
@@ -78,7 +85,7 @@ void retire(ember_queue q) {
         delete c;
       }
     }
-    collect_error(q);  // before the launch ids of this batch are forgotten
+    collect_error(q, b);  // before the launch ids of this batch are forgotten
     for (uint32_t id : b.checked_launches) q->checked.erase(id);
     q->in_flight.pop_front();
   }
