@@ -45,8 +45,8 @@
 #include "ember/optim/lbfgs.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/rmsprop_adagrad_lion.h"
-#include "ember/optim/scheduler.h"
-#include "ember/optim/scheduler_extra.h"
+#include "ember/optim/lr_scheduler.h"
+#include "ember/optim/lr_scheduler_extra.h"
 #include "ember/optim/sgd.h"
 
 // Data loading and the training loop.

@@ -128,7 +128,7 @@ Backend& Backend::get(DeviceKind kind) {
 }
 
 // Only backends made by load_file (tests) are destroyed: the registry's live until the process
-// ends. Their buffers are gone by now (a Buffer holds a plain pointer to its backend), so the
+// ends. Their buffers are gone by now (a DeviceBuffer holds a plain pointer to its backend), so the
 // cached ones go back to the plugin and the queues are drained and destroyed; the library stays
 // loaded (another Backend may share it).
 Backend::~Backend() {
@@ -237,7 +237,7 @@ BufferCache& Backend::cache(int device) {
   return *c;
 }
 
-std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
+std::shared_ptr<DeviceBuffer> Backend::alloc(Device device, size_t bytes) {
   ember_buffer handle = buffer_cache_limit() > 0 ? cache(device.index).take(bytes) : nullptr;
   if (!handle) {
     ember_status st{};
@@ -249,7 +249,7 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
     }
     check(code, st, "allocating memory");
   }
-  auto buf = std::make_shared<Buffer>();
+  auto buf = std::make_shared<DeviceBuffer>();
   buf->backend = this;
   buf->handle = handle;
   buf->bytes = bytes;
@@ -258,7 +258,7 @@ std::shared_ptr<Buffer> Backend::alloc(Device device, size_t bytes) {
   return buf;
 }
 
-Buffer::~Buffer() {
+DeviceBuffer::~DeviceBuffer() {
   if (!handle) return;
   backend->account(device.index, -int64_t(bytes), -1);
   backend->release(device.index, handle, bytes);
@@ -276,13 +276,13 @@ void Backend::empty_cache(int device) {
   for (ember_buffer b : cache(device).drain()) table_.buffer_free(q, b);
 }
 
-void Backend::write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes) {
+void Backend::write(DeviceBuffer& dst, size_t offset_bytes, const void* src, size_t bytes) {
   ember_status st{};
   check(table_.buffer_write(queue(dst.device.index), dst.handle, offset_bytes, src, bytes, &st), st,
         "writing memory");
 }
 
-void Backend::read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes) {
+void Backend::read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size_t bytes) {
   ember_status st{};
   ember_queue q = queue(src.device.index);
   if (unordered_reads_for_testing_) {
@@ -294,7 +294,7 @@ void Backend::read(const Buffer& src, size_t offset_bytes, void* dst, size_t byt
   check(table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
 }
 
-void Backend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+void Backend::copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes) {
   if (bytes == 0) return;
   if (!table_.buffer_copy) {
     std::vector<unsigned char> staged(bytes);

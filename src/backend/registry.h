@@ -1,5 +1,5 @@
 // Loads backend plugins (shared libraries exporting ember_backend_entry) at run time and wraps
-// their C tables: status codes become ember::Error, buffers become reference-counted Buffer
+// their C tables: status codes become ember::Error, buffers become reference-counted DeviceBuffer
 // objects that keep the device's memory statistics, and compiled programs are cached.
 #pragma once
 
@@ -21,12 +21,12 @@ namespace ember {
 class Backend;
 
 // Device memory owned by one backend; freed when the last reference goes.
-struct Buffer {
+struct DeviceBuffer {
   Backend* backend = nullptr;
   ember_buffer handle = nullptr;
   size_t bytes = 0;  // also the device cache's key when the buffer is freed
   Device device;
-  ~Buffer();
+  ~DeviceBuffer();
 };
 
 // A program compiled by one backend for one device, shared by the backend's program cache and
@@ -72,19 +72,19 @@ class Backend {
   ember_queue queue(int device);
 
   // Memory from the device's cache when a freed buffer of the same size is there (buffer_cache.h).
-  std::shared_ptr<Buffer> alloc(Device device, size_t bytes);
-  // Called by ~Buffer: keeps the memory in the cache or gives it back to the plugin, ordered on
+  std::shared_ptr<DeviceBuffer> alloc(Device device, size_t bytes);
+  // Called by ~DeviceBuffer: keeps the memory in the cache or gives it back to the plugin, ordered on
   // the device's queue (the plugin frees it after the work enqueued before).
   void release(int device, ember_buffer handle, size_t bytes);
   // Gives every cached buffer of `device` back to the plugin.
   void empty_cache(int device);
-  void write(Buffer& dst, size_t offset_bytes, const void* src, size_t bytes);
+  void write(DeviceBuffer& dst, size_t offset_bytes, const void* src, size_t bytes);
   // Blocks until the work enqueued before on the buffer's device is done, then copies.
-  void read(const Buffer& src, size_t offset_bytes, void* dst, size_t bytes);
+  void read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size_t bytes);
   // Copies between two buffers of this backend (possibly two of its devices): with the plugin's
   // buffer_copy, the source's queue waiting for the destination's work with an event (or a
   // queue synchronize without events); without it, staged through host memory.
-  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes);
+  void copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes);
 
   // Compiled program for a KIR program on one device, cached per device by full structure
   // (instructions and argument dtypes; `structure_hash` only picks the bucket). The cache keeps
@@ -109,7 +109,7 @@ class Backend {
 
   ~Backend();
 
-  // Per-device memory accounting (updated by Buffer).
+  // Per-device memory accounting (updated by DeviceBuffer).
   void account(int device, int64_t delta_bytes, int delta_buffers);
   MemoryStats stats(int device);
   void reset_peak(int device);

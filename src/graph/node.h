@@ -17,7 +17,7 @@
 namespace ember {
 
 struct View {
-  std::shared_ptr<Buffer> buffer;
+  std::shared_ptr<DeviceBuffer> buffer;
   int64_t offset = 0;            // elements
   std::vector<int64_t> strides;  // elements, one per dim
 };

@@ -6,7 +6,7 @@
 
 namespace ember::nn {
 
-Conv2d::Conv2d(ConvOptions opts) : options(opts) {
+Conv2d::Conv2d(Conv2dLayerOptions opts) : options(opts) {
   if (opts.in <= 0 || opts.out <= 0 || opts.groups <= 0 || opts.in % opts.groups || opts.out % opts.groups)
     throw Error(fmt::format("Conv2d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
                             opts.out, opts.groups));
@@ -30,7 +30,7 @@ Array Conv2d::forward(const Array& x) {
   return bias.defined() ? conv2d(x, weight.array(), bias.array(), op) : conv2d(x, weight.array(), op);
 }
 
-std::string ConvOptions::to_json() const {
+std::string Conv2dLayerOptions::to_json() const {
   json pad = padding.is_same ? json("same") : json{padding.top, padding.bottom, padding.left, padding.right};
   json j{{"in", in},
          {"out", out},
@@ -57,9 +57,9 @@ static void read_pair(const json& j, const char* key, IntPair& out) {
   else throw Error(fmt::format("config field '{}': expected [h, w] or one number", key));
 }
 
-ConvOptions ConvOptions::from_json(const std::string& text) {
-  json j = parse_json(text, "ConvOptions");
-  ConvOptions o;
+Conv2dLayerOptions Conv2dLayerOptions::from_json(const std::string& text) {
+  json j = parse_json(text, "Conv2dLayerOptions");
+  Conv2dLayerOptions o;
   read_field(j, "in", o.in);
   read_field(j, "out", o.out);
   read_pair(j, "kernel", o.kernel);

@@ -53,12 +53,12 @@ Backend& host_backend(Device device, const std::string& why) {
 // Host copies of a call's device buffers: each staged once, the written ones copied back.
 class HostStaging {
  public:
-  HostStaging(Backend& host, const std::vector<std::shared_ptr<Buffer>>& buffers) : host_(host) {
-    for (const std::shared_ptr<Buffer>& b : buffers) {
+  HostStaging(Backend& host, const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) : host_(host) {
+    for (const std::shared_ptr<DeviceBuffer>& b : buffers) {
       if (!b || find(b->handle)) continue;
       std::vector<unsigned char> bytes(b->bytes);
       b->backend->read(*b, 0, bytes.data(), b->bytes);  // after the device's earlier work
-      std::shared_ptr<Buffer> copy = host_.alloc(Device::cpu(), b->bytes);
+      std::shared_ptr<DeviceBuffer> copy = host_.alloc(Device::cpu(), b->bytes);
       host_.write(*copy, 0, bytes.data(), b->bytes);
       staged_.push_back({b, std::move(copy), false});
     }
@@ -83,7 +83,7 @@ class HostStaging {
 
  private:
   struct Staged {
-    std::shared_ptr<Buffer> device, host;
+    std::shared_ptr<DeviceBuffer> device, host;
     bool written;
   };
   Staged* find(ember_buffer handle) {
@@ -98,7 +98,7 @@ class HostStaging {
 }  // namespace
 
 void run_program_on_host(Device device, const ember_kir_program& program, uint64_t structure_hash,
-                         const ember_kir_launch& launch, const std::vector<std::shared_ptr<Buffer>>& buffers,
+                         const ember_kir_launch& launch, const std::vector<std::shared_ptr<DeviceBuffer>>& buffers,
                          const std::string& why) {
   Backend& host = host_backend(device, why);
   note(device, fmt::format("kernel '{}'", program.name ? program.name : "kernel"), why);
@@ -117,7 +117,7 @@ void run_program_on_host(Device device, const ember_kir_program& program, uint64
 
 void library_call(Device device, const std::string& what, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                   const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
-                  const std::vector<std::shared_ptr<Buffer>>& buffers) {
+                  const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) {
   Backend& be = Backend::get(device.kind);
   const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
   std::string why = be.unsupported_library(device.index, op, dtype);

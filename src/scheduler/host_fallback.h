@@ -22,13 +22,13 @@ bool host_fallback_enabled();
 // device buffer of argument a (null for arguments without one); `why` is the device's refusal,
 // logged with EMBER_LOG=fallback.
 void run_program_on_host(Device device, const ember_kir_program& program, uint64_t structure_hash,
-                         const ember_kir_launch& launch, const std::vector<std::shared_ptr<Buffer>>& buffers,
+                         const ember_kir_launch& launch, const std::vector<std::shared_ptr<DeviceBuffer>>& buffers,
                          const std::string& why);
 
 // Library call `op` (for the op named `what`) on the device, or on the CPU when the device lacks
 // it (and fallback is on). `buffers` owns every device buffer the descriptors name.
 void library_call(Device device, const std::string& what, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                   const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
-                  const std::vector<std::shared_ptr<Buffer>>& buffers);
+                  const std::vector<std::shared_ptr<DeviceBuffer>>& buffers);
 
 }  // namespace ember

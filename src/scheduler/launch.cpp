@@ -107,7 +107,7 @@ void Launch::run(Device device, kir::Builder& b, const std::string& name) {
   std::string unsupported;
   std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, b.structure_hash(), &unsupported);
   if (!compiled) {
-    std::vector<std::shared_ptr<Buffer>> buffers;
+    std::vector<std::shared_ptr<DeviceBuffer>> buffers;
     for (const Arg& a : args) buffers.push_back(a.buffer);
     return run_program_on_host(device, prog, b.structure_hash(), l, buffers, unsupported);
   }

@@ -24,7 +24,7 @@ struct Launch {
   int outer_rank = 0;
   std::vector<int64_t> shape;
   struct Arg {
-    std::shared_ptr<Buffer> buffer;
+    std::shared_ptr<DeviceBuffer> buffer;
     int64_t offset = 0;
     std::vector<int64_t> strides;  // over `shape`
     int64_t gather_stride = 0, gather_size = 0;

@@ -121,7 +121,7 @@ void run_library(Node& n) {
       attrs = &scan;
       break;
   }
-  std::vector<std::shared_ptr<Buffer>> buffers{n.view.buffer};
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
   for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
     library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), &out, 1, attrs, buffers);

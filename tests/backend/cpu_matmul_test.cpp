@@ -64,7 +64,7 @@ HTensor make(DType dt, std::vector<int64_t> shape, std::vector<int> order, std::
 }
 
 std::vector<uint8_t> run_matmul(Backend& be, const HTensor& a, const HTensor& b, const HTensor& c, std::string* err) {
-  std::vector<std::shared_ptr<Buffer>> bufs;
+  std::vector<std::shared_ptr<DeviceBuffer>> bufs;
   ember_tensor_desc d[3];
   const HTensor* ts[3] = {&a, &b, &c};
   for (int i = 0; i < 3; ++i) {

@@ -39,7 +39,7 @@ inline Backend& reference_backend() { return Backend::get(DeviceKind::Reference)
 
 // The arguments' buffers on `be`, filled with their initial contents, and the launch over them.
 struct Uploaded {
-  std::vector<std::shared_ptr<Buffer>> bufs;
+  std::vector<std::shared_ptr<DeviceBuffer>> bufs;
   std::vector<ember_kir_arg> args;
   ember_kir_launch launch{};
 };

@@ -40,7 +40,7 @@ TEST(UserCodeWarnings, OptionStructsTakeDesignatedInitializersWithoutWarnings) {
   [[maybe_unused]] ember::nn::SdpaOptions o18{.attn_mask = {}};
   [[maybe_unused]] ember::nn::MultiheadAttentionOptions o19{.embed_dim = {}};
   [[maybe_unused]] ember::nn::MhaForwardOptions o20{.key_padding_mask = {}};
-  [[maybe_unused]] ember::nn::ConvOptions o21{.in = {}};
+  [[maybe_unused]] ember::nn::Conv2dLayerOptions o21{.in = {}};
   [[maybe_unused]] ember::nn::AdaptiveAvgPool2dOptions o22{.output = {}};
   [[maybe_unused]] ember::nn::Conv1dLayerOptions o23{.in = {}};
   [[maybe_unused]] ember::nn::AdaptiveAvgPool1dOptions o24{.output = {}};

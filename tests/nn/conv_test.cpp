@@ -16,7 +16,7 @@ using ember::testing::weighted_sum;
 
 Array conv_input() { return det({2, 4, 7, 6}, 0.37, 0.1); }
 
-void check_conv(const std::string& name, ConvOptions opts) {
+void check_conv(const std::string& name, Conv2dLayerOptions opts) {
   SCOPED_TRACE(name);
   opts.in = 4;
   opts.dtype = DType::F64;

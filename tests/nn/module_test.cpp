@@ -109,11 +109,11 @@ TEST(ModuleTest, ConfigsAreJson) {
   EXPECT_THROW(LinearOptions::from_json("{\"in\": \"x\"}"), Error);
   EXPECT_THROW(LinearOptions::from_json("not json"), Error);
   // Every layer's options survive a JSON round trip.
-  ConvOptions conv{.in = 3, .out = 8, .kernel = {3, 5}, .stride = 2, .padding = Padding2d::same(), .groups = 1, .seed = 4};
-  ConvOptions conv2 = ConvOptions::from_json(conv.to_json());
+  Conv2dLayerOptions conv{.in = 3, .out = 8, .kernel = {3, 5}, .stride = 2, .padding = Padding2d::same(), .groups = 1, .seed = 4};
+  Conv2dLayerOptions conv2 = Conv2dLayerOptions::from_json(conv.to_json());
   EXPECT_EQ(conv2.to_json(), conv.to_json());
   EXPECT_TRUE(conv2.padding.is_same);
-  EXPECT_EQ(ConvOptions::from_json(R"({"padding": [1, 2, 3, 4], "kernel": 3})").padding.right, 4);
+  EXPECT_EQ(Conv2dLayerOptions::from_json(R"({"padding": [1, 2, 3, 4], "kernel": 3})").padding.right, 4);
   BatchNormOptions bn{.features = 7, .momentum = 0.3, .dtype = DType::F64};
   EXPECT_EQ(BatchNormOptions::from_json(bn.to_json()).to_json(), bn.to_json());
   LayerNormOptions ln{.shape = {4, 5}, .eps = 1e-3, .bias = false};
@@ -124,7 +124,7 @@ TEST(ModuleTest, ConfigsAreJson) {
   EXPECT_EQ(EmbeddingOptions::from_json(emb.to_json()).to_json(), emb.to_json());
   DropoutOptions drop{.p = 0.3, .seed = 9};
   EXPECT_EQ(DropoutOptions::from_json(drop.to_json()).to_json(), drop.to_json());
-  EXPECT_THROW(ConvOptions::from_json(R"({"padding": [1, 2, 3]})"), Error);
+  EXPECT_THROW(Conv2dLayerOptions::from_json(R"({"padding": [1, 2, 3]})"), Error);
   Sequential seq(Linear({.in = 2, .out = 3}), ReLU(), Dropout({.p = 0.1}));
   EXPECT_NE(seq.config().find(R"({"config":{"p":0.1},"type":"Dropout"})"), std::string::npos) << seq.config();
 }

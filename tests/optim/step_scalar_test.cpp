@@ -10,7 +10,7 @@
 #include "ember/optim/adam.h"
 #include "ember/optim/adam_family.h"
 #include "ember/optim/lbfgs.h"
-#include "ember/optim/scheduler.h"
+#include "ember/optim/lr_scheduler.h"
 #include "ember/optim/sgd.h"
 #include "optim/optimizer_test_util.h"
 

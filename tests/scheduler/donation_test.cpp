@@ -16,7 +16,7 @@
 namespace ember {
 namespace {
 
-const Buffer* buffer_of(const Array& a) { return a.node()->view.buffer.get(); }
+const DeviceBuffer* buffer_of(const Array& a) { return a.node()->view.buffer.get(); }
 
 std::vector<float> iota_values(size_t n, double scale, double shift) {
   std::vector<float> v(n);
@@ -38,7 +38,7 @@ class DonationTest : public ::testing::TestWithParam<Device> {
 TEST_P(DonationTest, LoopUpdatesReuseTheDyingBuffer) {
   std::vector<float> xv = iota_values(1000, 0.01, -5);
   Array x = from_vector<float>(xv, {10, 100}, d);
-  const Buffer* first = buffer_of(x);
+  const DeviceBuffer* first = buffer_of(x);
   reset_execution_stats();
   for (int step = 0; step < 5; ++step) {
     x = add(mul(x, 0.5), 1.0);
@@ -175,7 +175,7 @@ TEST(DonationTier1Test, CompiledKernelsUpdateInPlace) {
   std::vector<float> xv = iota_values(100003, 0.001, -50);
   Array x = from_vector<float>(xv, {100003}, Device::cpu());
   Array other = from_vector<float>(iota_values(100003, -0.002, 7), {100003}, Device::cpu());
-  const Buffer* first = buffer_of(x);
+  const DeviceBuffer* first = buffer_of(x);
   synchronize();
   reset_execution_stats();
   for (int step = 0; step < 3; ++step) {

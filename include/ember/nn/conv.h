@@ -10,9 +10,10 @@
 
 namespace ember::nn {
 
-// Conv2d's options: shapes, the op's options (as ember::Conv2dOptions) and initialization. (Named
-// ConvOptions so that it never clashes with the op's Conv2dOptions under using-directives.)
-struct ConvOptions {
+// Conv2d's options: shapes, the op's options (as ember::Conv2dOptions) and initialization. Layers
+// whose op has an options struct of its own name theirs <Layer>LayerOptions (Conv1dLayerOptions,
+// Conv3dLayerOptions, ...), so the two never clash under using-directives.
+struct Conv2dLayerOptions {
   int64_t in = 0;
   int64_t out = 0;
   IntPair kernel = 1;
@@ -26,16 +27,16 @@ struct ConvOptions {
   Device device = Device::cpu();
 
   std::string to_json() const;
-  static ConvOptions from_json(const std::string& json);
+  static Conv2dLayerOptions from_json(const std::string& json);
 };
 
 class Conv2d : public Module {
  public:
   Conv2d() = default;
-  explicit Conv2d(ConvOptions opts);
+  explicit Conv2d(Conv2dLayerOptions opts);
   Param<4> weight;  // [out, in / groups, kh, kw]
   Param<1> bias;    // [out]
-  ConvOptions options;
+  Conv2dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
   Array forward(const Array& x);

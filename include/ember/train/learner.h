@@ -38,7 +38,7 @@
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
-#include "ember/optim/scheduler.h"
+#include "ember/optim/lr_scheduler.h"
 #include "ember/train/metrics.h"
 
 namespace ember::train {

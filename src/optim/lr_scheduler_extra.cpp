@@ -1,5 +1,5 @@
-// More learning-rate schedulers (include/ember/optim/scheduler_extra.h).
-#include "ember/optim/scheduler_extra.h"
+// More learning-rate schedulers (include/ember/optim/lr_scheduler_extra.h).
+#include "ember/optim/lr_scheduler_extra.h"
 
 #include <fmt/format.h>
 

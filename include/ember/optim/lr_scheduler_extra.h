@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "ember/optim/scheduler.h"
+#include "ember/optim/lr_scheduler.h"
 
 namespace ember::optim {
 

@@ -1,5 +1,5 @@
-// Learning-rate schedulers (include/ember/optim/scheduler.h).
-#include "ember/optim/scheduler.h"
+// Learning-rate schedulers (include/ember/optim/lr_scheduler.h).
+#include "ember/optim/lr_scheduler.h"
 
 #include <fmt/format.h>
 
