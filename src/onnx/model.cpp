@@ -163,8 +163,8 @@ void detail::run_nodes(const Graph& g, std::map<std::string, Array>& env, int64_
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::vector<Array> outs;
-    if (n.op_type == "Loop") {
-      outs = run_loop(n, int(i), env, opset, device);
+    if (is_control_flow(n.op_type)) {
+      outs = run_control_flow(n, int(i), env, opset, device);
     } else {
       std::vector<Array> ins;
       for (const auto& in : n.inputs) ins.push_back(in.empty() ? Array() : env.at(in));
@@ -206,8 +206,8 @@ Node convert_node(const ::onnx::NodeProto& np, size_t index, const LoadOptions& 
   return n;
 }
 
-// A subgraph (a Loop's body): its inputs, outputs, own initializers and nodes in order. Names
-// it reads from the enclosing graphs are left to the caller (the node's captures).
+// A subgraph (a Loop's or Scan's body, an If branch): its inputs, outputs, own initializers and
+// nodes in order. Names it reads from the enclosing graphs are left to the caller (the node's captures).
 std::shared_ptr<Graph> convert_subgraph(const ::onnx::GraphProto& gp, const std::string& what, const LoadOptions& opts,
                                         int depth) {
   if (depth > 16) throw Error(what + ": subgraphs nested more than 16 deep");

@@ -67,14 +67,15 @@ struct Registrar {
   Registrar(std::initializer_list<std::pair<const char*, OpEntry>> entries);
 };
 
-// Runs one node through its table entry (Loop excepted) and checks its outputs.
+// Runs one node through its table entry (control flow excepted) and checks its outputs.
 std::vector<Array> run_node(const Node& n, int index, int64_t opset, Device device, std::vector<Array> inputs);
 // Runs a graph's nodes in order over `env` (name -> value, the enclosing scopes' values
 // included), adding every node's outputs.
 void run_nodes(const Graph& g, std::map<std::string, Array>& env, int64_t opset, Device device);
-// Loop (control_flow.cpp): runs the body subgraph with the enclosing values in scope.
-std::vector<Array> run_loop(const Node& n, int index, const std::map<std::string, Array>& env, int64_t opset,
-                            Device device);
+// If, Loop and Scan (control_flow.cpp): they run subgraphs with the enclosing values in scope.
+bool is_control_flow(const std::string& op_type);
+std::vector<Array> run_control_flow(const Node& n, int index, const std::map<std::string, Array>& env, int64_t opset,
+                                    Device device);
 
 // Shared helpers.
 Array scalar_like(double value, DType dtype, Device device);

@@ -409,6 +409,108 @@ TEST(OnnxLoaderTest, LoopRunsTheBodyWithCapturesConditionAndScanOutputs) {
   EXPECT_NE(error_of([&] { ember::onnx::load_from_memory(bytes_of(bad)); }).find("'nowhere'"), std::string::npos);
 }
 
+
+// If: the chosen branch runs with the enclosing values in scope; a branch may pass an outer
+// value straight through as its output. then: y = x + 1 (its own initializer); else: y = x.
+TEST(OnnxLoaderTest, IfRunsTheChosenBranchOnly) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  add_input(g, "cond", 9, {});
+  add_input(g, "x", 1, {2});
+  auto* node = add_node(g, "If", {"cond"}, {"y"}, "branch");
+  auto branch = [&](const char* name) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    return a->mutable_g();
+  };
+  auto* then_g = branch("then_branch");
+  set_float_tensor(then_g->add_initializer(), "one", {}, {1.0f});
+  add_node(then_g, "Add", {"x", "one"}, {"x_plus_one"});
+  then_g->add_output()->set_name("x_plus_one");
+  branch("else_branch")->add_output()->set_name("x");  // the outer value itself
+  g->add_output()->set_name("y");
+  ember::onnx::Model model = ember::onnx::load_from_memory(bytes_of(m));
+  Array x = from_vector<float>({2.5f, -4.0f}, Shape{2});
+  auto yes = model.forward({{"cond", from_vector<bool>({true}, Shape{})}, {"x", x}});
+  EXPECT_EQ(yes.at("y").to_vector<float>(), (std::vector<float>{3.5f, -3.0f}));
+  auto no = model.forward({{"cond", from_vector<bool>({false}, Shape{})}, {"x", x}});
+  EXPECT_EQ(no.at("y").to_vector<float>(), (std::vector<float>{2.5f, -4.0f}));
+  // A condition with two values is refused, naming the node.
+  std::string e = error_of([&] { model.forward({{"cond", from_vector<bool>({true, false}, Shape{2})}, {"x", x}}); });
+  EXPECT_NE(e.find("'branch'"), std::string::npos) << e;
+  EXPECT_NE(e.find("cond must hold one value"), std::string::npos) << e;
+}
+
+// Scan: a running sum over the rows of X (state s, scan output the sum after each step), with
+// the input and output directions and axes as attributes. X = [[1,2],[3,4],[5,6]], s0 = [0,0].
+namespace {
+::onnx::ModelProto scan_model(std::vector<int64_t> in_dirs, std::vector<int64_t> in_axes, std::vector<int64_t> out_dirs,
+                              std::vector<int64_t> out_axes, std::vector<int64_t> x_dims) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(16);
+  auto* g = m.mutable_graph();
+  add_input(g, "s0", 1, {2});
+  add_input(g, "X", 1, x_dims);
+  auto* scan = add_node(g, "Scan", {"s0", "X"}, {"s_final", "sums"}, "scan");
+  auto ints = [&](const char* name, const std::vector<int64_t>& v) {
+    if (v.empty()) return;
+    auto* a = scan->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  auto* n = scan->add_attribute();
+  n->set_name("num_scan_inputs");
+  n->set_type(::onnx::AttributeProto::INT);
+  n->set_i(1);
+  ints("scan_input_directions", in_dirs);
+  ints("scan_input_axes", in_axes);
+  ints("scan_output_directions", out_dirs);
+  ints("scan_output_axes", out_axes);
+  auto* a = scan->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  auto* b = a->mutable_g();
+  add_input(b, "s_in", 1, {2});
+  add_input(b, "row", 1, {2});
+  add_node(b, "Add", {"s_in", "row"}, {"s_out"});
+  add_node(b, "Identity", {"s_out"}, {"scan_out"});
+  for (const char* o : {"s_out", "scan_out"}) b->add_output()->set_name(o);
+  g->add_output()->set_name("s_final");
+  g->add_output()->set_name("sums");
+  return m;
+}
+}  // namespace
+
+TEST(OnnxLoaderTest, ScanCarriesStateAndStacksOutputsWithDirectionsAndAxes) {
+  Array s0 = from_vector<float>({0, 0}, Shape{2});
+  Array x = from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  auto run = [&](auto&& model, const Array& input) { return model.forward({{"s0", s0}, {"X", input}}); };
+  auto forward = run(ember::onnx::load_from_memory(bytes_of(scan_model({}, {}, {}, {}, {3, 2}))), x);
+  EXPECT_EQ(forward.at("s_final").to_vector<float>(), (std::vector<float>{9, 12}));
+  EXPECT_EQ(forward.at("sums").shape(), (Shape{3, 2}));
+  EXPECT_EQ(forward.at("sums").to_vector<float>(), (std::vector<float>{1, 2, 4, 6, 9, 12}));
+  // Input read in reverse: rows 5,6 then 3,4 then 1,2.
+  auto reversed = run(ember::onnx::load_from_memory(bytes_of(scan_model({1}, {}, {}, {}, {3, 2}))), x);
+  EXPECT_EQ(reversed.at("sums").to_vector<float>(), (std::vector<float>{5, 6, 8, 10, 9, 12}));
+  // Outputs prepended instead of appended.
+  auto out_rev = run(ember::onnx::load_from_memory(bytes_of(scan_model({}, {}, {1}, {}, {3, 2}))), x);
+  EXPECT_EQ(out_rev.at("sums").to_vector<float>(), (std::vector<float>{9, 12, 4, 6, 1, 2}));
+  // Scanning X^T along axis -1 and stacking along axis 1: the forward result transposed.
+  Array xt = from_vector<float>({1, 3, 5, 2, 4, 6}, Shape{2, 3});
+  auto axes = run(ember::onnx::load_from_memory(bytes_of(scan_model({}, {-1}, {}, {1}, {2, 3}))), xt);
+  EXPECT_EQ(axes.at("s_final").to_vector<float>(), (std::vector<float>{9, 12}));
+  EXPECT_EQ(axes.at("sums").shape(), (Shape{2, 3}));
+  EXPECT_EQ(axes.at("sums").to_vector<float>(), (std::vector<float>{1, 4, 9, 2, 6, 12}));
+  // A direction other than 0 or 1 is refused, naming the attribute.
+  std::string e = error_of([&] { run(ember::onnx::load_from_memory(bytes_of(scan_model({2}, {}, {}, {}, {3, 2}))), x); });
+  EXPECT_NE(e.find("scan_input_directions"), std::string::npos) << e;
+}
+
 #endif  // EMBER_HAVE_ONNX
 
 // ONNX integer Div truncates toward zero, exactly for every int64: quotients computed by hand,
