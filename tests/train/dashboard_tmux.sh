@@ -22,8 +22,15 @@ if [ ! -e "${EMBER_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-i
 fi
 export LC_ALL=C.UTF-8  # ${#line} counts characters (the bars are UTF-8), not bytes
 work=$(mktemp -d)
-sock="$work/tmux.sock"
-trap 'tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$work"' EXIT
+# One tmux server per pane size: killing a server's last session makes it exit, and a new session
+# started on the same socket while it shuts down can reach the dying server ("server exited
+# unexpectedly"), so the second run never shares the first run's socket.
+cleanup() {
+  local s
+  for s in "$work"/tmux*.sock; do [ -e "$s" ] && tmux -S "$s" kill-server 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail=0
 bad() {
   echo "FAIL $*"
@@ -45,13 +52,16 @@ check_widths() {
 
 run_in_pane() {  # run_in_pane COLS ROWS
   local cols=$1 rows=$2 session="dash$1" i=0 mid=0 waiting=0 cap shown=""
-  local dir="$work/run$cols"
+  local dir="$work/run$cols" sock="$work/tmux$1.sock"
   # The run: 20,000 images in batches of 32 on one thread (a few seconds an epoch), then a note of
   # the exit status; `sleep` keeps the pane for the last capture. COLUMNS/LINES unset: the
   # dashboard must ask the terminal.
   tmux -S "$sock" -f /dev/null new-session -d -s "$session" -x "$cols" -y "$rows" \
     "env -u COLUMNS -u LINES TERM=screen '$ember' train fashion-mnist --model mlp --limit 20000 --epochs 2 \
-       --batch-size 32 --threads 1 --workers 1 --out '$dir'; echo \"exit status \$?\"; sleep 600"
+       --batch-size 32 --threads 1 --workers 1 --out '$dir'; echo \"exit status \$?\"; sleep 600" || {
+    bad "${cols}x$rows: tmux could not start the session"
+    return
+  }
   local start=$SECONDS
   while :; do
     cap="$work/${cols}_$i.txt"
@@ -93,7 +103,7 @@ run_in_pane() {  # run_in_pane COLS ROWS
   grep -q 'valid_accuracy' "$cap" || bad "${cols}x$rows: no validation accuracy in the summary"
   # The live block (title line with the run ETA, the bars) is gone once the run ends.
   if grep -Eq 'run ETA|^train .*[0-9]+/[0-9]+|^valid ' "$cap"; then bad "${cols}x$rows: the live block was left on screen"; fi
-  tmux -S "$sock" kill-session -t "$session"
+  tmux -S "$sock" kill-server 2>/dev/null
 }
 
 run_in_pane 80 24
