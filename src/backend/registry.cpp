@@ -338,6 +338,7 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
           std::memcmp(&x.fimm, &y.fimm, sizeof x.fimm) != 0)  // bit for bit: NaN payloads, -0
         return false;
     }
+    if (!c.error_name.empty() && c.error_name != (program.name ? program.name : "")) return false;
     return std::equal(c.arg_dtypes.begin(), c.arg_dtypes.end(), program.arg_dtypes);
   };
   std::lock_guard lock(mutex_);
@@ -368,6 +369,7 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
                (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
                             in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
   }
+  if (checked) entry.error_name = program.name ? program.name : "";
   entry.program = std::make_shared<const CompiledProgram>(&table_, prog, device, checked);
   programs_.push_front(std::move(entry));
   program_index_.emplace(structure_hash, programs_.begin());

@@ -129,6 +129,9 @@ class Backend {
     uint64_t hash = 0;
     std::vector<ember_kir_inst> insts;
     std::vector<uint8_t> arg_dtypes;
+    // A program that can raise an error names its op in the message, so it is shared only
+    // between launches of the same name (gather and index_select build the same KIR).
+    std::string error_name;
     std::shared_ptr<const CompiledProgram> program;
   };
   std::list<CachedProgram> programs_;  // most recently used first

@@ -133,7 +133,7 @@ void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
   try {
     check_extent(shape, dtype_size(dtype), op_name(op));
   } catch (const Error& e) {
-    throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+    throw Error(with_location(e.what(), loc));
   }
 }
 }  // namespace
@@ -141,6 +141,9 @@ void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc) {
   check_node_extent(shape, dtype, op, loc);
+  // Inside a layer the user called (UserCall), the node records the user's line and the layer.
+  const char* layer = attributed_layer(loc);
+  loc = attributed_location(loc);
   std::vector<NodePtr> nodes;
   nodes.reserve(inputs.size());
   bool any_grad = false;
@@ -150,7 +153,7 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
   }
   auto node = std::make_shared<Node>(op, std::move(attrs), std::move(nodes), std::move(shape), dtype,
                                      device, loc);
-  node->context = t_node_context;
+  node->context = t_node_context ? t_node_context : layer;
   if (const BackwardOrigin* origin = t_backward_origin) {
     node->backward_of = origin->forward_op();
     node->backward_loc = origin->loc();
@@ -173,7 +176,7 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
                        Loc loc) {
   auto node = std::make_shared<Node>(op, OpAttrs{}, std::vector<NodePtr>{}, std::move(shape), dtype,
-                                     device, loc);
+                                     device, attributed_location(loc));
   node->view = std::move(view);
   node->depth = 0;
   node->state.store(Node::State::Ready, std::memory_order_release);

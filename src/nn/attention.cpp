@@ -2,6 +2,7 @@
 // composed from ops (matmul, softmax, where); autograd comes from the ops. Long sequences without
 // dropout or masks other than causal go to the fused op (ember::fused_attention).
 #include "ember/nn/attention.h"
+#include "nn/layer_error.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -21,27 +22,27 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_sdpa(const Array& q, const Array& k, const Array& v, const SdpaOptions& o) {
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
-    throw Error(fmt::format("scaled_dot_product_attention: q, k and v need rank >= 2 ([..., L, E]), got {}, {}, {}",
+    throw nn_error(fmt::format("scaled_dot_product_attention: q, k and v need rank >= 2 ([..., L, E]), got {}, {}, {}",
                             q.shape().str(), k.shape().str(), v.shape().str()));
   if (!is_floating(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype())
-    throw Error(fmt::format("scaled_dot_product_attention: q, k and v must share one floating dtype, got {}, {}, {}",
+    throw nn_error(fmt::format("scaled_dot_product_attention: q, k and v must share one floating dtype, got {}, {}, {}",
                             dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype())));
   if (k.size(-1) != q.size(-1))
-    throw Error(fmt::format("scaled_dot_product_attention: q [..., L, E] and k [..., S, E] differ in E: {} vs {}",
+    throw nn_error(fmt::format("scaled_dot_product_attention: q [..., L, E] and k [..., S, E] differ in E: {} vs {}",
                             q.shape().str(), k.shape().str()));
   if (v.size(-2) != k.size(-2))
-    throw Error(fmt::format("scaled_dot_product_attention: k [..., S, E] and v [..., S, Ev] differ in S: {} vs {}",
+    throw nn_error(fmt::format("scaled_dot_product_attention: k [..., S, E] and v [..., S, Ev] differ in S: {} vs {}",
                             k.shape().str(), v.shape().str()));
   if (o.dropout_p < 0 || o.dropout_p > 1)
-    throw Error(fmt::format("scaled_dot_product_attention: dropout_p must be in [0, 1], got {}", o.dropout_p));
+    throw nn_error(fmt::format("scaled_dot_product_attention: dropout_p must be in [0, 1], got {}", o.dropout_p));
   if (o.is_causal && o.attn_mask.defined())
-    throw Error("scaled_dot_product_attention: is_causal and attn_mask are exclusive (put the causal part in the mask)");
+    throw nn_error("scaled_dot_product_attention: is_causal and attn_mask are exclusive (put the causal part in the mask)");
   if (o.scale && !std::isfinite(*o.scale))
-    throw Error(fmt::format("scaled_dot_product_attention: scale must be finite, got {}", *o.scale));
+    throw nn_error(fmt::format("scaled_dot_product_attention: scale must be finite, got {}", *o.scale));
   if (o.attn_mask.defined()) {
     const Array& m = o.attn_mask;
     if (m.dtype() != DType::Bool && !is_floating(m.dtype()))
-      throw Error(fmt::format("scaled_dot_product_attention: attn_mask must be bool or floating, got {}",
+      throw nn_error(fmt::format("scaled_dot_product_attention: attn_mask must be bool or floating, got {}",
                               dtype_name(m.dtype())));
     bool ok = m.rank() >= 1;
     for (int d = 1; d <= 2 && d <= m.rank() && ok; ++d) {
@@ -49,7 +50,7 @@ void check_sdpa(const Array& q, const Array& k, const Array& v, const SdpaOption
       ok = m.size(-d) == want || m.size(-d) == 1;
     }
     if (!ok)
-      throw Error(fmt::format("scaled_dot_product_attention: attn_mask {} does not broadcast to [..., L = {}, S = {}]",
+      throw nn_error(fmt::format("scaled_dot_product_attention: attn_mask {} does not broadcast to [..., L = {}, S = {}]",
                               m.shape().str(), q.size(-2), k.size(-2)));
   }
 }
@@ -85,7 +86,8 @@ Array causal_mask(int64_t L, int64_t S, Device device) {
 }
 
 SdpaResult scaled_dot_product_attention_with_weights(const Array& q, const Array& k, const Array& v,
-                                                          const SdpaOptions& o) {
+                                                          const SdpaOptions& o, Loc loc) {
+  UserCall call("scaled_dot_product_attention_with_weights", loc);
   check_sdpa(q, k, v, o);
   double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(q.size(-1)));
   Array scores = mul(matmul(q, transpose(k, -2, -1)), scale);
@@ -100,7 +102,8 @@ SdpaResult scaled_dot_product_attention_with_weights(const Array& q, const Array
   return {matmul(weights, v), weights};
 }
 
-Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& o) {
+Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& o, Loc loc) {
+  UserCall call("scaled_dot_product_attention", loc);
   check_sdpa(q, k, v, o);
   // fused path dispatch: a fused attention op may take over here for the inputs it supports;
   // it must give what the composed path below gives (values and gradients).
@@ -114,13 +117,13 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
 MultiheadAttention::MultiheadAttention(MultiheadAttentionOptions opts) : options(opts) {
   const int64_t E = opts.embed_dim;
   if (E <= 0 || opts.num_heads <= 0 || E % opts.num_heads)
-    throw Error(fmt::format("MultiheadAttention: embed_dim ({}) must be a positive multiple of num_heads ({})", E,
+    throw nn_error(fmt::format("MultiheadAttention: embed_dim ({}) must be a positive multiple of num_heads ({})", E,
                             opts.num_heads));
   if (opts.dropout < 0 || opts.dropout > 1)
-    throw Error(fmt::format("MultiheadAttention: dropout must be in [0, 1], got {}", opts.dropout));
+    throw nn_error(fmt::format("MultiheadAttention: dropout must be in [0, 1], got {}", opts.dropout));
   const int64_t kdim = opts.kdim.value_or(E), vdim = opts.vdim.value_or(E);
   if (kdim <= 0 || vdim <= 0)
-    throw Error(fmt::format("MultiheadAttention: kdim and vdim must be positive, got {} and {}", kdim, vdim));
+    throw nn_error(fmt::format("MultiheadAttention: kdim and vdim must be positive, got {} and {}", kdim, vdim));
   init::InitOptions io{.seed = opts.seed, .dtype = opts.dtype, .device = opts.device};
   auto next = [&io] {
     init::InitOptions r = io;
@@ -146,23 +149,24 @@ namespace {
 Array additive(const Array& m, DType dtype, const char* what) {
   if (m.dtype() == DType::Bool) return where(m, -kInf, zeros_like(m, dtype));
   if (!is_floating(m.dtype()))
-    throw Error(fmt::format("MultiheadAttention: {} must be bool or floating, got {}", what, dtype_name(m.dtype())));
+    throw nn_error(fmt::format("MultiheadAttention: {} must be bool or floating, got {}", what, dtype_name(m.dtype())));
   return cast(m, dtype);
 }
 
 }  // namespace
 
 MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, const Array& value,
-                                      const MhaForwardOptions& f) {
+                                      const MhaForwardOptions& f, Loc loc) {
+  UserCall call("MultiheadAttention", loc);
   const int64_t E = options.embed_dim, H = options.num_heads, hd = E / H;
   const int64_t kdim = options.kdim.value_or(E), vdim = options.vdim.value_or(E);
   const int rank = query.rank();
   if ((rank != 2 && rank != 3) || key.rank() != rank || value.rank() != rank)
-    throw Error(fmt::format("MultiheadAttention: query, key and value must all be batched (rank 3) or unbatched "
+    throw call.error(fmt::format("query, key and value must all be batched (rank 3) or unbatched "
                             "(rank 2), got {}, {}, {}",
                             query.shape().str(), key.shape().str(), value.shape().str()));
   if (query.size(-1) != E || key.size(-1) != kdim || value.size(-1) != vdim)
-    throw Error(fmt::format("MultiheadAttention: expected query [..., {}], key [..., {}], value [..., {}], got {}, {}, {}",
+    throw call.error(fmt::format("expected query [..., {}], key [..., {}], value [..., {}], got {}, {}, {}",
                             E, kdim, vdim, query.shape().str(), key.shape().str(), value.shape().str()));
   const bool batched = rank == 3;
   // To [N, L, E].
@@ -173,7 +177,7 @@ MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, cons
   Array q = to_nle(query), k = to_nle(key), v = to_nle(value);
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
   if (k.size(0) != N || v.size(0) != N || v.size(1) != S)
-    throw Error(fmt::format("MultiheadAttention: batch and source sizes of query {}, key {}, value {} disagree",
+    throw call.error(fmt::format("batch and source sizes of query {}, key {}, value {} disagree",
                             query.shape().str(), key.shape().str(), value.shape().str()));
 
   const bool packed = in_proj_weight.defined();
@@ -205,7 +209,7 @@ MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, cons
     if (m.rank() == 2 && m.size(0) == L && m.size(1) == S) am = m;
     else if (m.rank() == 3 && m.size(0) == N * H && m.size(1) == L && m.size(2) == S) am = reshape(m, {N, H, L, S});
     else
-      throw Error(fmt::format("MultiheadAttention: attn_mask must be [L, S] = [{}, {}] or [N * num_heads, L, S] = "
+      throw call.error(fmt::format("attn_mask must be [L, S] = [{}, {}] or [N * num_heads, L, S] = "
                               "[{}, {}, {}], got {}",
                               L, S, N * H, L, S, m.shape().str()));
     mask = additive(am, q.dtype(), "attn_mask");
@@ -214,7 +218,7 @@ MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, cons
     const Array& m = f.key_padding_mask;
     bool ok = batched ? (m.rank() == 2 && m.size(0) == N && m.size(1) == S) : (m.rank() == 1 && m.size(0) == S);
     if (!ok)
-      throw Error(fmt::format("MultiheadAttention: key_padding_mask must be {}, got {}",
+      throw call.error(fmt::format("key_padding_mask must be {}, got {}",
                               batched ? fmt::format("[N, S] = [{}, {}]", N, S) : fmt::format("[S] = [{}]", S),
                               m.shape().str()));
     Array kpm = additive(reshape(m, {N, 1, 1, S}), q.dtype(), "key_padding_mask");
@@ -242,10 +246,10 @@ MhaOutput MultiheadAttention::forward(const Array& query, const Array& key, cons
   return out;
 }
 
-Array MultiheadAttention::forward(const Array& x, const MhaForwardOptions& f) {
+Array MultiheadAttention::forward(const Array& x, const MhaForwardOptions& f, Loc loc) {
   MhaForwardOptions g = f;
   g.need_weights = false;
-  return forward(x, x, x, g).output;
+  return forward(x, x, x, g, loc).output;
 }
 
 std::string MultiheadAttentionOptions::to_json() const {

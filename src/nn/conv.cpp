@@ -1,5 +1,6 @@
 // Convolution and pooling layers (include/ember/nn/conv.h).
 #include "ember/nn/conv.h"
+#include "nn/layer_error.h"
 
 #include "ember/nn/init.h"
 #include "nn/json_util.h"
@@ -8,10 +9,10 @@ namespace ember::nn {
 
 Conv2d::Conv2d(Conv2dLayerOptions opts) : options(opts) {
   if (opts.in <= 0 || opts.out <= 0 || opts.groups <= 0 || opts.in % opts.groups || opts.out % opts.groups)
-    throw Error(fmt::format("Conv2d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
+    throw nn_error(fmt::format("Conv2d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
                             opts.out, opts.groups));
   if (opts.kernel.h <= 0 || opts.kernel.w <= 0)
-    throw Error(fmt::format("Conv2d: kernel must be positive, got {}x{}", opts.kernel.h, opts.kernel.w));
+    throw nn_error(fmt::format("Conv2d: kernel must be positive, got {}x{}", opts.kernel.h, opts.kernel.w));
   init::InitOptions io{.seed = opts.seed, .dtype = opts.dtype, .device = opts.device};
   Shape wshape{opts.out, opts.in / opts.groups, opts.kernel.h, opts.kernel.w};
   weight = Param<4>(Tensor<4>(init::default_weight(wshape, io)));
@@ -21,9 +22,10 @@ Conv2d::Conv2d(Conv2dLayerOptions opts) : options(opts) {
   }
 }
 
-Array Conv2d::forward(const Array& x) {
+Array Conv2d::forward(const Array& x, Loc loc) {
+  UserCall call("Conv2d", loc);
   if (x.rank() != 4 || x.size(1) != options.in)
-    throw Error(fmt::format("Conv2d: expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
   check_input_dtype("Conv2d", x, weight);
   ember::Conv2dOptions op{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                           .groups = options.groups};
@@ -54,7 +56,7 @@ static void read_pair(const json& j, const char* key, IntPair& out) {
   else read_field(j, key, v);
   if (v.size() == 1) out = IntPair(v[0]);
   else if (v.size() == 2) out = IntPair(v[0], v[1]);
-  else throw Error(fmt::format("config field '{}': expected [h, w] or one number", key));
+  else throw nn_error(fmt::format("config field '{}': expected [h, w] or one number", key));
 }
 
 Conv2dLayerOptions Conv2dLayerOptions::from_json(const std::string& text) {
@@ -74,7 +76,7 @@ Conv2dLayerOptions Conv2dLayerOptions::from_json(const std::string& text) {
       read_field(j, "padding", v);
       if (v.size() == 2) o.padding = Padding2d(v[0], v[1]);
       else if (v.size() == 4) o.padding = Padding2d(v[0], v[1], v[2], v[3]);
-      else throw Error("config field 'padding': expected \"same\", a number, [h, w] or [top, bottom, left, right]");
+      else throw nn_error("config field 'padding': expected \"same\", a number, [h, w] or [top, bottom, left, right]");
     }
   }
   read_field(j, "groups", o.groups);
@@ -95,8 +97,9 @@ std::string MaxPool2d::config() const { return pool_json(options).dump(); }
 std::string AvgPool2d::config() const { return pool_json(options).dump(); }
 std::string AdaptiveAvgPool2d::config() const { return json{{"output", {options.output.h, options.output.w}}}.dump(); }
 
-Array global_avg_pool2d(const Array& x) {
-  if (x.rank() != 4) throw Error(fmt::format("global_avg_pool2d: expected [N, C, H, W], got {}", x.shape().str()));
+Array global_avg_pool2d(const Array& x, Loc loc) {
+  UserCall call("global_avg_pool2d", loc);
+  if (x.rank() != 4) throw nn_error(fmt::format("global_avg_pool2d: expected [N, C, H, W], got {}", x.shape().str()));
   return mean(x, {2, 3});
 }
 

@@ -2,15 +2,16 @@
 #include "ember/nn/conv1d.h"
 
 #include "ember/nn/init.h"
+#include "nn/layer_error.h"
 #include "nn/json_util.h"
 
 namespace ember::nn {
 
 Conv1d::Conv1d(Conv1dLayerOptions opts) : options(opts) {
   if (opts.in <= 0 || opts.out <= 0 || opts.groups <= 0 || opts.in % opts.groups || opts.out % opts.groups)
-    throw Error(fmt::format("Conv1d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
+    throw nn_error(fmt::format("Conv1d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
                             opts.out, opts.groups));
-  if (opts.kernel <= 0) throw Error(fmt::format("Conv1d: kernel must be positive, got {}", opts.kernel));
+  if (opts.kernel <= 0) throw nn_error(fmt::format("Conv1d: kernel must be positive, got {}", opts.kernel));
   init::InitOptions io{.seed = opts.seed, .dtype = opts.dtype, .device = opts.device};
   Shape wshape{opts.out, opts.in / opts.groups, opts.kernel};
   weight = Param<3>(Tensor<3>(init::default_weight(wshape, io)));
@@ -20,9 +21,10 @@ Conv1d::Conv1d(Conv1dLayerOptions opts) : options(opts) {
   }
 }
 
-Array Conv1d::forward(const Array& x) {
+Array Conv1d::forward(const Array& x, Loc loc) {
+  UserCall call("Conv1d", loc);
   if (x.rank() != 3 || x.size(1) != options.in)
-    throw Error(fmt::format("Conv1d: expected input [N, {}, L], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, L], got {}", options.in, x.shape().str()));
   check_input_dtype("Conv1d", x, weight);
   ember::Conv1dOptions op{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                           .groups = options.groups};
@@ -53,7 +55,7 @@ Conv1dLayerOptions Conv1dLayerOptions::from_json(const std::string& text) {
     else {
       std::vector<int64_t> v;
       read_field(j, "padding", v);
-      if (v.size() != 2) throw Error("config field 'padding': expected \"same\", a number or [left, right]");
+      if (v.size() != 2) throw nn_error("config field 'padding': expected \"same\", a number or [left, right]");
       o.padding = Padding1d(v[0], v[1]);
     }
   }
@@ -74,14 +76,15 @@ std::string AvgPool1d::config() const { return pool_json(options).dump(); }
 std::string AdaptiveAvgPool1d::config() const { return json{{"output", options.output}}.dump(); }
 
 // A matmul with an [L, OL] averaging matrix (built on the host), so it differentiates for free.
-Array adaptive_avg_pool1d(const Array& x, int64_t output) {
+Array adaptive_avg_pool1d(const Array& x, int64_t output, Loc loc) {
+  UserCall call("adaptive_avg_pool1d", loc);
   if (x.rank() != 2 && x.rank() != 3)
-    throw Error(fmt::format("adaptive_avg_pool1d: expected [N, C, L] or [C, L], got {}", x.shape().str()));
+    throw nn_error(fmt::format("adaptive_avg_pool1d: expected [N, C, L] or [C, L], got {}", x.shape().str()));
   if (!is_floating(x.dtype()))
-    throw Error(fmt::format("adaptive_avg_pool1d: expected a floating input, got {}", dtype_name(x.dtype())));
+    throw nn_error(fmt::format("adaptive_avg_pool1d: expected a floating input, got {}", dtype_name(x.dtype())));
   int64_t len = x.size(x.rank() - 1);
   if (output <= 0 || len <= 0)
-    throw Error(fmt::format("adaptive_avg_pool1d: output size {} for input {}", output, x.shape().str()));
+    throw nn_error(fmt::format("adaptive_avg_pool1d: output size {} for input {}", output, x.shape().str()));
   std::vector<double> m(static_cast<size_t>(len * output), 0.0);
   for (int64_t i = 0; i < output; ++i) {
     int64_t start = i * len / output, end = ((i + 1) * len + output - 1) / output;

@@ -5,6 +5,7 @@
 #include "ember/nn/conv3d.h"
 
 #include "ember/nn/init.h"
+#include "nn/layer_error.h"
 #include "nn/json_util.h"
 
 namespace ember::nn {
@@ -19,38 +20,39 @@ struct Pads {
 
 }  // namespace
 
-Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptions o) {
+Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptions o, Loc loc) {
+  UserCall call("conv3d", loc);
   const char* op = "conv3d";
-  if (!x.defined() || !weight.defined()) throw Error(fmt::format("{}: input and weight must be defined", op));
-  if (x.rank() != 5) throw Error(fmt::format("{}: input must be 5-D [N, C, D, H, W], got {}", op, x.shape().str()));
+  if (!x.defined() || !weight.defined()) throw nn_error(fmt::format("{}: input and weight must be defined", op));
+  if (x.rank() != 5) throw nn_error(fmt::format("{}: input must be 5-D [N, C, D, H, W], got {}", op, x.shape().str()));
   if (weight.rank() != 5)
-    throw Error(fmt::format("{}: weight must be 5-D [O, C / groups, KD, KH, KW], got {}", op, weight.shape().str()));
+    throw nn_error(fmt::format("{}: weight must be 5-D [O, C / groups, KD, KH, KW], got {}", op, weight.shape().str()));
   if (!is_floating(x.dtype()) || !is_floating(weight.dtype()))
-    throw Error(fmt::format("{}: needs floating input and weight, got {} and {}", op, dtype_name(x.dtype()),
+    throw nn_error(fmt::format("{}: needs floating input and weight, got {} and {}", op, dtype_name(x.dtype()),
                             dtype_name(weight.dtype())));
-  if (o.groups < 1) throw Error(fmt::format("{}: groups must be at least 1, got {}", op, o.groups));
+  if (o.groups < 1) throw nn_error(fmt::format("{}: groups must be at least 1, got {}", op, o.groups));
   const int64_t stride[3] = {o.stride.d, o.stride.h, o.stride.w};
   const int64_t dil[3] = {o.dilation.d, o.dilation.h, o.dilation.w};
   for (int i = 0; i < 3; ++i)
     if (stride[i] < 1 || dil[i] < 1)
-      throw Error(fmt::format("{}: stride {} and dilation {} must be at least 1", op, triple_text(o.stride),
+      throw nn_error(fmt::format("{}: stride {} and dilation {} must be at least 1", op, triple_text(o.stride),
                               triple_text(o.dilation)));
   const Shape& xs = x.shape();
   const Shape& ws = weight.shape();
   const int64_t N = xs[0], C = xs[1], O = ws[0], g = o.groups;
   if (C % g != 0 || O % g != 0)
-    throw Error(fmt::format("{}: groups {} must divide the input channels {} and the output channels {}", op, g, C, O));
+    throw nn_error(fmt::format("{}: groups {} must divide the input channels {} and the output channels {}", op, g, C, O));
   if (ws[1] * g != C)
-    throw Error(fmt::format("{}: channel mismatch: input {} has {} channels, weight {} expects {} ({} per group x {} "
+    throw nn_error(fmt::format("{}: channel mismatch: input {} has {} channels, weight {} expects {} ({} per group x {} "
                             "groups)",
                             op, xs.str(), C, ws.str(), ws[1] * g, ws[1], g));
   for (int i = 0; i < 3; ++i)
-    if (ws[2 + i] < 1) throw Error(fmt::format("{}: weight {} has an empty kernel dim", op, ws.str()));
+    if (ws[2 + i] < 1) throw nn_error(fmt::format("{}: weight {} has an empty kernel dim", op, ws.str()));
 
   Pads p{};
   const int64_t given[3] = {o.padding.size.d, o.padding.size.h, o.padding.size.w};
   if (o.padding.is_same && (stride[0] != 1 || stride[1] != 1 || stride[2] != 1))
-    throw Error(fmt::format("{}: padding 'same' needs stride 1, got {}", op, triple_text(o.stride)));
+    throw nn_error(fmt::format("{}: padding 'same' needs stride 1, got {}", op, triple_text(o.stride)));
   for (int i = 0; i < 3; ++i) {
     if (o.padding.is_same) {
       const int64_t total = dil[i] * (ws[2 + i] - 1);
@@ -58,7 +60,7 @@ Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptio
       p.hi[i] = total - p.lo[i];
     } else {
       if (given[i] < 0)
-        throw Error(fmt::format("{}: padding must not be negative, got {}", op, triple_text(o.padding.size)));
+        throw nn_error(fmt::format("{}: padding must not be negative, got {}", op, triple_text(o.padding.size)));
       p.lo[i] = p.hi[i] = given[i];
     }
   }
@@ -67,12 +69,12 @@ Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptio
     const int64_t span = xs[2 + i] + p.lo[i] + p.hi[i] - dil[i] * (ws[2 + i] - 1) - 1;
     out[i] = span < 0 ? 0 : span / stride[i] + 1;
     if (out[i] < 1)
-      throw Error(fmt::format("{}: kernel ({}, {}, {}) with dilation {} is larger than the padded input ({}, {}, {})",
+      throw nn_error(fmt::format("{}: kernel ({}, {}, {}) with dilation {} is larger than the padded input ({}, {}, {})",
                               op, ws[2], ws[3], ws[4], triple_text(o.dilation), xs[2] + p.lo[0] + p.hi[0],
                               xs[3] + p.lo[1] + p.hi[1], xs[4] + p.lo[2] + p.hi[2]));
   }
   if (bias.defined() && (bias.rank() != 1 || bias.size(0) != O))
-    throw Error(fmt::format("{}: bias must have shape [{}] (the output channels), got {}", op, O, bias.shape().str()));
+    throw nn_error(fmt::format("{}: bias must have shape [{}] (the output channels), got {}", op, O, bias.shape().str()));
 
   const int64_t KD = ws[2], OD = out[0], H = xs[3], W = xs[4];
   Array xp = (p.lo[0] || p.hi[0]) ? pad(x, {0, 0, 0, 0, p.lo[0], p.hi[0]}) : x;
@@ -96,15 +98,16 @@ Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptio
   return permute(y, {0, 2, 1, 3, 4});
 }
 
-Array conv3d(const Array& x, const Array& weight, Conv3dOptions opts) { return conv3d(x, weight, Array(), opts); }
+Array conv3d(const Array& x, const Array& weight, Conv3dOptions opts, Loc loc) {
+  UserCall call("conv3d", loc); return conv3d(x, weight, Array(), opts); }
 
 // ---- layer --------------------------------------------------------------------------------------
 Conv3d::Conv3d(Conv3dLayerOptions opts) : options(opts) {
   if (opts.in <= 0 || opts.out <= 0 || opts.groups <= 0 || opts.in % opts.groups || opts.out % opts.groups)
-    throw Error(fmt::format("Conv3d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
+    throw nn_error(fmt::format("Conv3d: in ({}) and out ({}) must be positive multiples of groups ({})", opts.in,
                             opts.out, opts.groups));
   if (opts.kernel.d <= 0 || opts.kernel.h <= 0 || opts.kernel.w <= 0)
-    throw Error(fmt::format("Conv3d: kernel must be positive, got {}", triple_text(opts.kernel)));
+    throw nn_error(fmt::format("Conv3d: kernel must be positive, got {}", triple_text(opts.kernel)));
   init::InitOptions io{.seed = opts.seed, .dtype = opts.dtype, .device = opts.device};
   Shape wshape{opts.out, opts.in / opts.groups, opts.kernel.d, opts.kernel.h, opts.kernel.w};
   weight = Param<5>(Tensor<5>(init::default_weight(wshape, io)));
@@ -114,9 +117,10 @@ Conv3d::Conv3d(Conv3dLayerOptions opts) : options(opts) {
   }
 }
 
-Array Conv3d::forward(const Array& x) {
+Array Conv3d::forward(const Array& x, Loc loc) {
+  UserCall call("Conv3d", loc);
   if (x.rank() != 5 || x.size(1) != options.in)
-    throw Error(fmt::format("Conv3d: expected input [N, {}, D, H, W], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, D, H, W], got {}", options.in, x.shape().str()));
   check_input_dtype("Conv3d", x, weight);
   Conv3dOptions o{.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
                   .groups = options.groups};
@@ -135,7 +139,7 @@ void read_triple(const json& j, const char* key, IntTriple& out) {
   else read_field(j, key, v);
   if (v.size() == 1) out = IntTriple(v[0]);
   else if (v.size() == 3) out = IntTriple(v[0], v[1], v[2]);
-  else throw Error(fmt::format("config field '{}': expected [d, h, w] or one number", key));
+  else throw nn_error(fmt::format("config field '{}': expected [d, h, w] or one number", key));
 }
 
 }  // namespace
@@ -167,7 +171,7 @@ Conv3dLayerOptions Conv3dLayerOptions::from_json(const std::string& text) {
     const json& p = j["padding"];
     if (p.is_string()) {
       if (p.get<std::string>() != "same")
-        throw Error(fmt::format("config field 'padding': expected \"same\", a number or [d, h, w], got {}", p.dump()));
+        throw nn_error(fmt::format("config field 'padding': expected \"same\", a number or [d, h, w], got {}", p.dump()));
       o.padding = Padding3d::same();
     } else {
       read_triple(j, "padding", o.padding.size);

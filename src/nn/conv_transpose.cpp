@@ -1,6 +1,7 @@
 // Transposed convolutions (include/ember/nn/conv_transpose.h): conv_transpose1d/2d as the
 // data-gradient of a convolution (library op conv2d_backward_data), and their layers.
 #include "ember/nn/conv_transpose.h"
+#include "nn/layer_error.h"
 
 #include <algorithm>
 
@@ -27,42 +28,43 @@ DimPlan plan_dim(int64_t in, int64_t k, int64_t s, int64_t p, int64_t op, int64_
 
 }  // namespace
 
-Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, ConvTranspose2dOptions o) {
+Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, ConvTranspose2dOptions o, Loc loc) {
+  UserCall call("conv_transpose2d", loc);
   const char* op = "conv_transpose2d";
-  if (!x.defined() || !weight.defined()) throw Error(fmt::format("{}: input and weight must be defined", op));
-  if (x.rank() != 4) throw Error(fmt::format("{}: input must be 4-D [N, C, H, W], got {}", op, x.shape().str()));
+  if (!x.defined() || !weight.defined()) throw nn_error(fmt::format("{}: input and weight must be defined", op));
+  if (x.rank() != 4) throw nn_error(fmt::format("{}: input must be 4-D [N, C, H, W], got {}", op, x.shape().str()));
   if (weight.rank() != 4)
-    throw Error(fmt::format("{}: weight must be 4-D [in, out / groups, KH, KW], got {}", op, weight.shape().str()));
+    throw nn_error(fmt::format("{}: weight must be 4-D [in, out / groups, KH, KW], got {}", op, weight.shape().str()));
   if (!is_floating(x.dtype()) || !is_floating(weight.dtype()))
-    throw Error(fmt::format("{}: needs floating input and weight, got {} and {}", op, dtype_name(x.dtype()),
+    throw nn_error(fmt::format("{}: needs floating input and weight, got {} and {}", op, dtype_name(x.dtype()),
                             dtype_name(weight.dtype())));
-  if (o.groups < 1) throw Error(fmt::format("{}: groups must be at least 1, got {}", op, o.groups));
+  if (o.groups < 1) throw nn_error(fmt::format("{}: groups must be at least 1, got {}", op, o.groups));
   if (o.stride.h < 1 || o.stride.w < 1 || o.dilation.h < 1 || o.dilation.w < 1)
-    throw Error(fmt::format("{}: stride {} and dilation {} must be at least 1", op, pair_text(o.stride),
+    throw nn_error(fmt::format("{}: stride {} and dilation {} must be at least 1", op, pair_text(o.stride),
                             pair_text(o.dilation)));
   if (o.padding.h < 0 || o.padding.w < 0 || o.output_padding.h < 0 || o.output_padding.w < 0)
-    throw Error(fmt::format("{}: padding {} and output_padding {} must not be negative", op, pair_text(o.padding),
+    throw nn_error(fmt::format("{}: padding {} and output_padding {} must not be negative", op, pair_text(o.padding),
                             pair_text(o.output_padding)));
   if (o.output_padding.h >= std::max(o.stride.h, o.dilation.h) ||
       o.output_padding.w >= std::max(o.stride.w, o.dilation.w))
-    throw Error(fmt::format("{}: output_padding {} must be smaller than the stride {} or the dilation {}", op,
+    throw nn_error(fmt::format("{}: output_padding {} must be smaller than the stride {} or the dilation {}", op,
                             pair_text(o.output_padding), pair_text(o.stride), pair_text(o.dilation)));
   const Shape& xs = x.shape();
   const Shape& ws = weight.shape();
   const int64_t C = xs[1];
   if (ws[0] != C)
-    throw Error(fmt::format("{}: input {} has {} channels, weight {} expects {} (dim 0)", op, xs.str(), C, ws.str(),
+    throw nn_error(fmt::format("{}: input {} has {} channels, weight {} expects {} (dim 0)", op, xs.str(), C, ws.str(),
                             ws[0]));
   if (C % o.groups != 0)
-    throw Error(fmt::format("{}: groups {} must divide the input channels {}", op, o.groups, C));
+    throw nn_error(fmt::format("{}: groups {} must divide the input channels {}", op, o.groups, C));
   const int64_t O = ws[1] * o.groups;
   const DimPlan ph = plan_dim(xs[2], ws[2], o.stride.h, o.padding.h, o.output_padding.h, o.dilation.h);
   const DimPlan pw = plan_dim(xs[3], ws[3], o.stride.w, o.padding.w, o.output_padding.w, o.dilation.w);
   if (ws[2] < 1 || ws[3] < 1 || xs[2] < 1 || xs[3] < 1 || ph.direct < 1 || pw.direct < 1)
-    throw Error(fmt::format("{}: input {}, weight {}, padding {}: the output size ({}, {}) is not positive", op,
+    throw nn_error(fmt::format("{}: input {}, weight {}, padding {}: the output size ({}, {}) is not positive", op,
                             xs.str(), ws.str(), pair_text(o.padding), ph.direct + ph.extra, pw.direct + pw.extra));
   if (bias.defined() && (bias.rank() != 1 || bias.size(0) != O))
-    throw Error(fmt::format("{}: bias must have shape [{}] (the output channels), got {}", op, O, bias.shape().str()));
+    throw nn_error(fmt::format("{}: bias must have shape [{}] (the output channels), got {}", op, O, bias.shape().str()));
 
   Conv2dOptions fwd{.stride = o.stride, .padding = Padding2d(o.padding.h, o.padding.w), .dilation = o.dilation,
                     .groups = o.groups};
@@ -72,18 +74,20 @@ Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, C
   return y;
 }
 
-Array conv_transpose2d(const Array& x, const Array& weight, ConvTranspose2dOptions opts) {
+Array conv_transpose2d(const Array& x, const Array& weight, ConvTranspose2dOptions opts, Loc loc) {
+  UserCall call("conv_transpose2d", loc);
   return conv_transpose2d(x, weight, Array(), opts);
 }
 
-Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, ConvTranspose1dOptions o) {
+Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, ConvTranspose1dOptions o, Loc loc) {
+  UserCall call("conv_transpose1d", loc);
   const char* op = "conv_transpose1d";
-  if (!x.defined() || !weight.defined()) throw Error(fmt::format("{}: input and weight must be defined", op));
-  if (x.rank() != 3) throw Error(fmt::format("{}: input must be 3-D [N, C, L], got {}", op, x.shape().str()));
+  if (!x.defined() || !weight.defined()) throw nn_error(fmt::format("{}: input and weight must be defined", op));
+  if (x.rank() != 3) throw nn_error(fmt::format("{}: input must be 3-D [N, C, L], got {}", op, x.shape().str()));
   if (weight.rank() != 3)
-    throw Error(fmt::format("{}: weight must be 3-D [in, out / groups, K], got {}", op, weight.shape().str()));
+    throw nn_error(fmt::format("{}: weight must be 3-D [in, out / groups, K], got {}", op, weight.shape().str()));
   if (o.output_padding >= std::max(o.stride, o.dilation))
-    throw Error(fmt::format("{}: output_padding {} must be smaller than the stride {} or the dilation {}", op,
+    throw nn_error(fmt::format("{}: output_padding {} must be smaller than the stride {} or the dilation {}", op,
                             o.output_padding, o.stride, o.dilation));
   ConvTranspose2dOptions o2{.stride = {1, o.stride}, .padding = {0, o.padding}, .output_padding = {0, o.output_padding},
                             .dilation = {1, o.dilation}, .groups = o.groups};
@@ -95,7 +99,8 @@ Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, C
   }
 }
 
-Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptions opts) {
+Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptions opts, Loc loc) {
+  UserCall call("conv_transpose1d", loc);
   return conv_transpose1d(x, weight, Array(), opts);
 }
 
@@ -104,9 +109,9 @@ namespace {
 
 void check_layer(const char* layer, int64_t in, int64_t out, int64_t groups, bool kernel_ok, const std::string& kernel) {
   if (in <= 0 || out <= 0 || groups <= 0 || in % groups || out % groups)
-    throw Error(fmt::format("{}: in ({}) and out ({}) must be positive multiples of groups ({})", layer, in, out,
+    throw nn_error(fmt::format("{}: in ({}) and out ({}) must be positive multiples of groups ({})", layer, in, out,
                             groups));
-  if (!kernel_ok) throw Error(fmt::format("{}: kernel must be positive, got {}", layer, kernel));
+  if (!kernel_ok) throw nn_error(fmt::format("{}: kernel must be positive, got {}", layer, kernel));
 }
 
 // [h, w] or one number.
@@ -117,7 +122,7 @@ void read_pair(const json& j, const char* key, IntPair& out) {
   else read_field(j, key, v);
   if (v.size() == 1) out = IntPair(v[0]);
   else if (v.size() == 2) out = IntPair(v[0], v[1]);
-  else throw Error(fmt::format("config field '{}': expected [h, w] or one number", key));
+  else throw nn_error(fmt::format("config field '{}': expected [h, w] or one number", key));
 }
 
 json pair_json(IntPair p) { return json{p.h, p.w}; }
@@ -135,9 +140,10 @@ ConvTranspose1d::ConvTranspose1d(ConvTranspose1dLayerOptions opts) : options(opt
   }
 }
 
-Array ConvTranspose1d::forward(const Array& x) {
+Array ConvTranspose1d::forward(const Array& x, Loc loc) {
+  UserCall call("ConvTranspose1d", loc);
   if (x.rank() != 3 || x.size(1) != options.in)
-    throw Error(fmt::format("ConvTranspose1d: expected input [N, {}, L], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, L], got {}", options.in, x.shape().str()));
   check_input_dtype("ConvTranspose1d", x, weight);
   ConvTranspose1dOptions o{.stride = options.stride, .padding = options.padding,
                            .output_padding = options.output_padding, .dilation = options.dilation,
@@ -157,9 +163,10 @@ ConvTranspose2d::ConvTranspose2d(ConvTranspose2dLayerOptions opts) : options(opt
   }
 }
 
-Array ConvTranspose2d::forward(const Array& x) {
+Array ConvTranspose2d::forward(const Array& x, Loc loc) {
+  UserCall call("ConvTranspose2d", loc);
   if (x.rank() != 4 || x.size(1) != options.in)
-    throw Error(fmt::format("ConvTranspose2d: expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, H, W], got {}", options.in, x.shape().str()));
   check_input_dtype("ConvTranspose2d", x, weight);
   ConvTranspose2dOptions o{.stride = options.stride, .padding = options.padding,
                            .output_padding = options.output_padding, .dilation = options.dilation,

@@ -1,12 +1,14 @@
 // nn::Dropout (include/ember/nn/dropout.h).
 #include "ember/nn/dropout.h"
+#include "nn/layer_error.h"
 
 #include "nn/json_util.h"
 
 namespace ember::nn {
 
-Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed) {
-  if (p < 0 || p > 1) throw Error(fmt::format("dropout: p must be in [0, 1], got {}", p));
+Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed, Loc loc) {
+  UserCall call("dropout", loc);
+  if (p < 0 || p > 1) throw nn_error(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
   Array keep = ge(uniform(x.shape(), 0, 1, {.seed = seed, .dtype = DType::F32, .device = x.device()}), p);
@@ -14,10 +16,11 @@ Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> s
 }
 
 Dropout::Dropout(DropoutOptions opts) : options(opts) {
-  if (opts.p < 0 || opts.p > 1) throw Error(fmt::format("Dropout: p must be in [0, 1], got {}", opts.p));
+  if (opts.p < 0 || opts.p > 1) throw nn_error(fmt::format("Dropout: p must be in [0, 1], got {}", opts.p));
 }
 
-Array Dropout::forward(const Array& x) {
+Array Dropout::forward(const Array& x, Loc loc) {
+  UserCall call("Dropout", loc);
   std::optional<uint64_t> seed;
   if (options.seed) seed = *options.seed * 0x9E3779B97F4A7C15ull + calls_;
   if (is_training()) ++calls_;

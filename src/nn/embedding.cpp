@@ -1,5 +1,6 @@
 // nn::Embedding (include/ember/nn/embedding.h).
 #include "ember/nn/embedding.h"
+#include "nn/layer_error.h"
 
 #include "ember/nn/init.h"
 #include "nn/json_util.h"
@@ -8,10 +9,10 @@ namespace ember::nn {
 
 Embedding::Embedding(EmbeddingOptions opts) : options(opts) {
   if (opts.num <= 0 || opts.dim <= 0)
-    throw Error(fmt::format("Embedding: num and dim must be positive, got {} and {}", opts.num, opts.dim));
+    throw nn_error(fmt::format("Embedding: num and dim must be positive, got {} and {}", opts.num, opts.dim));
   if (opts.padding_idx) {
     if (*opts.padding_idx < -opts.num || *opts.padding_idx >= opts.num)
-      throw Error(fmt::format("Embedding: padding_idx {} out of range for {} entries", *opts.padding_idx, opts.num));
+      throw nn_error(fmt::format("Embedding: padding_idx {} out of range for {} entries", *opts.padding_idx, opts.num));
     if (*opts.padding_idx < 0) options.padding_idx = *opts.padding_idx + opts.num;
   }
   Array w = init::normal({opts.num, opts.dim}, 0, 1, {.seed = opts.seed, .dtype = opts.dtype, .device = opts.device});
@@ -22,9 +23,10 @@ Embedding::Embedding(EmbeddingOptions opts) : options(opts) {
   weight = Param<2>(Tensor<2>(w));
 }
 
-Array Embedding::forward(const Array& indices) {
+Array Embedding::forward(const Array& indices, Loc loc) {
+  UserCall call("Embedding", loc);
   if (!is_integral(indices.dtype()))
-    throw Error(fmt::format("Embedding: indices must be integers, got {}", dtype_name(indices.dtype())));
+    throw call.error(fmt::format("indices must be integers, got {}", dtype_name(indices.dtype())));
   std::vector<int64_t> out_dims = indices.shape().dims();
   out_dims.push_back(options.dim);
   Array flat = reshape(indices, {-1});

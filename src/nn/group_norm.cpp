@@ -1,5 +1,6 @@
 // Group and instance normalization (include/ember/nn/group_norm.h).
 #include "ember/nn/group_norm.h"
+#include "nn/layer_error.h"
 #include "ember/autocast.h"
 
 #include "nn/json_util.h"
@@ -18,10 +19,11 @@ static Array affine(Array y, const Array& x, const Array& weight, const Array& b
   return y;
 }
 
-Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const Array& bias, double eps) {
+Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const Array& bias, double eps, Loc loc) {
+  UserCall call("group_norm", loc);
   const Array x = autocast_f32(x_in);  // statistics in f32 under autocast (autocast_policy.def)
   if (x.rank() < 2 || groups <= 0 || x.size(1) % groups)
-    throw Error(fmt::format("group_norm: expected [N, C, *] with C a multiple of {} groups, got {}", groups,
+    throw nn_error(fmt::format("group_norm: expected [N, C, *] with C a multiple of {} groups, got {}", groups,
                             x.shape().str()));
   Array g = reshape(x, {x.size(0), groups, -1});
   Array mu = mean(g, {2}, true);
@@ -31,8 +33,9 @@ Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const A
   return affine(y, x, weight, bias);
 }
 
-Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps) {
-  if (x.rank() < 3) throw Error(fmt::format("instance_norm: expected [N, C, *spatial], got {}", x.shape().str()));
+Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps, Loc loc) {
+  UserCall call("instance_norm", loc);
+  if (x.rank() < 3) throw nn_error(fmt::format("instance_norm: expected [N, C, *spatial], got {}", x.shape().str()));
   std::vector<int> dims;
   for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
   Array mu = mean(x, dims, true);
@@ -43,7 +46,7 @@ Array instance_norm(const Array& x, const Array& weight, const Array& bias, doub
 
 GroupNorm::GroupNorm(GroupNormOptions opts) : options(opts) {
   if (opts.groups <= 0 || opts.channels <= 0 || opts.channels % opts.groups)
-    throw Error(fmt::format("GroupNorm: channels ({}) must be a positive multiple of groups ({})", opts.channels,
+    throw nn_error(fmt::format("GroupNorm: channels ({}) must be a positive multiple of groups ({})", opts.channels,
                             opts.groups));
   TensorOptions to{.dtype = opts.dtype, .device = opts.device};
   if (opts.affine) {
@@ -52,9 +55,10 @@ GroupNorm::GroupNorm(GroupNormOptions opts) : options(opts) {
   }
 }
 
-Array GroupNorm::forward(const Array& x) {
+Array GroupNorm::forward(const Array& x, Loc loc) {
+  UserCall call("GroupNorm", loc);
   if (x.rank() < 2 || x.size(1) != options.channels)
-    throw Error(fmt::format("GroupNorm: expected input [N, {}, *], got {}", options.channels, x.shape().str()));
+    throw call.error(fmt::format("expected input [N, {}, *], got {}", options.channels, x.shape().str()));
   check_input_dtype("GroupNorm", x, weight);
   return group_norm(x, options.groups, weight.defined() ? weight.array() : Array(),
                     bias.defined() ? bias.array() : Array(), options.eps);
@@ -80,7 +84,7 @@ GroupNormOptions GroupNormOptions::from_json(const std::string& text) {
 
 InstanceNorm::InstanceNorm(InstanceNormOptions opts, int rank, const char* name)
     : options(opts), rank_(rank), name_(name) {
-  if (opts.features <= 0) throw Error(fmt::format("{}: features must be positive, got {}", name, opts.features));
+  if (opts.features <= 0) throw nn_error(fmt::format("{}: features must be positive, got {}", name, opts.features));
   TensorOptions to{.dtype = opts.dtype, .device = opts.device};
   if (opts.affine) {
     weight = Param<1>(Tensor<1>(ones({opts.features}, to)));
@@ -88,9 +92,10 @@ InstanceNorm::InstanceNorm(InstanceNormOptions opts, int rank, const char* name)
   }
 }
 
-Array InstanceNorm::forward(const Array& x) {
+Array InstanceNorm::forward(const Array& x, Loc loc) {
+  UserCall call(name_, loc);
   if (x.rank() != rank_ || x.size(1) != options.features)
-    throw Error(fmt::format("{}: expected input [N, {}, {}], got {}", name_, options.features,
+    throw call.error(fmt::format("expected input [N, {}, {}], got {}", options.features,
                             rank_ == 4 ? "H, W" : "L", x.shape().str()));
   check_input_dtype(name_, x, weight);
   return instance_norm(x, weight.defined() ? weight.array() : Array(), bias.defined() ? bias.array() : Array(),

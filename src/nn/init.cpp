@@ -1,5 +1,6 @@
 // Parameter initializers (include/ember/nn/init.h).
 #include "ember/nn/init.h"
+#include "nn/layer_error.h"
 
 #include <fmt/format.h>
 
@@ -22,7 +23,7 @@ double gain(Nonlinearity nonlinearity, double negative_slope) {
 }
 
 std::pair<int64_t, int64_t> fans(const Shape& shape) {
-  if (shape.rank() == 0) throw Error("init: fans of a scalar shape are undefined");
+  if (shape.rank() == 0) throw nn_error("init: fans of a scalar shape are undefined");
   if (shape.rank() == 1) return {shape[0], shape[0]};
   int64_t receptive = 1;
   for (int d = 2; d < shape.rank(); ++d) receptive *= shape[d];
@@ -57,7 +58,7 @@ Array xavier_normal(const Shape& shape, double g, InitOptions opts) {
 static double kaiming_std(const Shape& shape, double a, FanMode mode, Nonlinearity nl) {
   auto [in, out] = fans(shape);
   int64_t fan = mode == FanMode::FanIn ? in : out;
-  if (fan <= 0) throw Error(fmt::format("kaiming init: shape {} has no fan", shape.str()));
+  if (fan <= 0) throw nn_error(fmt::format("kaiming init: shape {} has no fan", shape.str()));
   return gain(nl, a) / std::sqrt(double(fan));
 }
 Array kaiming_uniform(const Shape& shape, double a, FanMode mode, Nonlinearity nl, InitOptions opts) {
@@ -85,7 +86,7 @@ static Array to_target(const std::vector<double>& v, const Shape& shape, const I
 }
 
 Array orthogonal(const Shape& shape, double g, InitOptions opts) {
-  if (shape.rank() < 2) throw Error(fmt::format("orthogonal init: needs a shape of rank >= 2, got {}", shape.str()));
+  if (shape.rank() < 2) throw nn_error(fmt::format("orthogonal init: needs a shape of rank >= 2, got {}", shape.str()));
   int64_t rows = shape[0], cols = shape.numel() / std::max<int64_t>(rows, 1);
   if (rows == 0 || cols == 0) return to_target({}, shape, opts);
   // Column vectors of an m x n matrix, m >= n (the transpose when rows < cols, as PyTorch).
@@ -114,7 +115,7 @@ Array orthogonal(const Shape& shape, double g, InitOptions opts) {
         for (size_t i = 0; i < q[j].size(); ++i) q[j][i] -= p * q[k][i];
       }
     double norm = std::sqrt(dot(q[j], q[j]));
-    if (norm == 0) throw Error("orthogonal init: the drawn matrix is rank-deficient");
+    if (norm == 0) throw nn_error("orthogonal init: the drawn matrix is rank-deficient");
     for (double& v : q[j]) v /= norm;  // R's diagonal is the (positive) norm: PyTorch's sign fix
   }
   std::vector<double> out(static_cast<size_t>(rows * cols));
@@ -145,7 +146,7 @@ static double inverse_cdf(double u, double lo, double hi) {
 
 Array truncated_normal(const Shape& shape, double mean, double std, double a, double b, InitOptions opts) {
   if (!(std > 0) || !(a < b))
-    throw Error(fmt::format("truncated_normal: need std > 0 and a < b, got std = {}, [{}, {}]", std, a, b));
+    throw nn_error(fmt::format("truncated_normal: need std > 0 and a < b, got std = {}, [{}, {}]", std, a, b));
   double alpha = (a - mean) / std, beta = (b - mean) / std;
   // In the right tail, sample the mirrored interval (the CDF keeps its precision near 0).
   bool mirror = alpha > 0;

@@ -1,5 +1,6 @@
 // nn::Linear (include/ember/nn/linear.h).
 #include "ember/nn/linear.h"
+#include "nn/layer_error.h"
 #include "ember/autocast.h"
 
 #include <fmt/format.h>
@@ -11,7 +12,7 @@ namespace ember::nn {
 
 Linear::Linear(LinearOptions opts) : options(opts) {
   if (opts.in <= 0 || opts.out <= 0)
-    throw Error(fmt::format("Linear: in and out must be positive, got in = {}, out = {}", opts.in, opts.out));
+    throw nn_error(fmt::format("Linear: in and out must be positive, got in = {}, out = {}", opts.in, opts.out));
   init::InitOptions io{.seed = opts.seed, .dtype = opts.dtype, .device = opts.device};
   weight = Param<2>(Tensor<2>(init::default_weight({opts.out, opts.in}, io)));
   if (opts.bias) {
@@ -20,9 +21,10 @@ Linear::Linear(LinearOptions opts) : options(opts) {
   }
 }
 
-Array Linear::forward(const Array& x) {
+Array Linear::forward(const Array& x, Loc loc) {
+  UserCall call("Linear", loc);
   if (x.rank() < 1 || x.size(-1) != options.in)
-    throw Error(fmt::format("Linear: expected input [..., {}], got {}", options.in, x.shape().str()));
+    throw call.error(fmt::format("expected input [..., {}], got {}", options.in, x.shape().str()));
   check_input_dtype("Linear", x, weight);
   // Under autocast the weight is cast before the transpose: the cast writes a contiguous copy and
   // the matmul reads it transposed in place (a cast of the transposed view would write the copy

@@ -1,5 +1,6 @@
 // Losses (include/ember/nn/loss.h), written with ember ops so they differentiate and fuse.
 #include "ember/nn/loss.h"
+#include "nn/layer_error.h"
 
 #include <fmt/format.h>
 
@@ -21,17 +22,17 @@ Array reduce(const Array& loss, Reduction r) {
 
 void check_same_shape(const Array& a, const Array& b, const char* op) {
   if (a.shape() != b.shape())
-    throw Error(fmt::format("{}: input {} and target {} must have the same shape", op, a.shape().str(), b.shape().str()));
+    throw nn_error(fmt::format("{}: input {} and target {} must have the same shape", op, a.shape().str(), b.shape().str()));
 }
 
 // Checks [N, C, d...] scores against [N, d...] class indices; returns C.
 int64_t check_class_target(const Array& scores, const Array& target, const char* op) {
   if (scores.rank() < 2)
-    throw Error(fmt::format("{}: scores must be [N, C] or [N, C, d...], got {}", op, scores.shape().str()));
+    throw nn_error(fmt::format("{}: scores must be [N, C] or [N, C, d...], got {}", op, scores.shape().str()));
   std::vector<int64_t> want = scores.shape().dims();
   want.erase(want.begin() + 1);
   if (target.shape() != Shape(want))
-    throw Error(fmt::format("{}: target {} does not match scores {} (expected {})", op, target.shape().str(),
+    throw nn_error(fmt::format("{}: target {} does not match scores {} (expected {})", op, target.shape().str(),
                             scores.shape().str(), Shape(want).str()));
   return scores.size(1);
 }
@@ -39,7 +40,7 @@ int64_t check_class_target(const Array& scores, const Array& target, const char*
 // [1, C, 1, ...] view of a per-class vector, for scores of rank r.
 Array per_class(const Array& v, int64_t classes, int rank, const char* op) {
   if (v.rank() != 1 || v.size(0) != classes)
-    throw Error(fmt::format("{}: weight must be [{}], got {}", op, classes, v.shape().str()));
+    throw nn_error(fmt::format("{}: weight must be [{}], got {}", op, classes, v.shape().str()));
   std::vector<int64_t> s(size_t(rank), 1);
   s[1] = classes;
   return reshape(v, Shape(s));
@@ -58,7 +59,7 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
                   double smoothing, Reduction reduction, const char* op, Loc loc) {
   int64_t c = check_class_target(logp, target, op);
   if (!is_integral(target.dtype()))
-    throw Error(fmt::format("{}: class-index targets must be integers, got {}", op, dtype_name(target.dtype())));
+    throw nn_error(fmt::format("{}: class-index targets must be integers, got {}", op, dtype_name(target.dtype())));
   int rank = logp.rank();
   Array hot = one_hot_mask(target, c, rank, logp.device());
   Array valid = ne(target, ignore_index);
@@ -100,11 +101,12 @@ Array indexed_nll(const Array& logp, const Array& target, const Array& weight, i
 }  // namespace
 
 Array cross_entropy(const Array& logits_in, const Array& target, const CrossEntropyOptions& opts, Loc loc) {
+  UserCall call("cross_entropy", loc);
   const Array logits = autocast_f32(logits_in);  // F32 policy (autocast_policy.def)
   if (opts.label_smoothing < 0 || opts.label_smoothing > 1)
-    throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", opts.label_smoothing));
+    throw nn_error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", opts.label_smoothing));
   if (logits.rank() < 2)
-    throw Error(fmt::format("cross_entropy: logits must be [N, C] or [N, C, d...], got {}", logits.shape().str()));
+    throw nn_error(fmt::format("cross_entropy: logits must be [N, C] or [N, C, d...], got {}", logits.shape().str()));
   Array logp = log_softmax(logits, 1);
   if (!is_floating(target.dtype()))
     return indexed_nll(logp, target, opts.weight, opts.ignore_index, opts.label_smoothing, opts.reduction,
@@ -121,43 +123,49 @@ Array cross_entropy(const Array& logits_in, const Array& target, const CrossEntr
 }
 
 Array nll_loss(const Array& log_probs_in, const Array& target, const NllOptions& opts, Loc loc) {
+  UserCall call("nll_loss", loc);
   const Array log_probs = autocast_f32(log_probs_in);  // F32 policy (autocast_policy.def)
   return indexed_nll(log_probs, target, opts.weight, opts.ignore_index, 0.0, opts.reduction, "nll_loss", loc);
 }
 
-Array mse_loss(const Array& input_in, const Array& target, Reduction reduction) {
+Array mse_loss(const Array& input_in, const Array& target, Reduction reduction, Loc loc) {
+  UserCall call("mse_loss", loc);
   const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "mse_loss");
   Array d = sub(input, target);
   return reduce(mul(d, d), reduction);
 }
 
-Array l1_loss(const Array& input_in, const Array& target, Reduction reduction) {
+Array l1_loss(const Array& input_in, const Array& target, Reduction reduction, Loc loc) {
+  UserCall call("l1_loss", loc);
   const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "l1_loss");
   return reduce(abs(sub(input, target)), reduction);
 }
 
-Array smooth_l1_loss(const Array& input_in, const Array& target, double beta, Reduction reduction) {
+Array smooth_l1_loss(const Array& input_in, const Array& target, double beta, Reduction reduction, Loc loc) {
+  UserCall call("smooth_l1_loss", loc);
   const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "smooth_l1_loss");
-  if (beta < 0) throw Error(fmt::format("smooth_l1_loss: beta must be >= 0, got {}", beta));
+  if (beta < 0) throw nn_error(fmt::format("smooth_l1_loss: beta must be >= 0, got {}", beta));
   Array d = abs(sub(input, target));
   if (beta == 0) return reduce(d, reduction);
   Array quad = div(mul(mul(d, d), 0.5), beta);
   return reduce(where(lt(d, beta), quad, sub(d, 0.5 * beta)), reduction);
 }
 
-Array huber_loss(const Array& input_in, const Array& target, double delta, Reduction reduction) {
+Array huber_loss(const Array& input_in, const Array& target, double delta, Reduction reduction, Loc loc) {
+  UserCall call("huber_loss", loc);
   const Array input = autocast_f32(input_in);  // F32 policy (autocast_policy.def)
   check_same_shape(input, target, "huber_loss");
-  if (delta <= 0) throw Error(fmt::format("huber_loss: delta must be > 0, got {}", delta));
+  if (delta <= 0) throw nn_error(fmt::format("huber_loss: delta must be > 0, got {}", delta));
   Array d = abs(sub(input, target));
   Array quad = mul(mul(d, d), 0.5);
   return reduce(where(lt(d, delta), quad, mul(sub(d, 0.5 * delta), delta)), reduction);
 }
 
-Array binary_cross_entropy(const Array& probs_in, const Array& target, const BceOptions& opts) {
+Array binary_cross_entropy(const Array& probs_in, const Array& target, const BceOptions& opts, Loc loc) {
+  UserCall call("binary_cross_entropy", loc);
   const Array probs = autocast_f32(probs_in);  // F32 policy (autocast_policy.def)
   check_same_shape(probs, target, "binary_cross_entropy");
   Array t = cast(target, probs.dtype());
@@ -168,7 +176,8 @@ Array binary_cross_entropy(const Array& probs_in, const Array& target, const Bce
   return reduce(loss, opts.reduction);
 }
 
-Array binary_cross_entropy_with_logits(const Array& logits_in, const Array& target, const BceOptions& opts) {
+Array binary_cross_entropy_with_logits(const Array& logits_in, const Array& target, const BceOptions& opts, Loc loc) {
+  UserCall call("binary_cross_entropy_with_logits", loc);
   const Array logits = autocast_f32(logits_in);  // F32 policy (autocast_policy.def)
   check_same_shape(logits, target, "binary_cross_entropy_with_logits");
   Array x = logits;

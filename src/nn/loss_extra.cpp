@@ -1,5 +1,6 @@
 // More losses (include/ember/nn/loss_extra.h), written with ember ops so they differentiate.
 #include "ember/nn/loss_extra.h"
+#include "nn/layer_error.h"
 
 #include <fmt/format.h>
 
@@ -14,9 +15,10 @@ static Array reduce(const Array& loss, Reduction r) {
   return loss;
 }
 
-Array kl_div(const Array& input, const Array& target, const KlDivOptions& opts) {
+Array kl_div(const Array& input, const Array& target, const KlDivOptions& opts, Loc loc) {
+  UserCall call("kl_div", loc);
   if (input.shape() != target.shape())
-    throw Error(fmt::format("kl_div: input {} and target {} must have the same shape", input.shape().str(),
+    throw nn_error(fmt::format("kl_div: input {} and target {} must have the same shape", input.shape().str(),
                             target.shape().str()));
   Array pointwise;
   if (opts.log_target) {
@@ -38,10 +40,11 @@ Array kl_div(const Array& input, const Array& target, const KlDivOptions& opts) 
 }
 
 Array cosine_embedding_loss(const Array& input1, const Array& input2, const Array& target, double margin,
-                            Reduction reduction) {
+                            Reduction reduction, Loc loc) {
+  UserCall call("cosine_embedding_loss", loc);
   if (input1.shape() != input2.shape() || (input1.rank() != 1 && input1.rank() != 2) ||
       target.rank() != input1.rank() - 1 || (target.rank() == 1 && target.size(0) != input1.size(0)))
-    throw Error(fmt::format("cosine_embedding_loss: expected inputs [N, D] and target [N] (or [D] and a scalar), "
+    throw nn_error(fmt::format("cosine_embedding_loss: expected inputs [N, D] and target [N] (or [D] and a scalar), "
                             "got {}, {} and {}",
                             input1.shape().str(), input2.shape().str(), target.shape().str()));
   constexpr double kEps = 1e-12;  // PyTorch's: added to each squared magnitude
@@ -56,7 +59,8 @@ Array cosine_embedding_loss(const Array& input1, const Array& input2, const Arra
 }
 
 Array margin_ranking_loss(const Array& input1, const Array& input2, const Array& target, double margin,
-                          Reduction reduction) {
+                          Reduction reduction, Loc loc) {
+  UserCall call("margin_ranking_loss", loc);
   Array loss = clamp(add(mul(neg(target), sub(input1, input2)), margin), 0.0, std::nullopt);
   return reduce(loss, reduction);
 }

@@ -1,6 +1,7 @@
 // The module system: walking a module tree by name, devices, modes, freezing, summaries and
 // state dicts (include/ember/nn/module.h).
 #include "ember/nn/module.h"
+#include "nn/layer_error.h"
 
 #include "autograd/grad_node.h"
 #include "ember/autocast.h"
@@ -17,7 +18,7 @@ namespace ember::nn {
 // ---- ParamRef ------------------------------------------------------------------------------
 
 void ParamRef::set(const Array& value) const {
-  if (!slot_) throw Error("Param::set: the parameter is empty (default-constructed)");
+  if (!slot_) throw nn_error("Param::set: the parameter is empty (default-constructed)");
   bool grad = slot_->trainable && !slot_->is_buffer && value.defined() && is_floating(value.dtype());
   if (grad && value.requires_grad()) {
     // A leaf the caller made with require_grad() becomes the parameter itself (as assigning an
@@ -27,7 +28,7 @@ void ParamRef::set(const Array& value) const {
       slot_->value = value;
       return;
     }
-    throw Error(fmt::format("Param::set: the value {} {} was computed from tensors that require grad; a parameter "
+    throw nn_error(fmt::format("Param::set: the value {} {} was computed from tensors that require grad; a parameter "
                             "must be a leaf. Pass value.detach() (or compute it under NoGradGuard) to start a new "
                             "parameter from its data, or a leaf made with require_grad() to share it",
                             dtype_name(value.dtype()), value.shape().str()));
@@ -73,7 +74,8 @@ std::string_view dtype_enumerator(DType t) {
 }
 }  // namespace
 
-void check_input_dtype(std::string_view layer, const Array& input, const ParamRef& param, std::string_view param_name) {
+void check_input_dtype(std::string_view layer, const Array& input, const ParamRef& param, std::string_view param_name,
+                       Loc loc) {
   if (!param.defined() || !input.defined()) return;
   DType want = param.array().dtype();
   DType got = input.dtype();
@@ -82,9 +84,11 @@ void check_input_dtype(std::string_view layer, const Array& input, const ParamRe
   if (autocast_dtype() && want == DType::F32 && got == *autocast_dtype()) return;
   // A floating input could be met either way; an integer one only by converting it.
   std::string model_hint = is_floating(got) ? fmt::format(", or the model, model.to(DType::{})", dtype_enumerator(got)) : "";
-  throw Error(fmt::format("{}: input dtype {} does not match the layer's {} dtype {} (layers do not promote; "
-                          "convert the input, x.to_dtype(DType::{}){})",
-                          layer, dtype_name(got), param_name, dtype_name(want), dtype_enumerator(want), model_hint));
+  throw Error(with_location(fmt::format("{}: input dtype {} does not match the layer's {} dtype {} (layers do not "
+                                       "promote; convert the input, x.to_dtype(DType::{}){})",
+                                       layer, dtype_name(got), param_name, dtype_name(want), dtype_enumerator(want),
+                                       model_hint),
+                           loc));
 }
 
 // ---- walking -------------------------------------------------------------------------------
@@ -203,7 +207,7 @@ Module& Module::to(Device device) {
 }
 
 Module& Module::to(DType dtype) {
-  if (!is_floating(dtype)) throw Error(fmt::format("Module::to: {} is not a floating dtype", dtype_name(dtype)));
+  if (!is_floating(dtype)) throw nn_error(fmt::format("Module::to: {} is not a floating dtype", dtype_name(dtype)));
   NoGradGuard no_grad;
   std::set<const Slot*> done;
   walk([&](const std::string&, ParamRef& p) {
@@ -301,7 +305,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   if (strict && !missing.empty()) problems += "\n  missing keys: " + join(missing);
   if (strict && !unexpected.empty()) problems += "\n  unexpected keys: " + join(unexpected);
   if (!problems.empty())
-    throw Error(fmt::format("load_state_dict: the state does not match {}:{}", type_name(), problems));
+    throw nn_error(fmt::format("load_state_dict: the state does not match {}:{}", type_name(), problems));
   for (auto& [p, v] : updates) p.set(v);
 }
 

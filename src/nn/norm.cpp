@@ -1,5 +1,6 @@
 // Normalization layers (include/ember/nn/norm.h).
 #include "ember/nn/norm.h"
+#include "nn/layer_error.h"
 #include "ember/autocast.h"
 
 #include <algorithm>
@@ -13,7 +14,7 @@ namespace ember::nn {
 
 BatchNorm::BatchNorm(BatchNormOptions opts, std::vector<int> ranks, const char* name)
     : options(opts), ranks_(std::move(ranks)), name_(name) {
-  if (opts.features <= 0) throw Error(fmt::format("{}: features must be positive, got {}", name, opts.features));
+  if (opts.features <= 0) throw nn_error(fmt::format("{}: features must be positive, got {}", name, opts.features));
   TensorOptions to{.dtype = opts.dtype, .device = opts.device};
   if (opts.affine) {
     weight = Param<1>(Tensor<1>(ones({opts.features}, to)));
@@ -26,10 +27,11 @@ BatchNorm::BatchNorm(BatchNormOptions opts, std::vector<int> ranks, const char* 
   }
 }
 
-Array BatchNorm::forward(const Array& x_in) {
+Array BatchNorm::forward(const Array& x_in, Loc loc) {
+  UserCall call(name_, loc);
   const Array x = autocast_f32(x_in);  // statistics in f32 under autocast (autocast_policy.def)
   if (std::find(ranks_.begin(), ranks_.end(), x.rank()) == ranks_.end() || x.size(1) != options.features)
-    throw Error(fmt::format("{}: expected input [N, {}{}], got {}", name_, options.features,
+    throw call.error(fmt::format("expected input [N, {}{}], got {}", options.features,
                             ranks_.back() == 4 ? ", H, W" : "(, L)", x.shape().str()));
   if (weight.defined()) check_input_dtype(name_, x, weight);
   else check_input_dtype(name_, x, running_mean, "running_mean");
@@ -93,13 +95,14 @@ BatchNormOptions BatchNormOptions::from_json(const std::string& text) {
 
 static std::vector<int> trailing_dims(const Array& x, int n, const char* op) {
   if (n < 1 || n > x.rank())
-    throw Error(fmt::format("{}: cannot normalize {} trailing dims of {}", op, n, x.shape().str()));
+    throw nn_error(fmt::format("{}: cannot normalize {} trailing dims of {}", op, n, x.shape().str()));
   std::vector<int> dims;
   for (int d = x.rank() - n; d < x.rank(); ++d) dims.push_back(d);
   return dims;
 }
 
-Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, const Array& bias, double eps) {
+Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, const Array& bias, double eps, Loc loc) {
+  UserCall call("layer_norm", loc);
   const Array x = autocast_f32(x_in);  // norms run in f32 under autocast (autocast_policy.def)
   std::vector<int> dims = trailing_dims(x, normalized_dims, "layer_norm");
   Array mu = mean(x, dims, true);
@@ -111,7 +114,8 @@ Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, co
   return y;
 }
 
-Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, double eps) {
+Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, double eps, Loc loc) {
+  UserCall call("rms_norm", loc);
   const Array x = autocast_f32(x_in);
   std::vector<int> dims = trailing_dims(x, normalized_dims, "rms_norm");
   Array y = div(x, sqrt(add(mean(mul(x, x), dims, true), eps)));
@@ -119,15 +123,15 @@ Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, doub
   return y;
 }
 
-static void check_trailing(const Array& x, const std::vector<int64_t>& shape, const char* op) {
+static void check_trailing(const Array& x, const std::vector<int64_t>& shape, const UserCall& call) {
   int n = int(shape.size());
   bool ok = x.rank() >= n;
   for (int i = 0; ok && i < n; ++i) ok = x.size(x.rank() - n + i) == shape[size_t(i)];
-  if (!ok) throw Error(fmt::format("{}: input {} does not end with {}", op, x.shape().str(), Shape(shape).str()));
+  if (!ok) throw call.error(fmt::format("input {} does not end with {}", x.shape().str(), Shape(shape).str()));
 }
 
 LayerNorm::LayerNorm(LayerNormOptions opts) : options(std::move(opts)) {
-  if (options.shape.empty()) throw Error("LayerNorm: shape is empty");
+  if (options.shape.empty()) throw nn_error("LayerNorm: shape is empty");
   TensorOptions to{.dtype = options.dtype, .device = options.device};
   if (options.affine) {
     weight = make_param(ones(Shape(options.shape), to));
@@ -135,8 +139,9 @@ LayerNorm::LayerNorm(LayerNormOptions opts) : options(std::move(opts)) {
   }
 }
 
-Array LayerNorm::forward(const Array& x) {
-  check_trailing(x, options.shape, "LayerNorm");
+Array LayerNorm::forward(const Array& x, Loc loc) {
+  UserCall call("LayerNorm", loc);
+  check_trailing(x, options.shape, call);
   check_input_dtype("LayerNorm", x, weight);
   return layer_norm(x, int(options.shape.size()), weight.defined() ? weight.array() : Array(),
                     bias.defined() ? bias.array() : Array(), options.eps);
@@ -161,12 +166,13 @@ LayerNormOptions LayerNormOptions::from_json(const std::string& text) {
 }
 
 RMSNorm::RMSNorm(RMSNormOptions opts) : options(std::move(opts)) {
-  if (options.shape.empty()) throw Error("RMSNorm: shape is empty");
+  if (options.shape.empty()) throw nn_error("RMSNorm: shape is empty");
   if (options.affine) weight = make_param(ones(Shape(options.shape), {.dtype = options.dtype, .device = options.device}));
 }
 
-Array RMSNorm::forward(const Array& x) {
-  check_trailing(x, options.shape, "RMSNorm");
+Array RMSNorm::forward(const Array& x, Loc loc) {
+  UserCall call("RMSNorm", loc);
+  check_trailing(x, options.shape, call);
   check_input_dtype("RMSNorm", x, weight);
   double eps = options.eps ? *options.eps
                : x.dtype() == DType::F64 ? std::numeric_limits<double>::epsilon()

@@ -1,5 +1,6 @@
 // Sinusoidal and rotary position encodings (include/ember/nn/positional.h).
 #include "ember/nn/positional.h"
+#include "nn/layer_error.h"
 
 #include <cmath>
 
@@ -24,46 +25,47 @@ std::vector<double> table_values(int64_t n, int64_t d, int64_t first = 0) {
 }  // namespace
 
 Array sinusoidal_table(int64_t n, int64_t d, DType dtype, Device device) {
-  if (n <= 0 || d <= 0) throw Error(fmt::format("sinusoidal_table: sizes must be positive, got [{}, {}]", n, d));
+  if (n <= 0 || d <= 0) throw nn_error(fmt::format("sinusoidal_table: sizes must be positive, got [{}, {}]", n, d));
   return cast(from_vector(table_values(n, d), {n, d}, device), dtype);
 }
 
 SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(SinusoidalPositionalEncodingOptions opts)
     : dropout({.p = opts.dropout, .seed = opts.seed}), options(opts) {
   if (opts.d_model <= 0 || opts.max_len <= 0)
-    throw Error(fmt::format("SinusoidalPositionalEncoding: d_model and max_len must be positive, got {} and {}",
+    throw nn_error(fmt::format("SinusoidalPositionalEncoding: d_model and max_len must be positive, got {} and {}",
                             opts.d_model, opts.max_len));
   table_ = table_values(opts.max_len, opts.d_model);
 }
 
-Array SinusoidalPositionalEncoding::forward(const Array& x, int64_t offset) {
+Array SinusoidalPositionalEncoding::forward(const Array& x, int64_t offset, Loc loc) {
+  UserCall call("SinusoidalPositionalEncoding", loc);
   const int64_t d = options.d_model;
   const bool ok = (x.rank() == 2 || x.rank() == 3) && x.size(-1) == d && is_floating(x.dtype());
   if (!ok)
-    throw Error(fmt::format("SinusoidalPositionalEncoding: expected a floating {} or [L, {}], got {} {}",
+    throw call.error(fmt::format("expected a floating {} or [L, {}], got {} {}",
                             options.batch_first ? fmt::format("[N, L, {}]", d) : fmt::format("[L, N, {}]", d), d,
                             dtype_name(x.dtype()), x.shape().str()));
   const bool seq_first = x.rank() == 3 && !options.batch_first;
   const int64_t L = seq_first ? x.size(0) : x.size(-2);
   if (offset < 0 || offset + L > options.max_len)
-    throw Error(fmt::format("SinusoidalPositionalEncoding: positions {}..{} exceed max_len {}", offset, offset + L - 1,
-                            options.max_len));
+    throw call.error(fmt::format("positions {}..{} exceed max_len {}", offset, offset + L - 1, options.max_len));
   std::vector<double> rows(table_.begin() + offset * d, table_.begin() + (offset + L) * d);
   Array pe = cast(from_vector(rows, seq_first ? Shape({L, 1, d}) : Shape({L, d}), x.device()), x.dtype());
   return dropout.forward(add(x, pe));
 }
 
-Array apply_rotary(const Array& x, const RotaryOptions& o) {
+Array apply_rotary(const Array& x, const RotaryOptions& o, Loc loc) {
+  UserCall call("apply_rotary", loc);
   if (x.rank() < 2 || x.size(-1) % 2 || !is_floating(x.dtype()))
-    throw Error(fmt::format("apply_rotary: expected a floating [..., L, D] with D even, got {} {}",
+    throw nn_error(fmt::format("apply_rotary: expected a floating [..., L, D] with D even, got {} {}",
                             dtype_name(x.dtype()), x.shape().str()));
-  if (!(o.base > 0)) throw Error(fmt::format("apply_rotary: base must be positive, got {}", o.base));
+  if (!(o.base > 0)) throw nn_error(fmt::format("apply_rotary: base must be positive, got {}", o.base));
   const int64_t L = x.size(-2), D = x.size(-1), h = D / 2;
   const int r = x.rank();
   Array pos;
   if (o.positions.defined()) {
     if (o.positions.rank() < 1 || o.positions.size(-1) != L)
-      throw Error(fmt::format("apply_rotary: positions {} must end in L = {} (x {})", o.positions.shape().str(), L,
+      throw nn_error(fmt::format("apply_rotary: positions {} must end in L = {} (x {})", o.positions.shape().str(), L,
                               x.shape().str()));
     pos = cast(o.positions, x.dtype());
   } else {
@@ -88,18 +90,20 @@ Array apply_rotary(const Array& x, const RotaryOptions& o) {
 
 RotaryEmbedding::RotaryEmbedding(RotaryEmbeddingOptions opts) : options(opts) {
   if (opts.dim <= 0 || opts.dim % 2)
-    throw Error(fmt::format("RotaryEmbedding: dim must be positive and even, got {}", opts.dim));
+    throw nn_error(fmt::format("RotaryEmbedding: dim must be positive and even, got {}", opts.dim));
 }
 
-Array RotaryEmbedding::forward(const Array& x, int64_t offset) {
+Array RotaryEmbedding::forward(const Array& x, int64_t offset, Loc loc) {
+  UserCall call("RotaryEmbedding", loc);
   if (x.rank() < 2 || x.size(-1) != options.dim)
-    throw Error(fmt::format("RotaryEmbedding: expected [..., L, {}], got {}", options.dim, x.shape().str()));
+    throw call.error(fmt::format("expected [..., L, {}], got {}", options.dim, x.shape().str()));
   return apply_rotary(x, {.offset = offset, .base = options.base, .interleaved = options.interleaved});
 }
 
-Array RotaryEmbedding::forward(const Array& x, const Array& positions) {
+Array RotaryEmbedding::forward(const Array& x, const Array& positions, Loc loc) {
+  UserCall call("RotaryEmbedding", loc);
   if (x.rank() < 2 || x.size(-1) != options.dim)
-    throw Error(fmt::format("RotaryEmbedding: expected [..., L, {}], got {}", options.dim, x.shape().str()));
+    throw call.error(fmt::format("expected [..., L, {}], got {}", options.dim, x.shape().str()));
   return apply_rotary(x, {.positions = positions, .base = options.base, .interleaved = options.interleaved});
 }
 

@@ -3,6 +3,7 @@
 // sequence modules. The input projection x W_ih^T + b_ih is one matmul per layer and direction for
 // all time steps; only the recurrent part h W_hh^T runs once per step.
 #include "ember/nn/recurrent.h"
+#include "nn/layer_error.h"
 
 #include <cmath>
 
@@ -60,7 +61,7 @@ Array gru_step(const Array& gi, const Array& h, const StepParams& p) {
 // A state's dtype is its input's (which check_input_dtype has matched with the parameters').
 void check_state_dtype(const char* what, const char* name, const Array& state, DType input_dtype) {
   if (state.dtype() != input_dtype)
-    throw Error(fmt::format("{}: {} dtype {} does not match the input dtype {}", what, name,
+    throw nn_error(fmt::format("{}: {} dtype {} does not match the input dtype {}", what, name,
                             dtype_name(state.dtype()), dtype_name(input_dtype)));
 }
 
@@ -79,7 +80,7 @@ RecurrentNonlinearity parse_nonlinearity(const json& j) {
   read_field(j, "nonlinearity", s);
   if (s == "tanh") return RecurrentNonlinearity::Tanh;
   if (s == "relu") return RecurrentNonlinearity::ReLU;
-  throw Error(fmt::format("config field 'nonlinearity': expected \"tanh\" or \"relu\", got \"{}\"", s));
+  throw nn_error(fmt::format("config field 'nonlinearity': expected \"tanh\" or \"relu\", got \"{}\"", s));
 }
 
 // ---- cells -----------------------------------------------------------------------------------
@@ -92,10 +93,10 @@ struct CellInput {
 void init_cell(const char* what, const RecurrentCellOptions& o, int64_t gates, Param<2>& w_ih, Param<2>& w_hh,
                Param<1>& b_ih, Param<1>& b_hh) {
   if (o.input_size <= 0 || o.hidden_size <= 0)
-    throw Error(fmt::format("{}: input_size ({}) and hidden_size ({}) must be positive", what, o.input_size,
+    throw nn_error(fmt::format("{}: input_size ({}) and hidden_size ({}) must be positive", what, o.input_size,
                             o.hidden_size));
   if (gates != 1 && o.nonlinearity != RecurrentNonlinearity::Tanh)
-    throw Error(fmt::format("{}: the nonlinearity option is for RNNCell only", what));
+    throw nn_error(fmt::format("{}: the nonlinearity option is for RNNCell only", what));
   init::InitOptions io{.seed = o.seed, .dtype = o.dtype, .device = o.device};
   int64_t g = gates * o.hidden_size;
   w_ih = Param<2>(Tensor<2>(recurrent_init({g, o.input_size}, o.hidden_size, io)));
@@ -109,7 +110,7 @@ void init_cell(const char* what, const RecurrentCellOptions& o, int64_t gates, P
 // Checks x ([N, in] or [in]) and returns it as [N, in].
 CellInput cell_input(const char* what, const Array& x, const RecurrentCellOptions& o, const ParamRef& weight_ih) {
   if ((x.rank() != 1 && x.rank() != 2) || x.size(-1) != o.input_size)
-    throw Error(fmt::format("{}: expected input [N, {}] or [{}], got {}", what, o.input_size, o.input_size,
+    throw nn_error(fmt::format("{}: expected input [N, {}] or [{}], got {}", what, o.input_size, o.input_size,
                             x.shape().str()));
   check_input_dtype(what, x, weight_ih, "weight_ih");
   return {x.rank() == 1 ? unsqueeze(x, 0) : x, x.rank() == 1};
@@ -121,7 +122,7 @@ Array cell_state(const char* what, const char* name, const Array& s, const CellI
   if (!s.defined()) return zeros({n, hidden}, {.dtype = in.x.dtype(), .device = in.x.device()});
   Shape expect = in.unbatched ? Shape{hidden} : Shape{n, hidden};
   if (s.shape() != expect)
-    throw Error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
+    throw nn_error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
   check_state_dtype(what, name, s, in.x.dtype());
   return in.unbatched ? unsqueeze(s, 0) : s;
 }
@@ -134,7 +135,8 @@ RNNCell::RNNCell(RecurrentCellOptions opts) : options(opts) {
   init_cell("RNNCell", options, 1, weight_ih, weight_hh, bias_ih, bias_hh);
 }
 
-Array RNNCell::forward(const Array& x, const Array& h) {
+Array RNNCell::forward(const Array& x, const Array& h, Loc loc) {
+  UserCall call("RNNCell", loc);
   CellInput in = cell_input("RNNCell", x, options, weight_ih);
   Array h0 = cell_state("RNNCell", "h", h, in, options.hidden_size);
   Array gi = linear_t(in.x, weight_ih.array(), bias_ih.defined() ? bias_ih.array() : Array());
@@ -146,7 +148,8 @@ LSTMCell::LSTMCell(RecurrentCellOptions opts) : options(opts) {
   init_cell("LSTMCell", options, 4, weight_ih, weight_hh, bias_ih, bias_hh);
 }
 
-LSTMState LSTMCell::forward(const Array& x, const LSTMState& state) {
+LSTMState LSTMCell::forward(const Array& x, const LSTMState& state, Loc loc) {
+  UserCall call("LSTMCell", loc);
   CellInput in = cell_input("LSTMCell", x, options, weight_ih);
   Array h0 = cell_state("LSTMCell", "h", state.h, in, options.hidden_size);
   Array c0 = cell_state("LSTMCell", "c", state.c, in, options.hidden_size);
@@ -160,7 +163,8 @@ GRUCell::GRUCell(RecurrentCellOptions opts) : options(opts) {
   init_cell("GRUCell", options, 3, weight_ih, weight_hh, bias_ih, bias_hh);
 }
 
-Array GRUCell::forward(const Array& x, const Array& h) {
+Array GRUCell::forward(const Array& x, const Array& h, Loc loc) {
+  UserCall call("GRUCell", loc);
   CellInput in = cell_input("GRUCell", x, options, weight_ih);
   Array h0 = cell_state("GRUCell", "h", h, in, options.hidden_size);
   Array gi = linear_t(in.x, weight_ih.array(), bias_ih.defined() ? bias_ih.array() : Array());
@@ -184,15 +188,15 @@ RecurrentBase::RecurrentBase(RecurrentOptions opts, Kind kind) : options(opts), 
   const char* what = kind_name(kind);
   const RecurrentOptions& o = options;
   if (o.input_size <= 0 || o.hidden_size <= 0 || o.num_layers <= 0)
-    throw Error(fmt::format("{}: input_size ({}), hidden_size ({}) and num_layers ({}) must be positive", what,
+    throw nn_error(fmt::format("{}: input_size ({}), hidden_size ({}) and num_layers ({}) must be positive", what,
                             o.input_size, o.hidden_size, o.num_layers));
-  if (o.dropout < 0 || o.dropout > 1) throw Error(fmt::format("{}: dropout must be in [0, 1], got {}", what, o.dropout));
+  if (o.dropout < 0 || o.dropout > 1) throw nn_error(fmt::format("{}: dropout must be in [0, 1], got {}", what, o.dropout));
   if (o.proj_size != 0 && kind != Kind::LSTM)
-    throw Error(fmt::format("{}: proj_size ({}) is for LSTM only", what, o.proj_size));
+    throw nn_error(fmt::format("{}: proj_size ({}) is for LSTM only", what, o.proj_size));
   if (o.proj_size < 0 || (o.proj_size > 0 && o.proj_size >= o.hidden_size))
-    throw Error(fmt::format("{}: proj_size ({}) must be in [0, hidden_size ({}))", what, o.proj_size, o.hidden_size));
+    throw nn_error(fmt::format("{}: proj_size ({}) must be in [0, hidden_size ({}))", what, o.proj_size, o.hidden_size));
   if (kind != Kind::RNN && o.nonlinearity != RecurrentNonlinearity::Tanh)
-    throw Error(fmt::format("{}: the nonlinearity option is for RNN only", what));
+    throw nn_error(fmt::format("{}: the nonlinearity option is for RNN only", what));
   int64_t g = gate_count(kind) * o.hidden_size;
   int64_t hout = o.proj_size > 0 ? o.proj_size : o.hidden_size;
   init::InitOptions io{.seed = o.seed, .dtype = o.dtype, .device = o.device};
@@ -225,20 +229,21 @@ void RecurrentBase::visit(Visitor& v) {
     }
 }
 
-RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array& c0) {
+RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array& c0, Loc loc) {
   const char* what = kind_name(kind_);
+  UserCall call(what, loc);
   const RecurrentOptions& o = options;
-  if (weights.empty()) throw Error(fmt::format("{}: the module was default-constructed (no options)", what));
+  if (weights.empty()) throw nn_error(fmt::format("{}: the module was default-constructed (no options)", what));
   if ((x.rank() != 2 && x.rank() != 3) || x.size(-1) != o.input_size)
-    throw Error(fmt::format("{}: expected input {} or unbatched [L, {}], got {}", what,
+    throw nn_error(fmt::format("{}: expected input {} or unbatched [L, {}], got {}", what,
                             o.batch_first ? fmt::format("[N, L, {}]", o.input_size) : fmt::format("[L, N, {}]", o.input_size),
                             o.input_size, x.shape().str()));
   check_input_dtype(what, x, weights[0].weight_ih, "weight_ih_l0");
-  if (kind_ != Kind::LSTM && c0.defined()) throw Error(fmt::format("{}: only LSTM takes a cell state c0", what));
+  if (kind_ != Kind::LSTM && c0.defined()) throw nn_error(fmt::format("{}: only LSTM takes a cell state c0", what));
   bool unbatched = x.rank() == 2;
   Array seq = unbatched ? unsqueeze(x, 1) : o.batch_first ? transpose(x, 0, 1) : x;  // [L, N, in]
   int64_t len = seq.size(0), n = seq.size(1), dirs = directions();
-  if (len == 0) throw Error(fmt::format("{}: the input sequence is empty ({})", what, x.shape().str()));
+  if (len == 0) throw nn_error(fmt::format("{}: the input sequence is empty ({})", what, x.shape().str()));
   int64_t hout = o.proj_size > 0 ? o.proj_size : o.hidden_size;
   int64_t nstates = o.num_layers * dirs;
   // Initial states as [layers * dirs, N, size].
@@ -246,7 +251,7 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
     if (!s.defined()) return zeros({nstates, n, size}, {.dtype = x.dtype(), .device = x.device()});
     Shape expect = unbatched ? Shape{nstates, size} : Shape{nstates, n, size};
     if (s.shape() != expect)
-      throw Error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
+      throw nn_error(fmt::format("{}: expected {} of shape {}, got {}", what, name, expect.str(), s.shape().str()));
     check_state_dtype(what, name, s, x.dtype());
     return unbatched ? unsqueeze(s, 1) : s;
   };

@@ -1,5 +1,6 @@
 // Transformer encoder/decoder layers and stacks (include/ember/nn/transformer.h).
 #include "ember/nn/transformer.h"
+#include "nn/layer_error.h"
 
 #include <limits>
 
@@ -17,10 +18,10 @@ std::optional<uint64_t> offset(const std::optional<uint64_t>& seed, uint64_t k) 
 
 void check_layer_options(const TransformerLayerOptions& o, const char* who) {
   if (o.d_model <= 0 || o.nhead <= 0 || o.d_model % o.nhead)
-    throw Error(fmt::format("{}: d_model ({}) must be a positive multiple of nhead ({})", who, o.d_model, o.nhead));
+    throw nn_error(fmt::format("{}: d_model ({}) must be a positive multiple of nhead ({})", who, o.d_model, o.nhead));
   if (o.dim_feedforward <= 0)
-    throw Error(fmt::format("{}: dim_feedforward must be positive, got {}", who, o.dim_feedforward));
-  if (o.dropout < 0 || o.dropout > 1) throw Error(fmt::format("{}: dropout must be in [0, 1], got {}", who, o.dropout));
+    throw nn_error(fmt::format("{}: dim_feedforward must be positive, got {}", who, o.dim_feedforward));
+  if (o.dropout < 0 || o.dropout > 1) throw nn_error(fmt::format("{}: dropout must be in [0, 1], got {}", who, o.dropout));
 }
 
 MultiheadAttention make_attention(const TransformerLayerOptions& o, uint64_t k) {
@@ -53,7 +54,7 @@ Array activate(const Array& x, FfnActivation a) {
 
 void check_input(const Array& x, int64_t d_model, const char* who, const char* what) {
   if ((x.rank() != 2 && x.rank() != 3) || x.size(-1) != d_model)
-    throw Error(fmt::format("{}: expected {} [L, N, {}], [N, L, {}] or [L, {}], got {}", who, what, d_model, d_model,
+    throw nn_error(fmt::format("{}: expected {} [L, N, {}], [N, L, {}] or [L, {}], got {}", who, what, d_model, d_model,
                             d_model, x.shape().str()));
 }
 
@@ -69,7 +70,7 @@ const char* activation_name(FfnActivation a) {
 }  // namespace
 
 Array generate_square_subsequent_mask(int64_t sz, DType dtype, Device device) {
-  if (sz <= 0) throw Error(fmt::format("generate_square_subsequent_mask: size must be positive, got {}", sz));
+  if (sz <= 0) throw nn_error(fmt::format("generate_square_subsequent_mask: size must be positive, got {}", sz));
   Array allowed = causal_mask(sz, sz, device);
   return where(allowed, zeros({sz, sz}, {.dtype = dtype, .device = device}), -std::numeric_limits<double>::infinity());
 }
@@ -87,7 +88,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(TransformerLayerOptions opts) :
   dropout2 = Dropout({.p = opts.dropout, .seed = offset(opts.seed, 22)});
 }
 
-Array TransformerEncoderLayer::forward(const Array& src, const EncoderMasks& m) {
+Array TransformerEncoderLayer::forward(const Array& src, const EncoderMasks& m, Loc loc) {
+  UserCall call("TransformerEncoderLayer", loc);
   check_input(src, options.d_model, "TransformerEncoderLayer", "src");
   auto sa = [&](const Array& x) {
     MhaForwardOptions f{.key_padding_mask = m.key_padding_mask, .attn_mask = m.mask, .need_weights = false};
@@ -123,11 +125,12 @@ TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions opts) :
   dropout3 = Dropout({.p = opts.dropout, .seed = offset(opts.seed, 23)});
 }
 
-Array TransformerDecoderLayer::forward(const Array& tgt, const Array& memory, const DecoderMasks& m) {
+Array TransformerDecoderLayer::forward(const Array& tgt, const Array& memory, const DecoderMasks& m, Loc loc) {
+  UserCall call("TransformerDecoderLayer", loc);
   check_input(tgt, options.d_model, "TransformerDecoderLayer", "tgt");
   check_input(memory, options.d_model, "TransformerDecoderLayer", "memory");
   if (memory.rank() != tgt.rank())
-    throw Error(fmt::format("TransformerDecoderLayer: tgt {} and memory {} must have the same rank",
+    throw nn_error(fmt::format("TransformerDecoderLayer: tgt {} and memory {} must have the same rank",
                             tgt.shape().str(), memory.shape().str()));
   auto sa = [&](const Array& x) {
     MhaForwardOptions f{.key_padding_mask = m.tgt_key_padding_mask, .attn_mask = m.tgt_mask, .need_weights = false};
@@ -163,7 +166,7 @@ TransformerLayerOptions layer_i(const TransformerStackOptions& o, int64_t i) {
   return l;
 }
 void check_stack(const TransformerStackOptions& o, const char* who) {
-  if (o.num_layers <= 0) throw Error(fmt::format("{}: num_layers must be positive, got {}", who, o.num_layers));
+  if (o.num_layers <= 0) throw nn_error(fmt::format("{}: num_layers must be positive, got {}", who, o.num_layers));
 }
 }  // namespace
 
@@ -178,7 +181,8 @@ void TransformerEncoder::visit(Visitor& v) {
   if (options.norm) v.module("norm", norm);
 }
 
-Array TransformerEncoder::forward(const Array& src, const EncoderMasks& masks) {
+Array TransformerEncoder::forward(const Array& src, const EncoderMasks& masks, Loc loc) {
+  UserCall call("TransformerEncoder", loc);
   Array x = src;
   for (auto& layer : layers) x = layer.forward(x, masks);
   return options.norm ? norm.forward(x) : x;
@@ -195,7 +199,8 @@ void TransformerDecoder::visit(Visitor& v) {
   if (options.norm) v.module("norm", norm);
 }
 
-Array TransformerDecoder::forward(const Array& tgt, const Array& memory, const DecoderMasks& masks) {
+Array TransformerDecoder::forward(const Array& tgt, const Array& memory, const DecoderMasks& masks, Loc loc) {
+  UserCall call("TransformerDecoder", loc);
   Array x = tgt;
   for (auto& layer : layers) x = layer.forward(x, memory, masks);
   return options.norm ? norm.forward(x) : x;
@@ -231,7 +236,7 @@ TransformerLayerOptions TransformerLayerOptions::from_json(const std::string& te
     if (a == "relu") o.activation = FfnActivation::Relu;
     else if (a == "gelu") o.activation = FfnActivation::Gelu;
     else if (a == "swiglu") o.activation = FfnActivation::Swiglu;
-    else throw Error(fmt::format("TransformerLayerOptions::from_json: unknown activation '{}' (relu, gelu, swiglu)", a));
+    else throw nn_error(fmt::format("TransformerLayerOptions::from_json: unknown activation '{}' (relu, gelu, swiglu)", a));
   }
   read_field(j, "layer_norm_eps", o.layer_norm_eps);
   read_field(j, "batch_first", o.batch_first);

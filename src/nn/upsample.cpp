@@ -2,6 +2,7 @@
 // along each spatial dim (index_select), linear modes multiply by [out, in] interpolation
 // matrices built on the host; both are existing differentiable ops.
 #include "ember/nn/upsample.h"
+#include "nn/layer_error.h"
 
 #include <cmath>
 #include <optional>
@@ -37,45 +38,45 @@ std::string sizes_text(const std::vector<int64_t>& v) { return fmt::format("[{}]
 std::string scales_text(const std::vector<double>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 std::vector<DimPlan> plan(const Array& x, const InterpolateOptions& o) {
-  if (!x.defined()) throw Error(fmt::format("{}: the input is undefined", kOp));
+  if (!x.defined()) throw nn_error(fmt::format("{}: the input is undefined", kOp));
   if (!is_floating(x.dtype()))
-    throw Error(fmt::format("{}: needs a floating input, got {}", kOp, dtype_name(x.dtype())));
+    throw nn_error(fmt::format("{}: needs a floating input, got {}", kOp, dtype_name(x.dtype())));
   const int r = x.rank();
   const char* mode = interpolate_mode_name(o.mode);
   if (r != 3 && r != 4)
-    throw Error(fmt::format("{}: input must be 3-D [N, C, L] or 4-D [N, C, H, W], got {}", kOp, x.shape().str()));
+    throw nn_error(fmt::format("{}: input must be 3-D [N, C, L] or 4-D [N, C, H, W], got {}", kOp, x.shape().str()));
   if (o.mode == InterpolateMode::Linear && r != 3)
-    throw Error(fmt::format("{}: mode '{}' needs a 3-D input [N, C, L], got {}", kOp, mode, x.shape().str()));
+    throw nn_error(fmt::format("{}: mode '{}' needs a 3-D input [N, C, L], got {}", kOp, mode, x.shape().str()));
   if (o.mode == InterpolateMode::Bilinear && r != 4)
-    throw Error(fmt::format("{}: mode '{}' needs a 4-D input [N, C, H, W], got {}", kOp, mode, x.shape().str()));
+    throw nn_error(fmt::format("{}: mode '{}' needs a 4-D input [N, C, H, W], got {}", kOp, mode, x.shape().str()));
   if (o.align_corners && is_nearest(o.mode))
-    throw Error(fmt::format("{}: align_corners only applies to the linear modes, not '{}'", kOp, mode));
+    throw nn_error(fmt::format("{}: align_corners only applies to the linear modes, not '{}'", kOp, mode));
   const bool has_size = !o.size.empty(), has_scale = !o.scale_factor.empty();
   if (has_size == has_scale)
-    throw Error(fmt::format("{}: give exactly one of size ({}) and scale_factor ({})", kOp, sizes_text(o.size),
+    throw nn_error(fmt::format("{}: give exactly one of size ({}) and scale_factor ({})", kOp, sizes_text(o.size),
                             scales_text(o.scale_factor)));
   if (has_size && o.recompute_scale_factor)
-    throw Error(fmt::format("{}: recompute_scale_factor needs a scale_factor, not a size", kOp));
+    throw nn_error(fmt::format("{}: recompute_scale_factor needs a scale_factor, not a size", kOp));
   const size_t spatial = size_t(r - 2);
   const size_t given = has_size ? o.size.size() : o.scale_factor.size();
   if (given != 1 && given != spatial)
-    throw Error(fmt::format("{}: {} has {} entries; the input {} has {} spatial dims", kOp,
+    throw nn_error(fmt::format("{}: {} has {} entries; the input {} has {} spatial dims", kOp,
                             has_size ? "size" : "scale_factor", given, x.shape().str(), spatial));
   std::vector<DimPlan> dims(spatial);
   for (size_t i = 0; i < spatial; ++i) {
     DimPlan& d = dims[i];
     d.in = x.size(int(i) + 2);
-    if (d.in < 1) throw Error(fmt::format("{}: input {} has an empty spatial dim", kOp, x.shape().str()));
+    if (d.in < 1) throw nn_error(fmt::format("{}: input {} has an empty spatial dim", kOp, x.shape().str()));
     if (has_size) {
       d.out = o.size[given == 1 ? 0 : i];
-      if (d.out < 1) throw Error(fmt::format("{}: size {} must be positive", kOp, sizes_text(o.size)));
+      if (d.out < 1) throw nn_error(fmt::format("{}: size {} must be positive", kOp, sizes_text(o.size)));
     } else {
       const double f = o.scale_factor[given == 1 ? 0 : i];
       if (!(f > 0) || !std::isfinite(f))
-        throw Error(fmt::format("{}: scale_factor {} must be positive and finite", kOp, scales_text(o.scale_factor)));
+        throw nn_error(fmt::format("{}: scale_factor {} must be positive and finite", kOp, scales_text(o.scale_factor)));
       d.out = static_cast<int64_t>(std::floor(double(d.in) * f));
       if (d.out < 1)
-        throw Error(fmt::format("{}: scale_factor {} gives an empty output for input {}", kOp,
+        throw nn_error(fmt::format("{}: scale_factor {} gives an empty output for input {}", kOp,
                                 scales_text(o.scale_factor), x.shape().str()));
       if (!o.recompute_scale_factor) d.factor = f;
     }
@@ -126,7 +127,8 @@ Array linear_matrix(const DimPlan& d, bool align_corners, bool transposed, DType
 
 }  // namespace
 
-Array interpolate(const Array& x, const InterpolateOptions& o) {
+Array interpolate(const Array& x, const InterpolateOptions& o, Loc loc) {
+  UserCall call("interpolate", loc);
   const std::vector<DimPlan> dims = plan(x, o);
   const int r = x.rank();
   if (is_nearest(o.mode)) {
@@ -149,10 +151,10 @@ Array interpolate(const Array& x, const InterpolateOptions& o) {
 Upsample::Upsample(InterpolateOptions opts) : options(std::move(opts)) {
   const bool has_size = !options.size.empty(), has_scale = !options.scale_factor.empty();
   if (has_size == has_scale)
-    throw Error(fmt::format("Upsample: give exactly one of size ({}) and scale_factor ({})", sizes_text(options.size),
+    throw nn_error(fmt::format("Upsample: give exactly one of size ({}) and scale_factor ({})", sizes_text(options.size),
                             scales_text(options.scale_factor)));
   if (options.align_corners && is_nearest(options.mode))
-    throw Error(fmt::format("Upsample: align_corners only applies to the linear modes, not '{}'",
+    throw nn_error(fmt::format("Upsample: align_corners only applies to the linear modes, not '{}'",
                             interpolate_mode_name(options.mode)));
 }
 
@@ -183,7 +185,7 @@ InterpolateOptions InterpolateOptions::from_json(const std::string& text) {
         found = true;
       }
     if (!found)
-      throw Error(fmt::format("config field 'mode': unknown mode '{}' (nearest, nearest-exact, linear, bilinear)", m));
+      throw nn_error(fmt::format("config field 'mode': unknown mode '{}' (nearest, nearest-exact, linear, bilinear)", m));
   }
   read_field(j, "align_corners", o.align_corners);
   read_field(j, "recompute_scale_factor", o.recompute_scale_factor);

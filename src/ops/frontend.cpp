@@ -7,7 +7,7 @@
 namespace ember {
 
 void fail(const char* op, const std::string& message, Loc loc) {
-  throw Error(fmt::format("{}: {} (at {})", op, message, format_location(loc)));
+  throw Error(with_location(fmt::format("{}: {}", op, message), loc));
 }
 
 const NodePtr& node_of(const Array& a, const char* op, Loc loc) {
@@ -64,7 +64,7 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
       try {
         shape = broadcast_shapes(shape, inputs[i].shape(), name);
       } catch (const Error& e) {
-        throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+        throw Error(with_location(e.what(), loc));
       }
     }
     dtypes[i] = inputs[i].dtype();
@@ -73,7 +73,7 @@ Array elementwise(Op op, const std::vector<Array>& inputs, Loc loc, DType cast_t
   try {
     t = elementwise_types(op, std::span<const DType>(dtypes, inputs.size()), cast_to);
   } catch (const Error& e) {
-    throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+    throw Error(with_location(e.what(), loc));
   }
   attrs.dtype = cast_to;
   return make_array(op, std::move(attrs), inputs, std::move(shape), t.result, device, loc);

@@ -25,7 +25,7 @@ static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, 
   try {
     t = reduce_types(op, n->dtype);
   } catch (const Error& e) {
-    throw Error(fmt::format("{} (at {})", e.what(), format_location(loc)));
+    throw Error(with_location(e.what(), loc));
   }
   OpAttrs attrs;
   std::vector<int64_t> out;

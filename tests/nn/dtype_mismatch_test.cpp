@@ -95,7 +95,7 @@ TEST(DTypeMismatchTest, Convolutions) {
 TEST(DTypeMismatchTest, EmbeddingsTakeIntegerIndices) {
   Embedding emb({.num = 5, .dim = 2, .seed = 4});
   EXPECT_EQ(error_of([&] { emb.forward(ones({3}, {.dtype = DType::F32})); }),
-            "Embedding: indices must be integers, got float32");
+            "Embedding: indices must be integers, got float32 (at dtype_mismatch_test.cpp:" + std::to_string(__LINE__ - 1) + ")");
   // Integer indices of either width work, whatever the table's dtype.
   Array rows = emb.forward(from_vector(std::vector<int32_t>{4, 0}, {2}));
   EXPECT_EQ(rows.shape(), (Shape{2, 2}));
@@ -139,9 +139,11 @@ TEST(DTypeMismatchTest, RecurrentLayers) {
                   "weight_ih");
   // A state of another dtype than the input is named as such.
   EXPECT_EQ(error_of([&] { gru.forward(ones({5, 2, 3}), f64_ones({1, 2, 4})); }),
-            "GRU: h0 dtype float64 does not match the input dtype float32");
+            "GRU: h0 dtype float64 does not match the input dtype float32 (at dtype_mismatch_test.cpp:" +
+                std::to_string(__LINE__ - 2) + ")");
   EXPECT_EQ(error_of([&] { cell.forward(ones({2, 3}), f64_ones({2, 4})); }),
-            "GRUCell: h dtype float64 does not match the input dtype float32");
+            "GRUCell: h dtype float64 does not match the input dtype float32 (at dtype_mismatch_test.cpp:" +
+                std::to_string(__LINE__ - 2) + ")");
 }
 
 TEST(DTypeMismatchTest, AttentionAndActivationsWithParameters) {

@@ -31,31 +31,43 @@ class Activation : public Module {
  public:
   EMBER_MODULE()
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(static_cast<Derived*>(this)->forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(static_cast<Derived*>(this)->forward(x.array(), loc));
   }
   // The Array form (EMBER_MODULE's call operator would look for forward in this base).
-  Array operator()(const Array& x) { return static_cast<Derived*>(this)->forward(x); }
+  Array operator()(const Array& x, Loc loc = Loc::current()) { return static_cast<Derived*>(this)->forward(x, loc); }
 };
 
 class ReLU : public Activation<ReLU> {
  public:
-  Array forward(const Array& x) { return ember::relu(x); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("ReLU", loc);
+    return ember::relu(x);
+  }
   std::string type_name() const override { return "ReLU"; }
 };
 class Sigmoid : public Activation<Sigmoid> {
  public:
-  Array forward(const Array& x) { return ember::sigmoid(x); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Sigmoid", loc);
+    return ember::sigmoid(x);
+  }
   std::string type_name() const override { return "Sigmoid"; }
 };
 class Tanh : public Activation<Tanh> {
  public:
-  Array forward(const Array& x) { return ember::tanh(x); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Tanh", loc);
+    return ember::tanh(x);
+  }
   std::string type_name() const override { return "Tanh"; }
 };
 class SiLU : public Activation<SiLU> {
  public:
-  Array forward(const Array& x) { return ember::silu(x); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("SiLU", loc);
+    return ember::silu(x);
+  }
   std::string type_name() const override { return "SiLU"; }
 };
 
@@ -66,7 +78,10 @@ class LeakyReLU : public Activation<LeakyReLU> {
  public:
   explicit LeakyReLU(LeakyReLUOptions opts = {}) : options(opts) {}
   LeakyReLUOptions options;
-  Array forward(const Array& x) { return ember::leaky_relu(x, options.negative_slope); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("LeakyReLU", loc);
+    return ember::leaky_relu(x, options.negative_slope);
+  }
   std::string type_name() const override { return "LeakyReLU"; }
   std::string config() const override;
 };
@@ -78,7 +93,10 @@ class ELU : public Activation<ELU> {
  public:
   explicit ELU(ELUOptions opts = {}) : options(opts) {}
   ELUOptions options;
-  Array forward(const Array& x) { return ember::elu(x, options.alpha); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("ELU", loc);
+    return ember::elu(x, options.alpha);
+  }
   std::string type_name() const override { return "ELU"; }
   std::string config() const override;
 };
@@ -90,7 +108,10 @@ class GELU : public Activation<GELU> {
  public:
   explicit GELU(GELUOptions opts = {}) : options(opts) {}
   GELUOptions options;
-  Array forward(const Array& x) { return options.tanh_approximation ? ember::gelu_tanh(x) : ember::gelu(x); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("GELU", loc);
+    return options.tanh_approximation ? ember::gelu_tanh(x) : ember::gelu(x);
+  }
   std::string type_name() const override { return "GELU"; }
   std::string config() const override;
 };
@@ -103,7 +124,10 @@ class Softplus : public Activation<Softplus> {
  public:
   explicit Softplus(SoftplusOptions opts = {}) : options(opts) {}
   SoftplusOptions options;
-  Array forward(const Array& x) { return ember::softplus(x, options.beta, options.threshold); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Softplus", loc);
+    return ember::softplus(x, options.beta, options.threshold);
+  }
   std::string type_name() const override { return "Softplus"; }
   std::string config() const override;
 };
@@ -115,7 +139,10 @@ class Softmax : public Activation<Softmax> {
  public:
   explicit Softmax(SoftmaxOptions opts = {}) : options(opts) {}
   SoftmaxOptions options;
-  Array forward(const Array& x) { return ember::softmax(x, options.dim); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Softmax", loc);
+    return ember::softmax(x, options.dim);
+  }
   std::string type_name() const override { return "Softmax"; }
   std::string config() const override;
 };
@@ -123,7 +150,10 @@ class LogSoftmax : public Activation<LogSoftmax> {
  public:
   explicit LogSoftmax(SoftmaxOptions opts = {}) : options(opts) {}
   SoftmaxOptions options;
-  Array forward(const Array& x) { return ember::log_softmax(x, options.dim); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("LogSoftmax", loc);
+    return ember::log_softmax(x, options.dim);
+  }
   std::string type_name() const override { return "LogSoftmax"; }
   std::string config() const override;
 };

@@ -27,7 +27,7 @@ struct SdpaOptions {
 
 // softmax(q k^T * scale + mask) v. q [..., L, E], k [..., S, E], v [..., S, Ev] (leading dims
 // broadcast) -> [..., L, Ev]. A query row with every key masked gives NaN, as in PyTorch.
-Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& opts = {});
+Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& opts = {}, Loc loc = Loc::current());
 
 // The same, also returning the attention weights [..., L, S] (after dropout). Always the
 // composed path.
@@ -36,7 +36,7 @@ struct SdpaResult {
   Array weights{};
 };
 SdpaResult scaled_dot_product_attention_with_weights(const Array& q, const Array& k, const Array& v,
-                                                          const SdpaOptions& opts = {});
+                                                          const SdpaOptions& opts = {}, Loc loc = Loc::current());
 
 // Bool [L, S] mask, true where j <= i (a query attends to itself and earlier keys).
 Array causal_mask(int64_t L, int64_t S, Device device = Device::cpu());
@@ -86,9 +86,10 @@ class MultiheadAttention : public Module {
   EMBER_MODULE(in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, out_proj)
 
   // query [L, N, E] / [N, L, E] / [L, E]; key [.., S, .., kdim]; value [.., S, .., vdim].
-  MhaOutput forward(const Array& query, const Array& key, const Array& value, const MhaForwardOptions& f = {});
+  MhaOutput forward(const Array& query, const Array& key, const Array& value, const MhaForwardOptions& f = {},
+                    Loc loc = Loc::current());
   // Self-attention output only (no weights).
-  Array forward(const Array& x, const MhaForwardOptions& f = {});
+  Array forward(const Array& x, const MhaForwardOptions& f = {}, Loc loc = Loc::current());
   std::string type_name() const override { return "MultiheadAttention"; }
   std::string config() const override { return options.to_json(); }
 

@@ -43,20 +43,23 @@ class Sequential : public Module {
   void visit(Visitor& v) override {
     for (size_t i = 0; i < items_.size(); ++i) v.module(std::to_string(i), *items_[i].module);
   }
-  Array forward(const Array& x) {
+  // The built-in layers inside report errors at the line that called the Sequential (their own
+  // call lines are in this header); modules written in the user's files keep their own lines.
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Sequential", loc);
     Array h = x;
     for (auto& item : items_) h = item.forward(h);
     return h;
   }
-  Array operator()(const Array& x) { return forward(x); }
+  Array operator()(const Array& x, Loc loc = Loc::current()) { return forward(x, loc); }
   // Typed: same rank in and out, or name the output rank: seq.forward<2>(x).
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   template <int Out, int In>
-  Tensor<Out> forward(const Tensor<In>& x) {
-    return Tensor<Out>(forward(x.array()));
+  Tensor<Out> forward(const Tensor<In>& x, Loc loc = Loc::current()) {
+    return Tensor<Out>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "Sequential"; }
   std::string config() const override;

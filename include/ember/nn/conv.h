@@ -39,8 +39,8 @@ class Conv2d : public Module {
   Conv2dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
-  Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current());
+  Tensor<4> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<4>(forward(x.array(), loc)); }
   std::string type_name() const override { return "Conv2d"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -51,8 +51,11 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(Pool2dOptions opts = {}) : options(opts) {}
   Pool2dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return max_pool2d(x, options); }
-  Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("MaxPool2d", loc);
+    return max_pool2d(x, options);
+  }
+  Tensor<4> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<4>(forward(x.array(), loc)); }
   std::string type_name() const override { return "MaxPool2d"; }
   std::string config() const override;
 };
@@ -62,8 +65,11 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(Pool2dOptions opts = {}) : options(opts) {}
   Pool2dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return avg_pool2d(x, options); }
-  Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("AvgPool2d", loc);
+    return avg_pool2d(x, options);
+  }
+  Tensor<4> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<4>(forward(x.array(), loc)); }
   std::string type_name() const override { return "AvgPool2d"; }
   std::string config() const override;
 };
@@ -76,19 +82,25 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions opts = {}) : options(opts) {}
   AdaptiveAvgPool2dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return adaptive_avg_pool2d(x, options.output); }
-  Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("AdaptiveAvgPool2d", loc);
+    return adaptive_avg_pool2d(x, options.output);
+  }
+  Tensor<4> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<4>(forward(x.array(), loc)); }
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
   std::string config() const override;
 };
 
 // Mean over H and W: [N, C, H, W] -> [N, C].
-Array global_avg_pool2d(const Array& x);
+Array global_avg_pool2d(const Array& x, Loc loc = Loc::current());
 class GlobalAvgPool2d : public Module {
  public:
   EMBER_MODULE()
-  Array forward(const Array& x) { return global_avg_pool2d(x); }
-  Tensor<2> operator()(const Tensor<4>& x) { return Tensor<2>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("GlobalAvgPool2d", loc);
+    return global_avg_pool2d(x);
+  }
+  Tensor<2> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<2>(forward(x.array(), loc)); }
   std::string type_name() const override { return "GlobalAvgPool2d"; }
 };
 

@@ -36,8 +36,8 @@ class Conv1d : public Module {
   Conv1dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
-  Tensor<3> operator()(const Tensor<3>& x) { return Tensor<3>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current());
+  Tensor<3> operator()(const Tensor<3>& x, Loc loc = Loc::current()) { return Tensor<3>(forward(x.array(), loc)); }
   std::string type_name() const override { return "Conv1d"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -48,8 +48,11 @@ class MaxPool1d : public Module {
   explicit MaxPool1d(Pool1dOptions opts = {}) : options(opts) {}
   Pool1dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return max_pool1d(x, options); }
-  Tensor<3> operator()(const Tensor<3>& x) { return Tensor<3>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("MaxPool1d", loc);
+    return max_pool1d(x, options);
+  }
+  Tensor<3> operator()(const Tensor<3>& x, Loc loc = Loc::current()) { return Tensor<3>(forward(x.array(), loc)); }
   std::string type_name() const override { return "MaxPool1d"; }
   std::string config() const override;
 };
@@ -59,15 +62,18 @@ class AvgPool1d : public Module {
   explicit AvgPool1d(Pool1dOptions opts = {}) : options(opts) {}
   Pool1dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return avg_pool1d(x, options); }
-  Tensor<3> operator()(const Tensor<3>& x) { return Tensor<3>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("AvgPool1d", loc);
+    return avg_pool1d(x, options);
+  }
+  Tensor<3> operator()(const Tensor<3>& x, Loc loc = Loc::current()) { return Tensor<3>(forward(x.array(), loc)); }
   std::string type_name() const override { return "AvgPool1d"; }
   std::string config() const override;
 };
 
 // Averages over windows [floor(i L / OL), ceil((i + 1) L / OL)) of the last dim (PyTorch's
 // definition); [N, C, L] or [C, L].
-Array adaptive_avg_pool1d(const Array& x, int64_t output);
+Array adaptive_avg_pool1d(const Array& x, int64_t output, Loc loc = Loc::current());
 
 struct AdaptiveAvgPool1dOptions {
   int64_t output = 1;
@@ -77,8 +83,11 @@ class AdaptiveAvgPool1d : public Module {
   explicit AdaptiveAvgPool1d(AdaptiveAvgPool1dOptions opts = {}) : options(opts) {}
   AdaptiveAvgPool1dOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return adaptive_avg_pool1d(x, options.output); }
-  Tensor<3> operator()(const Tensor<3>& x) { return Tensor<3>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("AdaptiveAvgPool1d", loc);
+    return adaptive_avg_pool1d(x, options.output);
+  }
+  Tensor<3> operator()(const Tensor<3>& x, Loc loc = Loc::current()) { return Tensor<3>(forward(x.array(), loc)); }
   std::string type_name() const override { return "AdaptiveAvgPool1d"; }
   std::string config() const override;
 };

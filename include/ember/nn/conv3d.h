@@ -45,8 +45,8 @@ struct Conv3dOptions {
 
 // x [N, C, D, H, W], weight [O, C / groups, KD, KH, KW], bias [O] (optional) -> [N, O, OD, OH, OW]
 // with OD = (D + 2 * pad_d - dilation_d * (KD - 1) - 1) / stride_d + 1 (likewise OH, OW).
-Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptions opts = {});
-Array conv3d(const Array& x, const Array& weight, Conv3dOptions opts = {});
+Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptions opts = {}, Loc loc = Loc::current());
+Array conv3d(const Array& x, const Array& weight, Conv3dOptions opts = {}, Loc loc = Loc::current());
 
 struct Conv3dLayerOptions {
   int64_t in = 0;
@@ -74,8 +74,8 @@ class Conv3d : public Module {
   Conv3dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
-  Tensor<5> operator()(const Tensor<5>& x) { return Tensor<5>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current());
+  Tensor<5> operator()(const Tensor<5>& x, Loc loc = Loc::current()) { return Tensor<5>(forward(x.array(), loc)); }
   std::string type_name() const override { return "Conv3d"; }
   std::string config() const override { return options.to_json(); }
 };

@@ -32,11 +32,11 @@ struct ConvTranspose1dOptions {
 };
 
 // x [N, C, H, W], weight [C, O / groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW].
-Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, ConvTranspose2dOptions opts = {});
-Array conv_transpose2d(const Array& x, const Array& weight, ConvTranspose2dOptions opts = {});
+Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, ConvTranspose2dOptions opts = {}, Loc loc = Loc::current());
+Array conv_transpose2d(const Array& x, const Array& weight, ConvTranspose2dOptions opts = {}, Loc loc = Loc::current());
 // x [N, C, L], weight [C, O / groups, K], bias [O] (optional) -> [N, O, OL].
-Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, ConvTranspose1dOptions opts = {});
-Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptions opts = {});
+Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, ConvTranspose1dOptions opts = {}, Loc loc = Loc::current());
+Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptions opts = {}, Loc loc = Loc::current());
 
 // ---- layers -------------------------------------------------------------------------------------
 struct ConvTranspose1dLayerOptions {
@@ -66,8 +66,8 @@ class ConvTranspose1d : public Module {
   ConvTranspose1dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
-  Tensor<3> operator()(const Tensor<3>& x) { return Tensor<3>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current());
+  Tensor<3> operator()(const Tensor<3>& x, Loc loc = Loc::current()) { return Tensor<3>(forward(x.array(), loc)); }
   std::string type_name() const override { return "ConvTranspose1d"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -99,8 +99,8 @@ class ConvTranspose2d : public Module {
   ConvTranspose2dLayerOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
-  Tensor<4> operator()(const Tensor<4>& x) { return Tensor<4>(forward(x.array())); }
+  Array forward(const Array& x, Loc loc = Loc::current());
+  Tensor<4> operator()(const Tensor<4>& x, Loc loc = Loc::current()) { return Tensor<4>(forward(x.array(), loc)); }
   std::string type_name() const override { return "ConvTranspose2d"; }
   std::string config() const override { return options.to_json(); }
 };

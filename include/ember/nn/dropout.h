@@ -18,17 +18,17 @@ struct DropoutOptions {
 };
 
 // The function form; `seed` unset takes the next global seed.
-Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed = std::nullopt);
+Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
 
 class Dropout : public Module {
  public:
   explicit Dropout(DropoutOptions opts = {});
   DropoutOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "Dropout"; }
   std::string config() const override { return options.to_json(); }

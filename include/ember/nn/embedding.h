@@ -28,11 +28,11 @@ class Embedding : public Module {
   EmbeddingOptions options;
   EMBER_MODULE(weight)
 
-  Array forward(const Array& indices);
+  Array forward(const Array& indices, Loc loc = Loc::current());
   template <int D>
     requires(D < kMaxRank)
-  Tensor<D + 1> operator()(const Tensor<D, Int>& indices) {
-    return Tensor<D + 1>(forward(indices.array()));
+  Tensor<D + 1> operator()(const Tensor<D, Int>& indices, Loc loc = Loc::current()) {
+    return Tensor<D + 1>(forward(indices.array(), loc));
   }
   std::string type_name() const override { return "Embedding"; }
   std::string config() const override { return options.to_json(); }

@@ -9,8 +9,8 @@
 namespace ember::nn {
 
 // x [N, C, *]; weight and bias [C] or undefined Arrays.
-Array group_norm(const Array& x, int64_t groups, const Array& weight, const Array& bias, double eps = 1e-5);
-Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps = 1e-5);
+Array group_norm(const Array& x, int64_t groups, const Array& weight, const Array& bias, double eps = 1e-5, Loc loc = Loc::current());
+Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps = 1e-5, Loc loc = Loc::current());
 
 struct GroupNormOptions {
   int64_t groups = 1;
@@ -32,10 +32,10 @@ class GroupNorm : public Module {
   Param<1> bias;    // [C]
   GroupNormOptions options;
   EMBER_MODULE(weight, bias)
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "GroupNorm"; }
   std::string config() const override { return options.to_json(); }
@@ -61,10 +61,10 @@ class InstanceNorm : public Module {
   Param<1> bias;
   InstanceNormOptions options;
   EMBER_MODULE(weight, bias)
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return name_; }
   std::string config() const override { return options.to_json(); }

@@ -30,10 +30,10 @@ class Linear : public Module {
   LinearOptions options;
   EMBER_MODULE(weight, bias)
 
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "Linear"; }
   std::string config() const override { return options.to_json(); }
@@ -53,15 +53,18 @@ class Flatten : public Module {
   explicit Flatten(FlattenOptions opts = {}) : options(opts) {}
   FlattenOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return flatten(x, options.start_dim, options.end_dim); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Flatten", loc);
+    return flatten(x, options.start_dim, options.end_dim);
+  }
   // Typed: the caller names the result rank, Tensor<2> y = flat.operator()<2>(x) or flat.to<2>(x).
   template <int Out, int In>
-  Tensor<Out> to(const Tensor<In>& x) {
-    return Tensor<Out>(forward(x.array()));
+  Tensor<Out> to(const Tensor<In>& x, Loc loc = Loc::current()) {
+    return Tensor<Out>(forward(x.array(), loc));
   }
   template <int In>
-  Tensor<2> operator()(const Tensor<In>& x) {  // the common case: [N, ...] -> [N, features]
-    return Tensor<2>(forward(x.array()));
+  Tensor<2> operator()(const Tensor<In>& x, Loc loc = Loc::current()) {  // the common case: [N, ...] -> [N, features]
+    return Tensor<2>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "Flatten"; }
   std::string config() const override;

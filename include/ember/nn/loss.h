@@ -34,16 +34,16 @@ struct BceOptions {
 Array cross_entropy(const Array& logits, const Array& target, const CrossEntropyOptions& opts = {},
                     Loc loc = Loc::current());
 Array nll_loss(const Array& log_probs, const Array& target, const NllOptions& opts = {}, Loc loc = Loc::current());
-Array mse_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean);
-Array l1_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean);
+Array mse_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
+Array l1_loss(const Array& input, const Array& target, Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
 // 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta.
 Array smooth_l1_loss(const Array& input, const Array& target, double beta = 1.0,
-                     Reduction reduction = Reduction::Mean);
+                     Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
 // 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta).
-Array huber_loss(const Array& input, const Array& target, double delta = 1.0, Reduction reduction = Reduction::Mean);
+Array huber_loss(const Array& input, const Array& target, double delta = 1.0, Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
 // Probabilities in [0, 1]; log terms are clamped at -100 as in PyTorch.
-Array binary_cross_entropy(const Array& probs, const Array& target, const BceOptions& opts = {});
-Array binary_cross_entropy_with_logits(const Array& logits, const Array& target, const BceOptions& opts = {});
+Array binary_cross_entropy(const Array& probs, const Array& target, const BceOptions& opts = {}, Loc loc = Loc::current());
+Array binary_cross_entropy_with_logits(const Array& logits, const Array& target, const BceOptions& opts = {}, Loc loc = Loc::current());
 
 // ---- typed forms (mean or sum reduction) -----------------------------------------------------
 template <int D>

@@ -16,16 +16,16 @@ struct KlDivOptions {
 };
 // input: log-probabilities; target: probabilities (or log-probabilities with log_target), same
 // shape. Pointwise target * (log target - input), 0 where target is 0.
-Array kl_div(const Array& input, const Array& target, const KlDivOptions& opts = {});
+Array kl_div(const Array& input, const Array& target, const KlDivOptions& opts = {}, Loc loc = Loc::current());
 
 // input1, input2 [N, D] (or [D]); target [N] (or rank 0) of 1 / -1:
 // 1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1.
 Array cosine_embedding_loss(const Array& input1, const Array& input2, const Array& target, double margin = 0,
-                            Reduction reduction = Reduction::Mean);
+                            Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
 
 // max(0, -target * (input1 - input2) + margin), elementwise (shapes broadcast).
 Array margin_ranking_loss(const Array& input1, const Array& input2, const Array& target, double margin = 0,
-                          Reduction reduction = Reduction::Mean);
+                          Reduction reduction = Reduction::Mean, Loc loc = Loc::current());
 
 // ---- typed forms -----------------------------------------------------------------------------
 template <int D>

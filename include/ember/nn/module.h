@@ -158,9 +158,10 @@ class Module {
 // parameter's, as PyTorch raises ("mat1 and mat2 must have the same dtype"); Ember's ops alone
 // would promote and silently compute the layer in f64. Convert one side: x.to_dtype(DType::F32),
 // or the model with model.to(DType::F64). Nothing is checked when `param` is absent (a layer
-// without affine parameters computes in its input's dtype). Custom layers call it too.
+// without affine parameters computes in its input's dtype). Custom layers call it too; the error
+// names `loc` (the caller's line, or the user's line inside a built-in layer: ember::UserCall).
 void check_input_dtype(std::string_view layer, const Array& input, const ParamRef& param,
-                       std::string_view param_name = "weight");
+                       std::string_view param_name = "weight", Loc loc = Loc::current());
 
 namespace detail {
 std::vector<std::string> split_field_names(std::string_view names);
@@ -183,9 +184,17 @@ void visit_field(Visitor& v, const std::string& name, std::vector<T>& items) {
 }
 
 // The call operator's target: the module's own forward, found at the call (where the module's
-// class is complete), with SFINAE when no forward takes these arguments.
+// class is complete), with SFINAE when no forward takes these arguments. A forward that takes the
+// caller's Loc after them (the built-in layers') gets the line of `model(x)`; ForwardWithLoc is
+// the preferred overload, ForwardPlain the other.
+struct ForwardPlain {};
+struct ForwardWithLoc : ForwardPlain {};
 template <class M, class... Args>
-auto call_forward(M& module, const Args&... args) -> decltype(module.forward(args...)) {
+auto call_forward(ForwardWithLoc, M& module, Loc loc, const Args&... args) -> decltype(module.forward(args..., loc)) {
+  return module.forward(args..., loc);
+}
+template <class M, class... Args>
+auto call_forward(ForwardPlain, M& module, Loc, const Args&... args) -> decltype(module.forward(args...)) {
   return module.forward(args...);
 }
 
@@ -208,17 +217,54 @@ void visit_fields(Visitor& v, std::string_view names, Fields&... fields) {
 // Why a macro: the base class cannot forward to the most-derived type's forward without CRTP
 // (forward is not virtual: its signature is each module's own), so the operator is declared in
 // the module itself. The object expression *this has that class's type; resolving
-// call_forward(*this, args...) waits until the call, when the class is complete, so forward may
-// be declared below the macro. The operator takes `const Args&...`, so an operator() a class
+// call_forward(..., *this, ...) waits until the call, when the class is complete, so forward may
+// be declared below the macro. The operator takes `const A&` arguments, so an operator() a class
 // declares itself (the built-in layers' typed ones, Tensor<D> -> Tensor<D>) is at least as good a
 // match and, being more specialized (or not a template), is preferred. It is a member template,
 // which C++ does not allow in a class defined inside a function: such a module uses
 // EMBER_MODULE_VISIT and calls forward by name.
-#define EMBER_CALL_OPERATOR                                                                       \
-  template <class... EmberArgs_> /* class inside a function? use EMBER_MODULE_VISIT there */      \
-  auto operator()(const EmberArgs_&... ember_args_)                                               \
-      -> decltype(::ember::nn::detail::call_forward(*this, ember_args_...)) {                      \
-    return ::ember::nn::detail::call_forward(*this, ember_args_...);                               \
+//
+// Why one operator per argument count (1 to 6) rather than a parameter pack: each ends with a
+// defaulted Loc, which records the caller's line (a pack cannot be followed by a defaulted
+// parameter that a call leaves out), so a built-in layer called through it names the user's line
+// in its errors (ember::UserCall).
+#define EMBER_CALL_FORWARD_(...) \
+  ::ember::nn::detail::call_forward(::ember::nn::detail::ForwardWithLoc{}, *this, ember_loc_, __VA_ARGS__)
+#define EMBER_CALL_OPERATOR                                                                              \
+  /* class inside a function? use EMBER_MODULE_VISIT there */                                            \
+  template <class A1_>                                                                                   \
+  auto operator()(const A1_& a1_, ::ember::Loc ember_loc_ = ::ember::Loc::current())                     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_)) {                                                             \
+    return EMBER_CALL_FORWARD_(a1_);                                                                     \
+  }                                                                                                      \
+  template <class A1_, class A2_>                                                                        \
+  auto operator()(const A1_& a1_, const A2_& a2_, ::ember::Loc ember_loc_ = ::ember::Loc::current())     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_, a2_)) {                                                        \
+    return EMBER_CALL_FORWARD_(a1_, a2_);                                                                \
+  }                                                                                                      \
+  template <class A1_, class A2_, class A3_>                                                             \
+  auto operator()(const A1_& a1_, const A2_& a2_, const A3_& a3_,                                        \
+                  ::ember::Loc ember_loc_ = ::ember::Loc::current())                                     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_, a2_, a3_)) {                                                   \
+    return EMBER_CALL_FORWARD_(a1_, a2_, a3_);                                                           \
+  }                                                                                                      \
+  template <class A1_, class A2_, class A3_, class A4_>                                                  \
+  auto operator()(const A1_& a1_, const A2_& a2_, const A3_& a3_, const A4_& a4_,                        \
+                  ::ember::Loc ember_loc_ = ::ember::Loc::current())                                     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_)) {                                              \
+    return EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_);                                                      \
+  }                                                                                                      \
+  template <class A1_, class A2_, class A3_, class A4_, class A5_>                                       \
+  auto operator()(const A1_& a1_, const A2_& a2_, const A3_& a3_, const A4_& a4_, const A5_& a5_,        \
+                  ::ember::Loc ember_loc_ = ::ember::Loc::current())                                     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_, a5_)) {                                         \
+    return EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_, a5_);                                                 \
+  }                                                                                                      \
+  template <class A1_, class A2_, class A3_, class A4_, class A5_, class A6_>                             \
+  auto operator()(const A1_& a1_, const A2_& a2_, const A3_& a3_, const A4_& a4_, const A5_& a5_,        \
+                  const A6_& a6_, ::ember::Loc ember_loc_ = ::ember::Loc::current())                     \
+      -> decltype(EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_, a5_, a6_)) {                                    \
+    return EMBER_CALL_FORWARD_(a1_, a2_, a3_, a4_, a5_, a6_);                                            \
   }
 
 // Generates the visit member from a list of fields (parameters, buffers, submodules, vectors of

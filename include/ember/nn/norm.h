@@ -35,10 +35,10 @@ class BatchNorm : public Module {
   BatchNormOptions options;
   EMBER_MODULE(weight, bias, running_mean, running_var, num_batches_tracked)
 
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return name_; }
   std::string config() const override { return options.to_json(); }
@@ -72,8 +72,8 @@ struct LayerNormOptions {
 };
 
 // Function forms; weight/bias may be undefined Arrays.
-Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps);
-Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps);
+Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps, Loc loc = Loc::current());
+Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps, Loc loc = Loc::current());
 
 class LayerNorm : public Module {
  public:
@@ -83,10 +83,10 @@ class LayerNorm : public Module {
   ParamRef bias;
   LayerNormOptions options;
   EMBER_MODULE(weight, bias)
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "LayerNorm"; }
   std::string config() const override { return options.to_json(); }
@@ -111,10 +111,10 @@ class RMSNorm : public Module {
   ParamRef weight;
   RMSNormOptions options;
   EMBER_MODULE(weight)
-  Array forward(const Array& x);
+  Array forward(const Array& x, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "RMSNorm"; }
   std::string config() const override { return options.to_json(); }

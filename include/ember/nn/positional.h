@@ -38,10 +38,10 @@ class SinusoidalPositionalEncoding : public Module {
   Dropout dropout;
   SinusoidalPositionalEncodingOptions options;
   EMBER_MODULE(dropout)
-  Array forward(const Array& x, int64_t offset = 0);
+  Array forward(const Array& x, int64_t offset = 0, Loc loc = Loc::current());
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), 0, loc));
   }
   std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
   std::string config() const override { return options.to_json(); }
@@ -60,7 +60,7 @@ struct RotaryOptions {
 };
 
 // x [..., L, D] with D even: each pair (a, b) becomes (a cos t - b sin t, a sin t + b cos t).
-Array apply_rotary(const Array& x, const RotaryOptions& opts = {});
+Array apply_rotary(const Array& x, const RotaryOptions& opts = {}, Loc loc = Loc::current());
 
 struct RotaryEmbeddingOptions {
   int64_t dim = 0;  // D, even
@@ -78,8 +78,8 @@ class RotaryEmbedding : public Module {
   explicit RotaryEmbedding(RotaryEmbeddingOptions opts);
   RotaryEmbeddingOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x, int64_t offset = 0);
-  Array forward(const Array& x, const Array& positions);
+  Array forward(const Array& x, int64_t offset = 0, Loc loc = Loc::current());
+  Array forward(const Array& x, const Array& positions, Loc loc = Loc::current());
   std::string type_name() const override { return "RotaryEmbedding"; }
   std::string config() const override { return options.to_json(); }
 };

@@ -91,16 +91,16 @@ class RNNCell : public Module {
   EMBER_MODULE(weight_ih, weight_hh, bias_ih, bias_hh)
 
   // h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
-  Array forward(const Array& x, const Array& h = {});
+  Array forward(const Array& x, const Array& h = {}, Loc loc = Loc::current());
   template <int D>
     requires RecurrentCellRank<D>
-  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}) {
-    return Tensor<D>(forward(x.array(), h.array()));
+  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), h.array(), loc));
   }
   template <int D>
     requires RecurrentCellRank<D>
-  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}) {
-    return forward(x, h);
+  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}, Loc loc = Loc::current()) {
+    return forward(x, h, loc);
   }
   std::string type_name() const override { return "RNNCell"; }
   std::string config() const override { return options.to_json(); }
@@ -125,17 +125,17 @@ class LSTMCell : public Module {
   EMBER_MODULE(weight_ih, weight_hh, bias_ih, bias_hh)
 
   // c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c').
-  LSTMState forward(const Array& x, const LSTMState& state = {});
+  LSTMState forward(const Array& x, const LSTMState& state = {}, Loc loc = Loc::current());
   template <int D>
     requires RecurrentCellRank<D>
-  LSTMCellState<D> forward(const Tensor<D>& x, const LSTMCellState<D>& state = {}) {
-    LSTMState next = forward(x.array(), LSTMState{state.h.array(), state.c.array()});
+  LSTMCellState<D> forward(const Tensor<D>& x, const LSTMCellState<D>& state = {}, Loc loc = Loc::current()) {
+    LSTMState next = forward(x.array(), LSTMState{state.h.array(), state.c.array()}, loc);
     return {Tensor<D>(next.h), Tensor<D>(next.c)};
   }
   template <int D>
     requires RecurrentCellRank<D>
-  LSTMCellState<D> operator()(const Tensor<D>& x, const LSTMCellState<D>& state = {}) {
-    return forward(x, state);
+  LSTMCellState<D> operator()(const Tensor<D>& x, const LSTMCellState<D>& state = {}, Loc loc = Loc::current()) {
+    return forward(x, state, loc);
   }
   std::string type_name() const override { return "LSTMCell"; }
   std::string config() const override { return options.to_json(); }
@@ -151,16 +151,16 @@ class GRUCell : public Module {
   EMBER_MODULE(weight_ih, weight_hh, bias_ih, bias_hh)
 
   // h' = (1 - z) n + z h.
-  Array forward(const Array& x, const Array& h = {});
+  Array forward(const Array& x, const Array& h = {}, Loc loc = Loc::current());
   template <int D>
     requires RecurrentCellRank<D>
-  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}) {
-    return Tensor<D>(forward(x.array(), h.array()));
+  Tensor<D> forward(const Tensor<D>& x, const Tensor<D>& h = {}, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), h.array(), loc));
   }
   template <int D>
     requires RecurrentCellRank<D>
-  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}) {
-    return forward(x, h);
+  Tensor<D> operator()(const Tensor<D>& x, const Tensor<D>& h = {}, Loc loc = Loc::current()) {
+    return forward(x, h, loc);
   }
   std::string type_name() const override { return "GRUCell"; }
   std::string config() const override { return options.to_json(); }
@@ -202,13 +202,13 @@ class RecurrentBase : public Module {
   RecurrentBase(RecurrentOptions opts, Kind kind);
   // x: see RecurrentOutput; h0 [num_layers * D, N, H_out], c0 (LSTM) [num_layers * D, N, hidden];
   // undefined states are zeros.
-  RecurrentOutput run(const Array& x, const Array& h0, const Array& c0);
+  RecurrentOutput run(const Array& x, const Array& h0, const Array& c0, Loc loc);
   // run() for the typed forms of RNN, LSTM and GRU: the tensors' arrays in (undefined tensors:
   // zero states), results of the input's rank out.
   template <int D>
     requires RecurrentRank<D>
-  RecurrentResult<D> run_typed(const Tensor<D>& x, const Tensor<D>& h0, const Tensor<D>& c0 = {}) {
-    const RecurrentOutput r = run(x.array(), h0.array(), c0.array());
+  RecurrentResult<D> run_typed(const Tensor<D>& x, const Tensor<D>& h0, const Tensor<D>& c0, Loc loc) {
+    const RecurrentOutput r = run(x.array(), h0.array(), c0.array(), loc);
     return {Tensor<D>(r.output), Tensor<D>(r.h_n), Tensor<D>(r.c_n)};
   }
   Kind kind_ = Kind::RNN;
@@ -219,17 +219,21 @@ class RNN : public RecurrentBase {
  public:
   RNN() = default;
   explicit RNN(RecurrentOptions opts) : RecurrentBase(opts, Kind::RNN) {}
-  RecurrentOutput forward(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
-  RecurrentOutput operator()(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
-  template <int D>
-    requires RecurrentRank<D>
-  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return run_typed(x, h0);
+  RecurrentOutput forward(const Array& x, const Array& h0 = {}, Loc loc = Loc::current()) {
+    return run(x, h0, {}, loc);
+  }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}, Loc loc = Loc::current()) {
+    return run(x, h0, {}, loc);
   }
   template <int D>
     requires RecurrentRank<D>
-  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return forward(x, h0);
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, Loc loc = Loc::current()) {
+    return run_typed(x, h0, {}, loc);
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}, Loc loc = Loc::current()) {
+    return forward(x, h0, loc);
   }
   std::string type_name() const override { return "RNN"; }
 };
@@ -238,17 +242,24 @@ class LSTM : public RecurrentBase {
  public:
   LSTM() = default;
   explicit LSTM(RecurrentOptions opts) : RecurrentBase(opts, Kind::LSTM) {}
-  RecurrentOutput forward(const Array& x, const Array& h0 = {}, const Array& c0 = {}) { return run(x, h0, c0); }
-  RecurrentOutput operator()(const Array& x, const Array& h0 = {}, const Array& c0 = {}) { return run(x, h0, c0); }
-  template <int D>
-    requires RecurrentRank<D>
-  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {}) {
-    return run_typed(x, h0, c0);
+  RecurrentOutput forward(const Array& x, const Array& h0 = {}, const Array& c0 = {}, Loc loc = Loc::current()) {
+    return run(x, h0, c0, loc);
+  }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}, const Array& c0 = {},
+                             Loc loc = Loc::current()) {
+    return run(x, h0, c0, loc);
   }
   template <int D>
     requires RecurrentRank<D>
-  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {}) {
-    return forward(x, h0, c0);
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {},
+                                        Loc loc = Loc::current()) {
+    return run_typed(x, h0, c0, loc);
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}, const Tensor<D>& c0 = {},
+                                        Loc loc = Loc::current()) {
+    return forward(x, h0, c0, loc);
   }
   std::string type_name() const override { return "LSTM"; }
 };
@@ -257,17 +268,21 @@ class GRU : public RecurrentBase {
  public:
   GRU() = default;
   explicit GRU(RecurrentOptions opts) : RecurrentBase(opts, Kind::GRU) {}
-  RecurrentOutput forward(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
-  RecurrentOutput operator()(const Array& x, const Array& h0 = {}) { return run(x, h0, {}); }
-  template <int D>
-    requires RecurrentRank<D>
-  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return run_typed(x, h0);
+  RecurrentOutput forward(const Array& x, const Array& h0 = {}, Loc loc = Loc::current()) {
+    return run(x, h0, {}, loc);
+  }
+  RecurrentOutput operator()(const Array& x, const Array& h0 = {}, Loc loc = Loc::current()) {
+    return run(x, h0, {}, loc);
   }
   template <int D>
     requires RecurrentRank<D>
-  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}) {
-    return forward(x, h0);
+  RecurrentResult<D> forward(const Tensor<D>& x, const Tensor<D>& h0 = {}, Loc loc = Loc::current()) {
+    return run_typed(x, h0, {}, loc);
+  }
+  template <int D>
+    requires RecurrentRank<D>
+  RecurrentResult<D> operator()(const Tensor<D>& x, const Tensor<D>& h0 = {}, Loc loc = Loc::current()) {
+    return forward(x, h0, loc);
   }
   std::string type_name() const override { return "GRU"; }
 };

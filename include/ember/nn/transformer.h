@@ -71,7 +71,7 @@ class TransformerEncoderLayer : public Module {
   EMBER_MODULE(self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2)
 
   // src [L, N, E] ([N, L, E] with batch_first, or [L, E]).
-  Array forward(const Array& src, const EncoderMasks& masks = {});
+  Array forward(const Array& src, const EncoderMasks& masks = {}, Loc loc = Loc::current());
   std::string type_name() const override { return "TransformerEncoderLayer"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -91,7 +91,7 @@ class TransformerDecoderLayer : public Module {
   EMBER_MODULE(self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3)
 
   // tgt [T, N, E], memory [S, N, E] (batch_first: [N, T, E], [N, S, E]).
-  Array forward(const Array& tgt, const Array& memory, const DecoderMasks& masks = {});
+  Array forward(const Array& tgt, const Array& memory, const DecoderMasks& masks = {}, Loc loc = Loc::current());
   std::string type_name() const override { return "TransformerDecoderLayer"; }
   std::string config() const override { return options.to_json(); }
 };
@@ -115,7 +115,7 @@ class TransformerEncoder : public Module {
   LayerNorm norm;  // only with options.norm
   TransformerStackOptions options;
   void visit(Visitor& v) override;
-  Array forward(const Array& src, const EncoderMasks& masks = {});
+  Array forward(const Array& src, const EncoderMasks& masks = {}, Loc loc = Loc::current());
   EMBER_CALL_OPERATOR
   std::string type_name() const override { return "TransformerEncoder"; }
   std::string config() const override { return options.to_json(); }
@@ -129,7 +129,7 @@ class TransformerDecoder : public Module {
   LayerNorm norm;
   TransformerStackOptions options;
   void visit(Visitor& v) override;
-  Array forward(const Array& tgt, const Array& memory, const DecoderMasks& masks = {});
+  Array forward(const Array& tgt, const Array& memory, const DecoderMasks& masks = {}, Loc loc = Loc::current());
   EMBER_CALL_OPERATOR
   std::string type_name() const override { return "TransformerDecoder"; }
   std::string config() const override { return options.to_json(); }

@@ -27,7 +27,7 @@ struct InterpolateOptions {
 };
 
 // Exactly one of size and scale_factor must be given.
-Array interpolate(const Array& x, const InterpolateOptions& opts);
+Array interpolate(const Array& x, const InterpolateOptions& opts, Loc loc = Loc::current());
 
 // The name of a mode as PyTorch spells it ("nearest", "nearest-exact", "linear", "bilinear").
 const char* interpolate_mode_name(InterpolateMode mode);
@@ -38,10 +38,13 @@ class Upsample : public Module {
   explicit Upsample(InterpolateOptions opts);
   InterpolateOptions options;
   EMBER_MODULE()
-  Array forward(const Array& x) { return interpolate(x, options); }
+  Array forward(const Array& x, Loc loc = Loc::current()) {
+    UserCall call("Upsample", loc);
+    return interpolate(x, options);
+  }
   template <int D>
-  Tensor<D> operator()(const Tensor<D>& x) {
-    return Tensor<D>(forward(x.array()));
+  Tensor<D> operator()(const Tensor<D>& x, Loc loc = Loc::current()) {
+    return Tensor<D>(forward(x.array(), loc));
   }
   std::string type_name() const override { return "Upsample"; }
   std::string config() const override { return options.to_json(); }
