@@ -91,8 +91,9 @@ typedef enum ember_kir_op {
   EMBER_KIR_SELECT, /* a (bool) ? b : c                                                  */
   /* counter-based random numbers: Philox4x32-10 with key = iimm (64-bit seed), or the value of
    * operand b (i64) when b >= 0, so that a kernel drawing with a new seed is the same program;
-   * counter = a (i64 element index) in words 0-1 and aux (stream) in word 2; result uniform in
-   * [0, 1) built from output word 0 (f32: 24 bits; f64: words 0 and 1, 53 bits)             */
+   * counter = a (i64 element index) in words 0-1, words 2-3 zero; result uniform in [0, 1)
+   * built from the output word aux (the stream, 0-3; f32: its top 24 bits) or the words 2·aux
+   * and 2·aux + 1 (f64, stream 0-1: 53 bits), so the streams of one element share a block  */
   EMBER_KIR_RAND_UNIFORM,
   /* reductions over the reduce dims (phase 1 value of a phase 0 operand a) */
   EMBER_KIR_ACC_SUM, EMBER_KIR_ACC_PROD, EMBER_KIR_ACC_MAX, EMBER_KIR_ACC_MIN,
@@ -377,6 +378,11 @@ typedef struct ember_backend_v2 {
   /* Why device_count() is 0 ("no Vulkan driver found"), for `ember info` and error messages;
    * NULL when the plugin has devices. The string lives as long as the plugin. */
   const char* (*no_device_reason)(void);
+
+  /* The address of a buffer's first byte where the device's memory is host memory (NULL
+   * elsewhere), for host reads without a staging copy. The caller synchronizes the queues that
+   * write the buffer before reading through it. */
+  const void* (*buffer_host_address)(ember_buffer buffer);
 } ember_backend_v2;
 
 enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };

@@ -294,6 +294,15 @@ void Backend::read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size
   check(table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
 }
 
+const unsigned char* Backend::host_bytes(const DeviceBuffer& src) {
+  if (!table_.buffer_host_address || unordered_reads_for_testing_) return nullptr;
+  const void* address = table_.buffer_host_address(src.handle);
+  if (!address) return nullptr;
+  ember_status st{};
+  check(table_.queue_synchronize(queue(src.device.index), &st), st, "reading memory");
+  return static_cast<const unsigned char*>(address);
+}
+
 void Backend::copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes) {
   if (bytes == 0) return;
   if (!table_.buffer_copy) {

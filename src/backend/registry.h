@@ -81,6 +81,9 @@ class Backend {
   void write(DeviceBuffer& dst, size_t offset_bytes, const void* src, size_t bytes);
   // Blocks until the work enqueued before on the buffer's device is done, then copies.
   void read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size_t bytes);
+  // The buffer's bytes in host memory, readable in place once the work enqueued before on its
+  // device is done (this waits for it); null where the plugin has no host address for it.
+  const unsigned char* host_bytes(const DeviceBuffer& src);
   // Copies between two buffers of this backend (possibly two of its devices): with the plugin's
   // buffer_copy, the source's queue waiting for the destination's work with an event (or a
   // queue synchronize without events); without it, staged through host memory.

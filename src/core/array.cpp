@@ -1,7 +1,10 @@
 // Array methods: metadata, evaluation, host reads and PyTorch-style printing.
 #include <fmt/format.h>
+#include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <ostream>
 
 #include "ember/ops.h"
@@ -50,6 +53,51 @@ void Array::read_host(DType as, void* dst) const {
   size_t bytes = size_t(n.shape.numel()) * dtype_size(as);
   if (bytes == 0) return;
   n.view.buffer->backend->read(*n.view.buffer, size_t(n.view.offset) * dtype_size(as), dst, bytes);
+}
+
+void Array::read_host_chunks(DType as, void* reserved, void (*append)(void*, const void*, size_t),
+                             void* context) const {
+  Loc here = Loc::current();
+  Array a = contiguous(cast(*this, as, here), here);
+  realize_and_wait({a.node()});
+  const Node& n = *a.node();
+  const size_t bytes = size_t(n.shape.numel()) * dtype_size(as);
+  if (bytes == 0) return;
+#ifdef MADV_HUGEPAGE
+  // As NumPy does for its arrays: a 64 MB read costs 16,384 page faults on 4 KiB pages, 32 on 2 MiB
+  // ones (where the kernel grants them; a hint that changes no data).
+  constexpr uintptr_t kHuge = uintptr_t(1) << 21;
+  if (reserved && bytes >= 2 * kHuge) {
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(reserved) + kHuge - 1) & ~(kHuge - 1);
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(reserved) + bytes) & ~(kHuge - 1);
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+  }
+#else
+  (void)reserved;
+#endif
+  const DeviceBuffer& buffer = *n.view.buffer;
+  const size_t start = size_t(n.view.offset) * dtype_size(as);
+  if (const unsigned char* host = buffer.backend->host_bytes(buffer)) {  // read in place
+    append(context, host + start, bytes);
+    return;
+  }
+  if (!buffer.backend->properties(buffer.device.index).host_visible) {
+    // A GPU's read is a transfer with a fixed cost per call: one call.
+    std::vector<unsigned char> whole(bytes);
+    buffer.backend->read(buffer, start, whole.data(), bytes);
+    append(context, whole.data(), bytes);
+    return;
+  }
+  // Host memory: chunks small enough to stay in the L2 cache between the read and the append.
+  constexpr size_t kChunk = size_t(1) << 18;
+  thread_local std::vector<unsigned char> staging;
+  if (staging.size() < std::min(bytes, kChunk)) staging.resize(std::min(bytes, kChunk));
+  for (size_t done = 0; done < bytes;) {
+    const size_t len = std::min(kChunk, bytes - done);
+    buffer.backend->read(buffer, start + done, staging.data(), len);
+    append(context, staging.data(), len);
+    done += len;
+  }
 }
 
 Array to_device(const Array& x, Device device, Loc loc) {

@@ -3,7 +3,8 @@
 // wrapping integer, with NaN propagation), a three-pass softmax / log-softmax and a layer norm
 // give the results of the tile interpreter (tier 0) and the scalar reference backend, on rows
 // (reduce dim contiguous), columns (outer dim contiguous) and strided layouts (which stay on
-// tier 0), over one or two outer and reduce dims, short rows, long rows (chunked sums) and
+// tier 0), argmax/argmin of floats (ties, infinities, NaNs) and integers, over one or two outer and
+// reduce dims, short rows, long rows (chunked sums) and
 // reductions of one point; and softmax, log-softmax, layer norm and sums through the public API.
 // GCC 12 reports a false -Wrestrict inside std::string concatenation (GCC bug 105329).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -12,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,7 +32,7 @@ using kir::Val;
 // kRowsPermuted: the outer dims of the input in reverse order in memory, so they do not
 // coalesce with the outputs' (the rows kernel walks several outer dims).
 enum Layout { kRows = 0, kColumns = 1, kStrided = 2, kRowsPermuted = 3 };
-enum Kind { kSinglePass = 0, kSoftmax = 1, kLayerNorm = 2, kIntSum = 3 };
+enum Kind { kSinglePass = 0, kSoftmax = 1, kLayerNorm = 2, kIntSum = 3, kArgExtreme = 4 };
 
 struct Case {
   std::vector<int64_t> outer, reduce;
@@ -135,10 +139,40 @@ void build(const Case& c, Built& B, std::mt19937_64& rng) {
       Val v = b.load(x);
       // Sums of +-1e6 values wrap in i32 for long rows: both tiers must wrap the same way.
       Val s = b.acc_sum(v * b.constant_int(3000, I)), p = b.acc_prod(v), mx = b.acc_max(v);
+      // Integer argmin / argmax with ties (a tenth of the values clamped to each bound).
+      Val am = b.acc_argmin(kir::max(v, b.constant_int(-800000, I))),
+          ax = b.acc_argmax(kir::min(v, b.constant_int(800000, I)));
+      const int o_am = add(DType::I64, outer_dims, true), o_ax = add(DType::I64, outer_dims, true);
       b.phase = 1;
+      b.store(o_am, am);
+      b.store(o_ax, ax);
       b.store(o_sum, s);
       b.store(o_prod, p);
       b.store(o_max, mx - b.constant_int(1, I));
+      break;
+    }
+    case kArgExtreme: {
+      // Values from a small set (many ties: the first one wins), infinities, signed zeros, and
+      // NaNs in three places (the first NaN of a row wins for good).
+      HArg& xa = L.args[size_t(x)];
+      const size_t n = xa.bytes.size() / dtype_size(F);
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t r = rng() % 40;
+        put(xa.bytes, F, i, r == 0 ? INFINITY : r == 1 ? -INFINITY : r == 2 ? -0.0 : double(int64_t(r % 7) - 3) * 0.5);
+      }
+      put(xa.bytes, F, size_t(xa.offset), std::nan(""));
+      put(xa.bytes, F, n / 2, std::nan(""));
+      put(xa.bytes, F, n - 1, std::nan(""));  // in a later chunk of a long row, after the best value
+      const int o_max = add(DType::I64, outer_dims, true), o_min = add(DType::I64, outer_dims, true),
+                o_mix = add(DType::I64, outer_dims, true);
+      b.phase = 0;
+      Val v = b.load(x);
+      // The argmin of an expression (recomputed by the tier-1 kernel's search of a chunk).
+      Val amax = b.acc_argmax(v), amin = b.acc_argmin(kir::abs(v - 0.5) * 2.0);
+      b.phase = 1;
+      b.store(o_max, amax);
+      b.store(o_min, amin);
+      b.store(o_mix, amax * b.constant_int(1000003, DType::I64) + amin);
       break;
     }
     case kSoftmax: {
@@ -190,7 +224,7 @@ std::string describe(const Case& c) {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
     return s + "]";
   };
-  static const char* kinds[] = {"single-pass", "softmax", "layer norm", "integer"};
+  static const char* kinds[] = {"single-pass", "softmax", "layer norm", "integer", "argmax/argmin"};
   static const char* layouts[] = {"rows", "columns", "strided", "rows, outer dims permuted"};
   return std::string(kinds[c.kind]) + " " + (c.F == DType::F32 ? "f32" : "f64") + " outer " + dims(c.outer) +
          " reduce " + dims(c.reduce) + " " + layouts[c.layout];
@@ -207,10 +241,11 @@ TEST_F(CpuTier1ReduceTest, ProgramsMatchTier0AndReferenceOnEveryLayout) {
   Tier1Scope scope(1);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{7}, {64}}, {{3, 5}, {17}}, {{2}, {5000}}, {{100}, {3}}, {{}, {1000}},
-      {{4}, {6, 7}}, {{300}, {1}}, {{2, 40}, {9, 5}}, {{33}, {300}}, {{6, 11, 3}, {40}}};
+      {{4}, {6, 7}}, {{300}, {1}}, {{2, 40}, {9, 5}}, {{33}, {300}}, {{6, 11, 3}, {40}},
+      {{2}, {3, 3001}}};  // the last: longer than the arrays that keep values between passes
   std::mt19937_64 rng(20261129);
   int cases = 0;
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < 5; ++kind) {
     for (int layout = 0; layout < 4; ++layout) {
       for (size_t si = 0; si < shapes.size(); ++si) {
         // Every shape for rows; a sample of them for columns and strided layouts (each program
@@ -247,7 +282,7 @@ TEST_F(CpuTier1ReduceTest, ProgramsMatchTier0AndReferenceOnEveryLayout) {
       }
     }
   }
-  EXPECT_GE(cases, 40);
+  EXPECT_GE(cases, 50);
 }
 
 // The columns scheme accumulates each outer point in the reduce dims' order, as the reference
@@ -275,6 +310,47 @@ TEST_F(CpuTier1ReduceTest, ColumnSumsAreExactAcrossBlocks) {
   auto ref = run_fresh(reference_backend(), b, B.L, &er);
   ASSERT_TRUE(e1.empty() && er.empty()) << e1 << er;
   EXPECT_EQ(t1[1], ref[1]);
+}
+
+// The sources the tier-1 compiler wrote into the scope's cache directory, concatenated.
+std::string kernel_sources(const Tier1Scope& scope) {
+  std::string all;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(scope.dir())) {
+    if (e.path().extension() != ".cpp") continue;
+    std::ifstream f(e.path());
+    all += std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()) + "\n";
+  }
+  return all;
+}
+
+// A costly value a later pass computes again (softmax's exp(x - max)) is kept from the earlier
+// pass only where both passes load the same view: here the store pass reads another input of the
+// same dtype, so the kernel must compute its own exponentials.
+TEST_F(CpuTier1ReduceTest, KeptValuesAreReloadedOnlyFromTheSameView) {
+  Tier1Scope scope(1);
+  std::mt19937_64 rng(11);
+  Built B;
+  kir::Builder& b = B.b;
+  B.L.outer_rank = 1;
+  B.L.reduce_rank = 1;
+  B.L.shape = {5, 300};
+  auto arg = [&](std::vector<int> order) {
+    B.L.args.push_back(make_view(B.L.shape, order, 1, DType::F32, rng));
+    return b.add_arg(DType::F32);
+  };
+  const int x_max = arg({0, 1}), x_sum = arg({0, 1}), y = arg({0, 1}), o = arg({0, 1});
+  b.phase = 0;
+  Val m = b.acc_max(b.load(x_max));
+  b.phase = 2;
+  Val s = b.acc_sum(kir::exp(b.load(x_sum) - m));
+  b.phase = 4;
+  b.store(o, kir::exp(b.load(y) - m) / s);
+  std::string e1, er;
+  auto t1 = run_fresh(cpu_backend(), b, B.L, &e1);
+  auto ref = run_fresh(reference_backend(), b, B.L, &er);
+  ASSERT_TRUE(e1.empty() && er.empty()) << e1 << er;
+  EXPECT_NE(kernel_sources(scope).find("same_view(1, 2)"), std::string::npos) << "the kernel does not check the views";
+  EXPECT_TRUE(agree(t1[size_t(o)], ref[size_t(o)], DType::F32, false));
 }
 
 // Softmax, log-softmax, layer norm and sums written through the public API (each one fused
@@ -305,6 +381,8 @@ TEST_F(CpuTier1ReduceTest, ApiSoftmaxLayerNormAndSumsMatchReference) {
       ASSERT_NEAR(got[k][i], want[k][i], 3e-5 * (1 + std::fabs(want[k][i]))) << "output " << k << " element " << i;
   }
   EXPECT_GE(stats().launches, s0.launches + 6);
+  // Softmax's store pass reloads the exponentials of its sum pass (one chunk per row).
+  EXPECT_NE(kernel_sources(scope).find("= keep"), std::string::npos);
 }
 
 }  // namespace

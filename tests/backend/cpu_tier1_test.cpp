@@ -203,14 +203,12 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   auto ref = run_fresh(reference_backend(), b, h, &err);
   EXPECT_TRUE(agree(t1[0], ref[0], DType::F32, false));
 
-  // An argmax is not rendered: it runs on tier 0 and compiles nothing.
+  // A gather is not rendered: it runs on tier 0 and compiles nothing.
   kir::Builder r;
-  int ro = r.add_arg(DType::I64), ri = r.add_arg(DType::F32);
-  Val arg = r.acc_argmax(r.load(ri));
-  r.phase = 1;
-  r.store(ro, arg);
+  int ro = r.add_arg(DType::F32), ri = r.add_arg(DType::F32), rx = r.add_arg(DType::I64);
+  r.store(ro, r.load_gather(ri, r.load(rx)));
   Stats s1 = stats();
-  ember_kir_program prog = r.program("argmax");
+  ember_kir_program prog = r.program("gather");
   ember_program p = nullptr;
   ember_status st{};
   ASSERT_EQ(cpu_backend().table().program_create(0, &prog, &p, &st), EMBER_OK) << st.message;

@@ -109,26 +109,31 @@ struct Philox {
     uint32_t out[4] = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
     std::memcpy(c, out, sizeof out);
   }
-  static uint32_t word0(uint64_t counter, uint32_t stream, uint64_t seed) {
-    uint32_t c[4] = {uint32_t(counter), uint32_t(counter >> 32), stream, 0};
+  // Word `word` of the block of `counter` (counter in words 0-1 of the input, words 2-3 zero):
+  // stream s of an f32 draw is word s.
+  static uint32_t word(uint64_t counter, uint32_t word, uint64_t seed) {
+    uint32_t c[4] = {uint32_t(counter), uint32_t(counter >> 32), 0, 0};
     uint32_t k[2] = {uint32_t(seed), uint32_t(seed >> 32)};
     for (int r = 0; r < 10; ++r) {
       round(c, k);
       k[0] += 0x9E3779B9u;  // golden ratio
       k[1] += 0xBB67AE85u;  // sqrt(3) - 1
     }
-    return c[0];
+    return c[word];
   }
-  // Uniform f32 in [0, 1) from the top 24 bits of word 0 (the documented construction).
+  // Uniform f32 in [0, 1) from the top 24 bits of the stream's word (the documented construction).
   static double u32(uint64_t counter, uint32_t stream, uint64_t seed) {
-    return double(word0(counter, stream, seed) >> 8) / 16777216.0;
+    return double(word(counter, stream, seed) >> 8) / 16777216.0;
   }
 };
 
 TEST(OpRandomSpec, PhiloxKnownAnswer) {
   // Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors):
-  // counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8, word 0 checked here.
-  EXPECT_EQ(Philox::word0(0, 0, 0), 0x6627e8d5u);
+  // counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8.
+  EXPECT_EQ(Philox::word(0, 0, 0), 0x6627e8d5u);
+  EXPECT_EQ(Philox::word(0, 1, 0), 0xe169c58du);
+  EXPECT_EQ(Philox::word(0, 2, 0), 0xbc57ac4cu);
+  EXPECT_EQ(Philox::word(0, 3, 0), 0x9b00dbd8u);
 }
 
 TEST_P(OpCreation, UniformMatchesCounterBasedSpec) {
@@ -191,7 +196,8 @@ TEST_P(OpCreation, NormalStatistics) {
 }
 
 TEST_P(OpCreation, NormalMatchesBoxMuller) {
-  // normal = mean + std * sqrt(-2 log(1 - u0)) * cos(2 pi u1), u0/u1 from streams 0 and 1.
+  // normal = mean + std * sqrt(-2 log(1 - u0)) * cos(2 pi u1), u0/u1 from streams 0 and 1
+  // (words 0 and 1 of the element's block).
   const uint64_t seed = 77;
   std::vector<double> v = vals(normal({500}, 1, 2, {.seed = seed, .device = dev}));
   for (int i = 0; i < 500; ++i) {

@@ -162,8 +162,10 @@ inline uint16_t e_f2b(float f) {
   const uint32_t x = __builtin_bit_cast(uint32_t, f);
   return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : (x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
-inline void e_philox(uint64_t counter, uint32_t stream, uint64_t key, uint32_t* r0, uint32_t* r1) {
-  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = stream, c3 = 0;
+// Philox4x32-10 (src/backend/common/philox.h); a stream is a word of the block (f64: a pair), so
+// a normal's two uniforms come from one block (GCC computes it once for both).
+inline void e_philox(uint64_t counter, uint64_t key, uint32_t* w) {
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
@@ -171,15 +173,15 @@ inline void e_philox(uint64_t counter, uint32_t stream, uint64_t key, uint32_t* 
     c1 = uint32_t(p1); c3 = uint32_t(p0); c0 = n0; c2 = n2;
     k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
   }
-  *r0 = c0; *r1 = c1;
+  w[0] = c0; w[1] = c1; w[2] = c2; w[3] = c3;
 }
 inline float e_uniform_f32(int64_t c, uint32_t s, uint64_t k) {
-  uint32_t a, b; e_philox(uint64_t(c), s, k, &a, &b);
-  return float(a >> 8) * (1.0f / 16777216.0f);
+  uint32_t w[4]; e_philox(uint64_t(c), k, w);
+  return float(w[s & 3u] >> 8) * (1.0f / 16777216.0f);
 }
 inline double e_uniform_f64(int64_t c, uint32_t s, uint64_t k) {
-  uint32_t a, b; e_philox(uint64_t(c), s, k, &a, &b);
-  return double((((uint64_t)a << 32) | b) >> 11) * (1.0 / 9007199254740992.0);
+  uint32_t w[4]; e_philox(uint64_t(c), k, w);
+  return double((((uint64_t)w[(2u * s) & 3u] << 32) | w[(2u * s + 1u) & 3u]) >> 11) * (1.0 / 9007199254740992.0);
 }
 }  // namespace
 )";

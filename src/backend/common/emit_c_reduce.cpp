@@ -12,12 +12,16 @@
 // Columns: a task is a block of up to 256 consecutive outer points; per-outer-point values are
 // arrays over the block, every lane accumulates its own outer point in the reduce dims' order
 // (the reference backend's order, so float sums agree exactly).
-// Float max/min propagate NaN as the interpreter does.
+// Float max/min propagate NaN as the interpreter does. argmax/argmin give the row-major index into
+// the reduce dims of the first extreme value (the first NaN, if any), as the interpreter does.
 // GCC 12 reports a false -Wrestrict inside std::string concatenation (GCC bug 105329).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/common/emit_c.h"
@@ -31,6 +35,10 @@ constexpr int kMaxPointValues = 64;  // per-outer-point values a kernel may hold
 
 bool is_float(uint8_t dt) { return dt == EMBER_F32 || dt == EMBER_F64; }
 bool is_acc(uint16_t op) { return op >= EMBER_KIR_ACC_SUM && op <= EMBER_KIR_ACC_ARGMIN; }
+bool is_arg(uint16_t op) { return op == EMBER_KIR_ACC_ARGMAX || op == EMBER_KIR_ACC_ARGMIN; }
+// Values held in float registers (f16 and bf16 widen to float).
+bool float_reg(uint8_t dt) { return is_float(dt) || dt == EMBER_F16 || dt == EMBER_BF16; }
+
 bool uses_arg(uint16_t op) {
   return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
 }
@@ -59,6 +67,12 @@ std::string acc_init(uint16_t op, uint8_t dt) {
   }
 }
 
+// The start of an argmax/argmin's running best value: the extreme no element can beat.
+std::string arg_init(uint16_t op, uint8_t value_dt) {
+  const uint16_t as = op == EMBER_KIR_ACC_ARGMAX ? EMBER_KIR_ACC_MAX : EMBER_KIR_ACC_MIN;
+  return acc_init(as, float_reg(value_dt) && !is_float(value_dt) ? uint8_t(EMBER_F32) : value_dt);
+}
+
 // `acc = acc (op) x` for one lane, with the interpreter's semantics (wrapping integer sums and
 // products, NaN-propagating float max/min).
 std::string acc_fold(uint16_t op, uint8_t dt, const std::string& acc, const std::string& x) {
@@ -77,12 +91,106 @@ std::string acc_fold(uint16_t op, uint8_t dt, const std::string& acc, const std:
 }
 
 struct Analysis {
+  // Rows: a costly value (exp, log, ...) that a later pass computes again from the same operands
+  // is kept from the earlier pass in a stack array and reloaded, when the whole reduction fits
+  // (softmax's exp(x - max) of the sum pass, reused by the store pass).
+  // twin[k]: the earlier instruction whose kept value k reloads (-1: none); kept[k]: k is stored.
+  std::vector<int32_t> twin;
+  std::vector<uint8_t> kept;
+  // Pairs of arguments that a twin and its kept value load at the same points: the scheduler
+  // passes one input once per use, so reuse holds only where they are the same view (run time).
+  std::vector<std::pair<int32_t, int32_t>> same_views;
   int max_phase = 0;
   std::vector<uint8_t> uniform;       // per instruction: same value everywhere (emitted once)
   std::vector<uint8_t> used;          // per argument: loaded, stored or IOTA'd
   std::vector<std::vector<int32_t>> phase;  // non-uniform instructions of each phase, in order
   int point_values = 0;               // non-store, non-uniform instructions of odd phases
 };
+
+constexpr int kMaxKept = 2;      // values kept per kernel, each in a stack array of
+constexpr int kKeepPoints = 8192;  // points: a reduction over up to this many is reused
+
+bool costly(uint16_t op) {
+  switch (op) {
+    case EMBER_KIR_EXP: case EMBER_KIR_LOG: case EMBER_KIR_TANH: case EMBER_KIR_ERF: case EMBER_KIR_SIN:
+    case EMBER_KIR_COS: case EMBER_KIR_POW: return true;
+    default: return false;
+  }
+}
+
+void find_reuse(const ember_kir_program& p, Analysis& a) {
+  a.twin.assign(size_t(p.n_insts), -1);
+  a.kept.assign(size_t(p.n_insts), 0);
+  // A program that stores into an argument it also loads could read different values in two passes.
+  std::vector<uint8_t> loaded(size_t(p.n_args), 0), stored(size_t(p.n_args), 0);
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (in.op == EMBER_KIR_STORE) stored[size_t(in.arg)] = 1;
+    else if (uses_arg(in.op)) loaded[size_t(in.arg)] = 1;
+  }
+  for (int32_t r = 0; r < p.n_args; ++r)
+    if (loaded[size_t(r)] && stored[size_t(r)]) return;
+  // Loads of different arguments of one dtype may be the same input (checked at run time).
+  auto arg_key = [&](const ember_kir_inst& in) { return in.op == EMBER_KIR_LOAD ? -1 - int32_t(p.arg_dtypes[in.arg]) : in.arg; };
+  // Canonical instruction: the first with the same operation on the same canonical operands.
+  std::vector<int32_t> canon(size_t(p.n_insts));
+  std::vector<std::tuple<uint16_t, uint8_t, int32_t, int32_t, int64_t, uint64_t, int32_t, int32_t, int32_t>> keys;
+  std::vector<int32_t> first;
+  int n_kept = 0;
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    canon[size_t(k)] = k;
+    if (is_acc(in.op) || in.op == EMBER_KIR_STORE) continue;
+    auto c = [&](int32_t o) { return o >= 0 && o < k ? canon[size_t(o)] : o; };
+    uint64_t fbits;
+    std::memcpy(&fbits, &in.fimm, sizeof fbits);
+    auto key = std::make_tuple(in.op, in.dtype, arg_key(in), in.aux, in.iimm, fbits, c(in.a), c(in.b), c(in.c));
+    size_t i = 0;
+    while (i < keys.size() && keys[i] != key) ++i;
+    if (i == keys.size()) {
+      keys.push_back(key);
+      first.push_back(k);
+      continue;
+    }
+    canon[size_t(k)] = first[i];
+  }
+  // In each class of equal costly row values, the instance of the earliest pass is kept and the
+  // instances of later passes reload it (program order need not follow the passes).
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (!costly(in.op) || in.phase % 2 || a.uniform[size_t(k)]) continue;
+    int32_t e = -1;
+    for (int32_t j = 0; j < p.n_insts; ++j)
+      if (j != k && canon[size_t(j)] == canon[size_t(k)] && p.insts[j].phase % 2 == 0 && !a.uniform[size_t(j)] &&
+          p.insts[j].phase < in.phase && (e < 0 || p.insts[j].phase < p.insts[e].phase))
+        e = j;
+    if (e < 0) continue;
+    if (!a.kept[size_t(e)]) {
+      if (n_kept == kMaxKept) continue;
+      a.kept[size_t(e)] = 1;
+      ++n_kept;
+    }
+    a.twin[size_t(k)] = e;
+    // The loads under the two: where their arguments differ, they must be the same view.
+    std::vector<std::pair<int32_t, int32_t>> stack{{k, e}};
+    while (!stack.empty()) {
+      auto [x, y] = stack.back();
+      stack.pop_back();
+      if (x == y || x < 0 || y < 0) continue;
+      const ember_kir_inst &ix = p.insts[x], &iy = p.insts[y];
+      if (ix.op == EMBER_KIR_LOAD) {
+        if (ix.arg != iy.arg) {
+          const auto pr = std::make_pair(std::min(ix.arg, iy.arg), std::max(ix.arg, iy.arg));
+          if (std::find(a.same_views.begin(), a.same_views.end(), pr) == a.same_views.end()) a.same_views.push_back(pr);
+        }
+        continue;
+      }
+      stack.push_back({ix.a, iy.a});
+      stack.push_back({ix.b, iy.b});
+      stack.push_back({ix.c, iy.c});
+    }
+  }
+}
 
 std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a) {
   a.uniform.assign(size_t(p.n_insts), 0);
@@ -96,13 +204,14 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
     const ember_kir_inst& in = p.insts[k];
     if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";
     if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
-    if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) return "has an argmax/argmin";
     if (!t.reg_type(in.dtype)) return "instruction " + S(k) + " has no register type";
-    // Accumulations stay in f32 registers without rounding each step to f16/bf16.
-    if (is_acc(in.op) && (in.dtype == EMBER_F16 || in.dtype == EMBER_BF16)) return "f16/bf16 accumulation";
+    // Accumulations stay in f32 registers without rounding each step to f16/bf16 (an argmax or
+    // argmin only compares, which is exact on the widened values).
+    if (is_acc(in.op) && !is_arg(in.op) && (in.dtype == EMBER_F16 || in.dtype == EMBER_BF16)) return "f16/bf16 accumulation";
     if (uses_arg(in.op)) a.used[size_t(in.arg)] = 1;
     if (is_acc(in.op)) {
-      if (in.phase % 2 != 1 || in.a < 0 || in.a >= k || p.insts[in.a].dtype != in.dtype) return "malformed accumulation";
+      if (in.phase % 2 != 1 || in.a < 0 || in.a >= k) return "malformed accumulation";
+      if (is_arg(in.op) ? in.dtype != EMBER_I64 : p.insts[in.a].dtype != in.dtype) return "malformed accumulation";
     } else if (render_inst(p, t, dummy, k, var).empty()) {
       return "instruction " + S(k) + " (op " + S(in.op) + ") has no expression";
     }
@@ -117,6 +226,7 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
     if (in.phase % 2 == 1 && in.op != EMBER_KIR_STORE) ++a.point_values;
   }
   if (a.point_values > kMaxPointValues) return "more than " + S(kMaxPointValues) + " per-outer-point values";
+  find_reuse(p, a);
   return "";
 }
 
@@ -154,6 +264,30 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
   for (size_t r = 0; r < a.used.size(); ++r)
     if (a.used[r]) s += I1 + "  b" + S(int64_t(r)) + " += ix[d] * st" + S(int64_t(r)) + "[d];\n";
   s += I1 + "}\n";
+  bool any_kept = false;
+  for (int32_t k = 0; k < p.n_insts; ++k)
+    if (a.kept[size_t(k)]) {
+      s += I1 + "alignas(64) " + t.reg_type(p.insts[k].dtype) + " keep" + S(k) + "[" + S(kKeepPoints) + "];\n";
+      any_kept = true;
+    }
+  // Kept values are used only when a whole reduction fits their arrays, and where the loads of a
+  // value and of its twin are the same view of memory no store of the kernel writes.
+  if (any_kept) {
+    std::string cond = "nrows * inner <= " + S(kKeepPoints);
+    std::vector<int32_t> stores;
+    for (int32_t k = 0; k < p.n_insts; ++k)
+      if (p.insts[k].op == EMBER_KIR_STORE) stores.push_back(p.insts[k].arg);
+    for (auto [x, y] : a.same_views) {
+      cond += " && same_view(" + S(x) + ", " + S(y) + ")";
+      for (int32_t w : stores) cond += " && L->data[" + S(x) + "] != L->data[" + S(w) + "]";
+    }
+    if (!a.same_views.empty())
+      s += I1 + "auto same_view = [&](int x, int y) {\n" + I1 +
+           "  if (L->data[x] != L->data[y] || L->offset[x] != L->offset[y]) return false;\n" + I1 +
+           "  for (int d = 0; d < R; ++d)\n" + I1 + "    if (L->strides[x * R + d] != L->strides[y * R + d]) return false;\n" +
+           I1 + "  return true;\n" + I1 + "};\n";
+    s += I1 + "const bool reuse = " + cond + ";\n";
+  }
   s += I1 + "for (int64_t t = t0; t < t1; ++t) {\n";
   // IOTA arguments are not among those whose stride the launch checks: use their real strides.
   ArgRefs even{[](int r) { return "p" + S(r) + "[o" + S(r) + " + j]"; },
@@ -165,8 +299,54 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
     const std::vector<int32_t> accs = accs_of(p, a, 2 * pass + 1);
     const std::vector<int32_t>& row = a.phase[size_t(2 * pass)];
     std::string clauses, decl, fold, combine, finish;
+    // The pass's row instructions at point `at` (j or j + h): stores left out when `stores` is
+    // false; kept values written to their arrays when `keep`, reloaded from them when `reload`.
+    auto body = [&](const ArgRefs& refs, const std::string& indent, bool stores = true, const std::string& at = "j",
+                    bool keep = false, bool reload = false) {
+      std::string b;
+      for (int32_t k : row) {
+        const bool store = p.insts[k].op == EMBER_KIR_STORE;
+        if (store && !stores) continue;
+        const int32_t twin = a.twin[size_t(k)];
+        const std::string value = reload && twin >= 0 ? "keep" + S(twin) + "[rr * inner + " + at + "]" : render_inst(p, t, refs, k, var);
+        b += indent + (store ? "" : std::string("const ") + t.reg_type(p.insts[k].dtype) + " " + var(k) + " = ") + value +
+             (store ? "\n" : ";\n");
+        if (keep && a.kept[size_t(k)]) b += indent + "keep" + S(k) + "[rr * inner + " + at + "] = " + var(k) + ";\n";
+      }
+      return b;
+    };
+    bool reuses = false;  // the pass keeps or reloads values: two versions of its loop
+    for (int32_t k : row) reuses = reuses || a.twin[size_t(k)] >= 0 || a.kept[size_t(k)];
     for (int32_t k : accs) {
       const ember_kir_inst& in = p.insts[k];
+      if (is_arg(in.op)) {
+        // argmax / argmin: the chunk's extreme by a SIMD max/min reduction; only when it beats the
+        // running best (or the chunk holds the row's first NaN) a scalar search of the chunk for
+        // the first position that has it. The best is NaN once a NaN was found: nothing beats it.
+        const uint8_t vdt = p.insts[in.a].dtype;
+        const std::string VT = t.reg_type(vdt), v = var(k), best = "best" + S(k), c = "c" + S(k), n = "n" + S(k),
+                          x = var(in.a);
+        const bool fl = float_reg(vdt), mx = in.op == EMBER_KIR_ACC_ARGMAX;
+        const std::string cmp = mx ? " > " : " < ";
+        s += I2 + "int64_t " + v + " = 0;\n" + I2 + VT + " " + best + " = " + arg_init(in.op, vdt) + ";\n";
+        decl += I4 + VT + " " + c + " = " + arg_init(in.op, vdt) + ";\n";
+        clauses += std::string(" reduction(") + (mx ? "max" : "min") + ":" + c + ")";
+        fold += I4 + "  " + c + " = " + x + cmp + c + " ? " + x + " : " + c + ";\n";
+        std::string beats = c + cmp + best, wanted = x + " == " + c, next = c;
+        if (fl) {
+          decl += I4 + "int32_t " + n + " = 0;\n";
+          clauses += " reduction(|:" + n + ")";
+          fold += I4 + "  " + n + " |= int32_t(" + x + " != " + x + ");\n";
+          beats = best + " == " + best + " && (" + n + " || " + beats + ")";
+          wanted = "(" + n + " ? " + x + " != " + x + " : " + wanted + ")";
+          next = n + " ? " + VT + "(__builtin_nan(\"\")) : " + c;
+        }
+        combine += I4 + "if (" + beats + ") {\n" + I4 + "  for (int64_t j = j0; j < j1; ++j) {\n" +
+                   body(even, I4 + "    ", false) + I4 + "    if (" + wanted + ") {\n" + I4 + "      " + v +
+                   " = rr * inner + j;\n" + I4 + "      break;\n" + I4 + "    }\n" + I4 + "  }\n" + I4 + "  " +
+                   best + " = " + next + ";\n" + I4 + "}\n";
+        continue;
+      }
       const std::string T = t.reg_type(in.dtype), v = var(k), c = "c" + S(k), n = "n" + S(k);
       const bool fl = is_float(in.dtype), minmax = in.op == EMBER_KIR_ACC_MAX || in.op == EMBER_KIR_ACC_MIN;
       const bool wrap = !fl && !minmax;
@@ -207,29 +387,28 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
       for (size_t r = 0; r < a.used.size(); ++r)
         if (a.used[r]) s += I3 + "int64_t o" + S(int64_t(r)) + " = b" + S(int64_t(r)) + ";\n";
       s += offsets(a, "rr", "ro", "R - 1", "o", I3);
-      auto body = [&](const ArgRefs& refs, const std::string& indent) {
-        std::string b;
-        for (int32_t k : row)
-          b += indent + (p.insts[k].op == EMBER_KIR_STORE ? "" : std::string("const ") + t.reg_type(p.insts[k].dtype) +
-                                                                     " " + var(k) + " = ") +
-               render_inst(p, t, refs, k, var) + (p.insts[k].op == EMBER_KIR_STORE ? "\n" : ";\n");
-        return b;
-      };
       s += I3 + "for (int64_t j0 = 0; j0 < inner; j0 += 4096) {\n";
       s += I4 + "const int64_t j1 = j0 + 4096 < inner ? j0 + 4096 : inner;\n" + decl;
-      if (accs.empty()) {
-        // A pass that only stores (softmax's last): two independent points per iteration, half
-        // the chunk apart, as in the elementwise kernels (emit_c.cpp): the math is latency-bound.
-        s += I4 + "const int64_t h = (j1 - j0) / 2;\n#pragma omp simd\n";
-        s += I4 + "for (int64_t j = j0; j < j0 + h; ++j) {\n" + I4 + "  {\n" + body(even, I4 + "    ") + I4 + "  }\n" +
-             I4 + "  {\n" + body(even_h, I4 + "    ") + I4 + "  }\n" + I4 + "}\n";
-        s += I4 + "if ((j1 - j0) % 2 != 0) {\n" + I4 + "  const int64_t j = j1 - 1;\n" + body(even, I4 + "  ") + I4 + "}\n";
-        s += I3 + "}\n" + I2 + "}\n";
-      } else {
-        s += "#pragma omp simd" + clauses + "\n";
-        s += I4 + "for (int64_t j = j0; j < j1; ++j) {\n" + body(even, I4 + "  ");
-        s += fold + I4 + "}\n" + combine + I3 + "}\n" + I2 + "}\n";
-      }
+      auto chunk = [&](bool reuse) {
+        std::string c;
+        if (accs.empty()) {
+          // A pass that only stores (softmax's last): two independent points per iteration, half
+          // the chunk apart, as in the elementwise kernels (emit_c.cpp): the math is latency-bound.
+          c += I4 + "const int64_t h = (j1 - j0) / 2;\n#pragma omp simd\n";
+          c += I4 + "for (int64_t j = j0; j < j0 + h; ++j) {\n" + I4 + "  {\n" +
+               body(even, I4 + "    ", true, "j", reuse, reuse) + I4 + "  }\n" + I4 + "  {\n" +
+               body(even_h, I4 + "    ", true, "j + h", reuse, reuse) + I4 + "  }\n" + I4 + "}\n";
+          c += I4 + "if ((j1 - j0) % 2 != 0) {\n" + I4 + "  const int64_t j = j1 - 1;\n" +
+               body(even, I4 + "  ", true, "j", reuse, reuse) + I4 + "}\n";
+        } else {
+          c += "#pragma omp simd" + clauses + "\n";
+          c += I4 + "for (int64_t j = j0; j < j1; ++j) {\n" + body(even, I4 + "  ", true, "j", reuse, reuse) + fold + I4 + "}\n";
+        }
+        return c;
+      };
+      if (reuses) s += I4 + "if (reuse) {\n" + chunk(true) + I4 + "} else {\n" + chunk(false) + I4 + "}\n";
+      else s += chunk(false);
+      s += combine + I3 + "}\n" + I2 + "}\n";
     }
     s += finish;
     if (size_t(2 * pass + 1) < a.phase.size())
@@ -264,8 +443,11 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
   s += offsets(a, "orow", "0", "ro - 1", "b", I2);
   for (int ph = 1; ph < int(a.phase.size()); ph += 2)
     for (int32_t k : a.phase[size_t(ph)])
-      if (p.insts[k].op != EMBER_KIR_STORE)
+      if (p.insts[k].op != EMBER_KIR_STORE) {
         s += I2 + "alignas(64) " + t.reg_type(p.insts[k].dtype) + " " + var(k) + "[" + S(kMaxBlock) + "];\n";
+        if (is_arg(p.insts[k].op))  // the running best value of each lane
+          s += I2 + "alignas(64) " + t.reg_type(p.insts[p.insts[k].a].dtype) + " best" + S(k) + "[" + S(kMaxBlock) + "];\n";
+      }
   ArgRefs even{[](int r) { return "p" + S(r) + "[q" + S(r) + " + j]"; },
                [](int r) { return "q" + S(r) + " + j * st" + S(r) + "[ro - 1]"; }};
   ArgRefs odd{[](int r) { return "p" + S(r) + "[b" + S(r) + " + j]"; },
@@ -275,7 +457,11 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
     const std::vector<int32_t>& row = a.phase[size_t(2 * pass)];
     if (!accs.empty()) {
       s += "#pragma omp simd\n" + I2 + "for (int64_t j = 0; j < n; ++j) {\n";
-      for (int32_t k : accs) s += I3 + var(k) + "[j] = " + acc_init(p.insts[k].op, p.insts[k].dtype) + ";\n";
+      for (int32_t k : accs) {
+        const ember_kir_inst& in = p.insts[k];
+        if (is_arg(in.op)) s += I3 + var(k) + "[j] = 0;\n" + I3 + "best" + S(k) + "[j] = " + arg_init(in.op, p.insts[in.a].dtype) + ";\n";
+        else s += I3 + var(k) + "[j] = " + acc_init(in.op, in.dtype) + ";\n";
+      }
       s += I2 + "}\n";
     }
     if (!row.empty() || !accs.empty()) {
@@ -292,7 +478,21 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
         if (p.insts[k].op == EMBER_KIR_STORE) s += I5 + render_inst(p, t, even, k, name) + "\n";
         else s += I5 + "const " + t.reg_type(p.insts[k].dtype) + " " + var(k) + " = " + render_inst(p, t, even, k, name) + ";\n";
       }
-      for (int32_t k : accs) s += I5 + acc_fold(p.insts[k].op, p.insts[k].dtype, var(k) + "[j]", name(p.insts[k].a)) + "\n";
+      for (int32_t k : accs) {
+        const ember_kir_inst& in = p.insts[k];
+        if (!is_arg(in.op)) {
+          s += I5 + acc_fold(in.op, in.dtype, var(k) + "[j]", name(in.a)) + "\n";
+          continue;
+        }
+        // argmax / argmin per lane, branch-free (bitwise, not || and &&, so the loop vectorizes);
+        // a NaN best value (the first NaN) is never replaced.
+        const std::string x = name(in.a), b = "best" + S(k) + "[j]", cmp = in.op == EMBER_KIR_ACC_ARGMAX ? " > " : " < ";
+        std::string better = "int32_t(" + x + cmp + b + ")";
+        if (float_reg(p.insts[in.a].dtype))
+          better = "(int32_t(" + b + " == " + b + ") & (int32_t(" + x + " != " + x + ") | " + better + "))";
+        s += I5 + "{\n" + I5 + "  const int32_t better = " + better + ";\n" + I5 + "  " + b + " = better ? " + x + " : " + b +
+             ";\n" + I5 + "  " + var(k) + "[j] = better ? rr * inner + r : " + var(k) + "[j];\n" + I5 + "}\n";
+      }
       s += I4 + "}\n" + I3 + "}\n" + I2 + "}\n";
     }
     std::string point;

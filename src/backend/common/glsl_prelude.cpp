@@ -137,8 +137,8 @@ int64_t e_gather(int64_t base, int64_t index, int64_t stride, int64_t size) {
 int64_t e_f2l(float x) {
   return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? int64_t(x) : int64_t(0x8000000000000000UL);
 }
-uvec2 e_philox(uint64_t counter, uint stream, uint64_t key) {
-  uint c0 = uint(counter), c1 = uint(counter >> 32), c2 = stream, c3 = 0u;
+uvec4 e_philox(uint64_t counter, uint64_t key) {
+  uint c0 = uint(counter), c1 = uint(counter >> 32), c2 = 0u, c3 = 0u;
   uint k0 = uint(key), k1 = uint(key >> 32);
   for (int round = 0; round < 10; ++round) {
     uint hi0, lo0, hi1, lo1;
@@ -148,9 +148,9 @@ uvec2 e_philox(uint64_t counter, uint stream, uint64_t key) {
     c1 = lo1; c3 = lo0; c0 = n0; c2 = n2;
     k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
   }
-  return uvec2(c0, c1);
+  return uvec4(c0, c1, c2, c3);
 }
-float e_uniform_f32(int64_t c, uint s, uint64_t k) { return float(e_philox(uint64_t(c), s, k).x >> 8) * F(0x33800000u); }
+float e_uniform_f32(int64_t c, uint s, uint64_t k) { return float(e_philox(uint64_t(c), k)[s & 3u] >> 8) * F(0x33800000u); }
 )";
 
 // Integer division, remainder and power of one register type (int or int64_t); they report
@@ -236,8 +236,8 @@ double e_fmodd(double x, double y) {
 }
 float e_fmodf(float x, float y) { return float(e_fmodd(double(x), double(y))); }
 double e_uniform_f64(int64_t c, uint s, uint64_t k) {
-  uvec2 w = e_philox(uint64_t(c), s, k);
-  return double(((uint64_t(w.x) << 32) | uint64_t(w.y)) >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u));
+  uvec4 w = e_philox(uint64_t(c), k);
+  return double(((uint64_t(w[(2u * s) & 3u]) << 32) | uint64_t(w[(2u * s + 1u) & 3u])) >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u));
 }
 )";
 

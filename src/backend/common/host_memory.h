@@ -34,6 +34,8 @@ inline void buffer_free(ember_buffer b) {
   delete b;
 }
 
+inline const void* buffer_host_address(ember_buffer b) { return b ? b->data : nullptr; }
+
 inline int32_t buffer_write(ember_buffer dst, size_t off, const void* src, size_t n, ember_status* st) {
   if (off + n > dst->bytes)
     return set_status(st, EMBER_ERR_INVALID, "write of %zu bytes at %zu past the end of a %zu-byte buffer", n,

@@ -60,6 +60,8 @@ constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
       .event_synchronize = event_synchronize,
       .event_query = event_query,
       .buffer_copy = queued_buffer_copy,
+      .no_device_reason = nullptr,
+      .buffer_host_address = buffer_host_address,
   };
 }
 

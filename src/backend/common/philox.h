@@ -12,8 +12,10 @@ struct Block {
   uint32_t w[4];
 };
 
-inline Block philox4x32_10(uint64_t counter, uint32_t stream, uint64_t key) {
-  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = stream, c3 = 0;
+// The block of element `counter`: its four 32-bit words are the draws of streams 0-3 (f32) or,
+// in pairs, of streams 0-1 (f64), so one block serves both uniforms of a normal.
+inline Block philox4x32_10(uint64_t counter, uint64_t key) {
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = uint64_t(0xD2511F53u) * c0;
@@ -30,13 +32,15 @@ inline Block philox4x32_10(uint64_t counter, uint32_t stream, uint64_t key) {
   return Block{{c0, c1, c2, c3}};
 }
 
-// Uniform in [0, 1): 24 random bits for f32, 53 for f64.
+// Uniform in [0, 1): 24 random bits of word `stream` (0-3) for f32; 53 bits of words 2·stream
+// and 2·stream + 1 (stream 0-1) for f64.
 inline float uniform_f32(uint64_t counter, uint32_t stream, uint64_t key) {
-  return float(philox4x32_10(counter, stream, key).w[0] >> 8) * (1.0f / 16777216.0f);
+  return float(philox4x32_10(counter, key).w[stream & 3u] >> 8) * (1.0f / 16777216.0f);
 }
 inline double uniform_f64(uint64_t counter, uint32_t stream, uint64_t key) {
-  Block b = philox4x32_10(counter, stream, key);
-  uint64_t bits = ((uint64_t(b.w[0]) << 32) | b.w[1]) >> 11;
+  Block b = philox4x32_10(counter, key);
+  const uint32_t hi = b.w[(2u * stream) & 3u], lo = b.w[(2u * stream + 1u) & 3u];
+  uint64_t bits = ((uint64_t(hi) << 32) | lo) >> 11;
   return double(bits) * (1.0 / 9007199254740992.0);
 }
 
