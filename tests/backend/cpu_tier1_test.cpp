@@ -217,20 +217,14 @@ TEST_F(CpuTier1Test, LargeLaunchAndFallbacks) {
   EXPECT_EQ(s2.compiles + s2.cache_hits + s2.failures, s1.compiles + s1.cache_hits + s1.failures);
 }
 
-// f32 exp on tier 1 is the prelude's own (e_expf; exhaustively within 1 ulp when written): here
-// a million inputs over the whole range where exp is neither 0 nor inf nor 1 (subnormal results
-// included), both overflow and underflow edges, and the special values: within 1 ulp of exp
-// computed in f64 and rounded.
-TEST_F(CpuTier1Test, Exp32IsWithinOneUlp) {
-  Tier1Scope scope(1);
+// Runs y = op(x) on tier 1 over `xs` plus about a million points spread over [lo, hi) by bit
+// pattern, both signs (appended to xs); fails if it did not run on tier 1.
+void run_unary_f32_on_tier1(Val (*op)(Val), float lo, float hi, std::vector<float>& xs, std::vector<float>& y) {
   kir::Builder b;
   int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
-  b.store(out, kir::exp(b.load(in)));
-  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 88.7228f, 88.72284f,
-                           88.7229f, 89.0f, 89.1f, 1000.0f, -87.33655f, -103.97f, -103.98f, -104.0f, -104.1f,
-                           -1000.0f, 3e38f, -3e38f, 1.0f, -1.0f, 0x1p-24f};
-  const uint32_t lo = std::bit_cast<uint32_t>(0x1p-26f), hi = std::bit_cast<uint32_t>(105.0f);
-  for (uint32_t u = lo; u < hi; u += 1 + (hi - lo) / 500000) {
+  b.store(out, op(b.load(in)));
+  const uint32_t ulo = std::bit_cast<uint32_t>(lo), uhi = std::bit_cast<uint32_t>(hi);
+  for (uint32_t u = ulo; u < uhi; u += 1 + (uhi - ulo) / 500000) {
     xs.push_back(std::bit_cast<float>(u));
     xs.push_back(-std::bit_cast<float>(u));
   }
@@ -240,12 +234,28 @@ TEST_F(CpuTier1Test, Exp32IsWithinOneUlp) {
   auto got = run_fresh(cpu_backend(), b, h, &err);
   ASSERT_TRUE(err.empty()) << err;
   ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
-  std::vector<float> y(xs.size());
+  y.resize(xs.size());
   std::memcpy(y.data(), got[0].data(), y.size() * sizeof(float));
-  auto ordinal = [](float v) {
-    int32_t i = std::bit_cast<int32_t>(v);
-    return i < 0 ? int64_t(INT32_MIN) - int64_t(i) : int64_t(i);
-  };
+}
+
+// Distance in representable floats (monotone ordering of the bit patterns).
+int64_t ordinal(float v) {
+  int32_t i = std::bit_cast<int32_t>(v);
+  return i < 0 ? int64_t(INT32_MIN) - int64_t(i) : int64_t(i);
+}
+
+// f32 exp on tier 1 is the prelude's own (e_expf; exhaustively within 1 ulp when written): here
+// a million inputs over the whole range where exp is neither 0 nor inf nor 1 (subnormal results
+// included), both overflow and underflow edges, and the special values: within 1 ulp of exp
+// computed in f64 and rounded.
+TEST_F(CpuTier1Test, Exp32IsWithinOneUlp) {
+  Tier1Scope scope(1);
+  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 88.7228f, 88.72284f,
+                           88.7229f, 89.0f, 89.1f, 1000.0f, -87.33655f, -103.97f, -103.98f, -104.0f, -104.1f,
+                           -1000.0f, 3e38f, -3e38f, 1.0f, -1.0f, 0x1p-24f};
+  std::vector<float> y;
+  run_unary_f32_on_tier1([](Val v) { return kir::exp(v); }, 0x1p-26f, 105.0f, xs, y);
+  if (HasFatalFailure()) return;
   for (size_t i = 0; i < xs.size(); ++i) {
     if (std::isnan(xs[i])) {
       EXPECT_TRUE(std::isnan(y[i]));
@@ -264,29 +274,11 @@ TEST_F(CpuTier1Test, Exp32IsWithinOneUlp) {
 // and within 6e-8 absolute where GELU's 1 + erf(x) cancels.
 TEST_F(CpuTier1Test, Erf32IsWithinOneUlp) {
   Tier1Scope scope(1);
-  kir::Builder b;
-  int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
-  b.store(out, kir::erf(b.load(in)));
   std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1e-30f, 3.92f, 3.93f, 4.0f,
                            5.0f, 100.0f, -100.0f, 3e38f, -3e38f, 1.0f, -1.0f, std::nextafter(1.0f, 0.0f)};
-  const uint32_t lo = std::bit_cast<uint32_t>(0x1p-30f), hi = std::bit_cast<uint32_t>(4.5f);
-  for (uint32_t u = lo; u < hi; u += 1 + (hi - lo) / 500000) {
-    xs.push_back(std::bit_cast<float>(u));
-    xs.push_back(-std::bit_cast<float>(u));
-  }
-  HLaunch h = unary_launch(DType::F32, int64_t(xs.size()), [&](int64_t i) { return double(xs[size_t(i)]); });
-  Stats s0 = stats();
-  std::string err;
-  auto got = run_fresh(cpu_backend(), b, h, &err);
-  ASSERT_TRUE(err.empty()) << err;
-  ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
-  std::vector<float> y(xs.size());
-  std::memcpy(y.data(), got[0].data(), y.size() * sizeof(float));
-  // Distance in representable floats (monotone ordering of the bit patterns).
-  auto ordinal = [](float v) {
-    int32_t i = std::bit_cast<int32_t>(v);
-    return i < 0 ? int64_t(INT32_MIN) - int64_t(i) : int64_t(i);
-  };
+  std::vector<float> y;
+  run_unary_f32_on_tier1([](Val v) { return kir::erf(v); }, 0x1p-30f, 4.5f, xs, y);
+  if (HasFatalFailure()) return;
   int64_t worst_ulp = 0;
   double worst_abs = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
