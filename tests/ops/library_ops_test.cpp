@@ -476,6 +476,62 @@ TEST(LibraryCrossBackend, CpuMatchesReference) {
   both([&](Device d) { return cummin(i32(sv, {6, 300}, d), 0).indices; }, 0, "cummin");
 }
 
+// Max pooling's values bit for bit against the reference, on windows the 2x2 path does not take
+// (the CPU computes them in separable passes: rows, then columns of rows): every window sees NaN,
+// +-inf and ties of -0 and +0, so a pass that takes the wrong first maximum (-0 for +0) or lets a
+// later number replace a NaN shows here; f64, f32, and f16/bf16 (computed through f32).
+TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
+  const Device cpu = Device::cpu(), ref = Device::reference();
+  if (!cpu.available() || !ref.available()) GTEST_SKIP() << "needs both cpu and reference";
+  // Mostly zeros of both signs, so that many windows' maximum is a tie of -0 and +0.
+  const double pick[] = {-0.0, 0.0, 0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY};
+  const Shape shape{2, 3, 11, 10};
+  std::vector<double> xv(size_t(shape.numel()));
+  uint64_t state = 77;
+  for (double& v : xv) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    // NaN rarely (1 in 40), so that most windows have a number as their maximum.
+    const uint64_t r = (state >> 33) % 40;
+    v = r == 0 ? std::nan("") : r % 9 == 0 ? 0.5 : pick[r % 8];
+  }
+  const std::vector<Pool2dOptions> windows = {
+      {.kernel = 3, .stride = 2, .padding = 1}, {.kernel = 3, .stride = 1, .padding = 1},
+      {.kernel = {2, 3}, .stride = {1, 3}, .padding = {1, 1}}, {.kernel = 4, .stride = 3, .padding = 2},
+      {.kernel = {1, 2}, .stride = {1, 1}}};
+  for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16})
+    for (size_t w = 0; w < windows.size(); ++w) {
+      std::vector<double> a = max_pool2d(make(xv, shape, t, cpu), windows[w]).to_vector<double>();
+      std::vector<double> b = max_pool2d(make(xv, shape, t, ref), windows[w]).to_vector<double>();
+      ASSERT_EQ(a.size(), b.size());
+      size_t nan = 0, neg_zero = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        nan += std::isnan(b[i]);
+        neg_zero += b[i] == 0 && std::signbit(b[i]);
+        const bool same_bits = std::isnan(a[i]) ? std::isnan(b[i])
+                                                : a[i] == b[i] && std::signbit(a[i]) == std::signbit(b[i]);
+        ASSERT_TRUE(same_bits) << dtype_name(t) << " window " << w << " at " << i << ": cpu " << a[i]
+                               << ", reference " << b[i];
+      }
+      // The inputs did reach the cases: some windows' maximum is NaN, some -0.
+      EXPECT_GT(nan, 0u) << dtype_name(t) << " window " << w;
+      if (w != 4) {
+        EXPECT_GT(neg_zero, 0u) << dtype_name(t) << " window " << w;
+      }
+      if (t != DType::F64 && t != DType::F32) continue;
+      // The positions (indices) and the gradient, which adds dy at each window's position; dy are
+      // small integers, so overlapping windows' sums are exact in any order.
+      EXPECT_EQ(max_pool2d_indices(make(xv, shape, t, cpu), windows[w]).to_vector<int64_t>(),
+                max_pool2d_indices(make(xv, shape, t, ref), windows[w]).to_vector<int64_t>())
+          << dtype_name(t) << " window " << w;
+      std::vector<double> dyv(a.size());
+      for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = double(int(i % 7) - 3);
+      const Shape ys = max_pool2d(make(xv, shape, t, ref), windows[w]).shape();
+      EXPECT_EQ(max_pool2d_backward(make(dyv, ys, t, cpu), make(xv, shape, t, cpu), windows[w]).to_vector<double>(),
+                max_pool2d_backward(make(dyv, ys, t, ref), make(xv, shape, t, ref), windows[w]).to_vector<double>())
+          << dtype_name(t) << " window " << w;
+    }
+}
+
 // ---- timing (printed, not asserted): run with --gtest_also_run_disabled_tests ---------------
 TEST(LibraryPerf, DISABLED_Conv2dResNetShape) {
   const int64_t N = 8, C = 64, H = 56, W = 56, O = 64;

@@ -1,5 +1,6 @@
 // Max pooling for the CPU backend in the operand's own precision: forward values, the index of
 // each window's first maximum, and the gradient (abi.h EMBER_LIB_MAX_POOL2D, _INDICES, _BACKWARD).
+// The forward values of any window come from two separable passes (rows, then columns of rows).
 // f32 and f64 run directly on the buffers (strided inputs are packed once); f16 / bf16 go through
 // f32, except the 2x2 stride-2 forward and gradient, which pick values and so run on the bits. The gradient finds each window's maximum again and adds dy there, so training needs no
 // index tensor and no scatter. OpenMP over (n, c) planes: each thread owns its output planes, so
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -47,28 +49,6 @@ struct Dense {
   }
 };
 
-// The first maximum of window (oh, ow) of plane xp, as h * W + w (a NaN is a maximum); -1 if the
-// window covers no input element (impossible with padding <= kernel / 2, kept for safety).
-template <class T>
-inline int64_t window_arg(const T* xp, const Geom& g, const ember_pool_attrs& a, int64_t oh, int64_t ow, T& best) {
-  const int64_t h0 = oh * a.stride[0] - a.pad_begin[0], w0 = ow * a.stride[1] - a.pad_begin[1];
-  const int64_t h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + a.kernel[0], g.H);
-  const int64_t w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + a.kernel[1], g.W);
-  int64_t arg = -1;
-  best = T(-INFINITY);
-  for (int64_t ih = h_lo; ih < h_hi; ++ih) {
-    const T* row = xp + ih * g.W;
-    for (int64_t iw = w_lo; iw < w_hi; ++iw) {
-      const T v = row[iw];
-      if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-        best = v;
-        arg = ih * g.W + iw;
-      }
-    }
-  }
-  return arg;
-}
-
 // 2x2 windows at stride 2 without padding (the common case): two rows at a time.
 template <class T>
 void max_2x2(const T* x, const Geom& g, T* y) {
@@ -82,11 +62,73 @@ void max_2x2(const T* x, const Geom& g, T* y) {
       for (int64_t ow = 0; ow < g.OW; ++ow) {
         const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
         T m = a;
-        // Same order and NaN rule as window_arg; NaN-free windows reduce to plain max.
+        // take_max's rule in row-major order; NaN-free windows reduce to plain max.
         if (b > m || (std::isnan(b) && !std::isnan(m))) m = b;
         if (c > m || (std::isnan(c) && !std::isnan(m))) m = c;
         if (d > m || (std::isnan(d) && !std::isnan(m))) m = d;
         yp[oh * g.OW + ow] = m;
+      }
+    }
+  }
+}
+
+// The rule of every path here and of the reference: a window's maximum is its first maximum in
+// row-major order, and a NaN is a maximum (the window's first NaN wins). As a select the compiler
+// vectorizes: v replaces the running maximum m when it is greater, or when it is the first NaN.
+template <class T>
+inline T take_max(T m, T v) {
+  return ((v > m) | ((v != v) & (m == m))) ? v : m;
+}
+
+// One input row's maximum over the columns of every window: out[ow] for ow in [0, OW). The loop
+// over kernel columns is outside, so each column's scan is a strided pass the compiler vectorizes
+// (kStride is the column stride when it is known at compile time, 0 otherwise); each window still
+// sees its columns left to right.
+template <class T, int kStride>
+inline void row_max(const T* row, const Geom& g, const ember_pool_attrs& a, T* out) {
+  const int64_t s = kStride > 0 ? kStride : a.stride[1], pad = a.pad_begin[1];
+  std::fill(out, out + g.OW, T(-INFINITY));
+  for (int64_t kw = 0; kw < a.kernel[1]; ++kw) {
+    // Columns ow whose input column ow * s - pad + kw lies in [0, W).
+    const int64_t shift = kw - pad;
+    const int64_t lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+    const int64_t hi = std::min(g.OW, g.W - 1 - shift < 0 ? 0 : (g.W - 1 - shift) / s + 1);
+    for (int64_t ow = lo; ow < hi; ++ow) out[ow] = take_max(out[ow], row[ow * s + shift]);
+  }
+}
+
+// Any window (kernel, stride, padding) in two separable passes per plane: every input row's
+// maximum over each window's columns (row_max, into a per-thread buffer of H x OW), then each
+// output row's maximum over its window's rows. The rows are taken top to bottom and each row's
+// first maximum wins, so the result is the window's first maximum in row-major order (which only
+// shows for -0 against +0), and its first NaN if it has one. The input is read
+// once instead of once per window that covers it (9/4 times for 3x3 at stride 2).
+template <class T>
+void max_forward_separable(const T* x, const Geom& g, const ember_pool_attrs& a, T* y) {
+  const int64_t sh = a.stride[0], ph = a.pad_begin[0];
+#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
+  {
+    std::vector<T> rows(size_t(g.H * g.OW));
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < g.P; ++p) {
+      const T* xp = x + p * g.H * g.W;
+      for (int64_t ih = 0; ih < g.H; ++ih) {
+        T* out = rows.data() + ih * g.OW;
+        switch (a.stride[1]) {
+          case 1: row_max<T, 1>(xp + ih * g.W, g, a, out); break;
+          case 2: row_max<T, 2>(xp + ih * g.W, g, a, out); break;
+          default: row_max<T, 0>(xp + ih * g.W, g, a, out); break;
+        }
+      }
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        T* yr = y + (p * g.OH + oh) * g.OW;
+        std::fill(yr, yr + g.OW, T(-INFINITY));
+        for (int64_t kh = 0; kh < a.kernel[0]; ++kh) {
+          const int64_t ih = oh * sh - ph + kh;
+          if (ih < 0 || ih >= g.H) continue;
+          const T* hr = rows.data() + ih * g.OW;
+          for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = take_max(yr[ow], hr[ow]);
+        }
       }
     }
   }
@@ -99,33 +141,105 @@ void max_forward(const T* x, const Geom& g, const ember_pool_attrs& a, T* y) {
     max_2x2(x, g, y);
     return;
   }
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
-    const T* xp = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        T best;
-        window_arg(xp, g, a, oh, ow, best);
-        y[(p * g.OH + oh) * g.OW + ow] = best;
+  max_forward_separable(x, g, a, y);
+}
+
+// The position h * W + w of each window's maximum (take_max's rule), by the separable passes of
+// max_forward_separable carrying positions: per input row, each window's best value and column;
+// then per output row, the best of its window's rows. A window that covers no input element keeps
+// -1. fn(oh, args) receives each output row's OW positions, rows in order. Positions are of type
+// I: int32_t where a plane has fewer than 2^31 elements (so that the passes, 32-bit lanes like the
+// values, vectorize), int64_t otherwise.
+template <class T, class I>
+class WindowArgs {
+ public:
+  WindowArgs(const Geom& g, const ember_pool_attrs& a)
+      : g_(g), a_(a), val_(size_t(g.H * g.OW)), col_(size_t(g.H * g.OW)), best_(size_t(g.OW)), arg_(size_t(g.OW)) {}
+
+  // Whether positions in a plane of g fit I.
+  static bool fits(const Geom& g) { return g.H * g.W <= int64_t(std::numeric_limits<I>::max()); }
+
+  template <class Fn>
+  void plane(const T* xp, Fn&& fn) {
+    for (int64_t ih = 0; ih < g_.H; ++ih) {
+      switch (a_.stride[1]) {
+        case 1: row<1>(xp + ih * g_.W, ih); break;
+        case 2: row<2>(xp + ih * g_.W, ih); break;
+        default: row<0>(xp + ih * g_.W, ih); break;
       }
+    }
+    T* bv = best_.data();
+    I* ba = arg_.data();
+    for (int64_t oh = 0; oh < g_.OH; ++oh) {
+      std::fill(bv, bv + g_.OW, T(-INFINITY));
+      std::fill(ba, ba + g_.OW, I(-1));
+      for (int64_t kh = 0; kh < a_.kernel[0]; ++kh) {
+        const int64_t ih = oh * a_.stride[0] - a_.pad_begin[0] + kh;
+        if (ih < 0 || ih >= g_.H) continue;
+        const T* rv = val_.data() + ih * g_.OW;
+        const I* rc = col_.data() + ih * g_.OW;
+        const I row_start = I(ih * g_.W);
+        for (int64_t ow = 0; ow < g_.OW; ++ow) {
+          const bool take = (rc[ow] >= 0) & ((ba[ow] < 0) | (rv[ow] > bv[ow]) | ((rv[ow] != rv[ow]) & (bv[ow] == bv[ow])));
+          bv[ow] = take ? rv[ow] : bv[ow];
+          ba[ow] = take ? row_start + rc[ow] : ba[ow];
+        }
+      }
+      fn(oh, static_cast<const I*>(ba));
+    }
+  }
+
+ private:
+  template <int kStride>
+  void row(const T* r, int64_t ih) {
+    const int64_t s = kStride > 0 ? kStride : a_.stride[1], pad = a_.pad_begin[1];
+    T* v = val_.data() + ih * g_.OW;
+    I* c = col_.data() + ih * g_.OW;
+    std::fill(v, v + g_.OW, T(-INFINITY));
+    std::fill(c, c + g_.OW, I(-1));
+    for (int64_t kw = 0; kw < a_.kernel[1]; ++kw) {
+      const int64_t shift = kw - pad;
+      const int64_t lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+      const int64_t hi = std::min(g_.OW, g_.W - 1 - shift < 0 ? 0 : (g_.W - 1 - shift) / s + 1);
+      for (int64_t ow = lo; ow < hi; ++ow) {
+        const T x = r[ow * s + shift];
+        // The first column of a window is taken whatever it is (-inf included).
+        const bool take = (c[ow] < 0) | (x > v[ow]) | ((x != x) & (v[ow] == v[ow]));
+        v[ow] = take ? x : v[ow];
+        c[ow] = take ? I(ow * s + shift) : c[ow];
+      }
+    }
+  }
+
+  Geom g_;
+  ember_pool_attrs a_;
+  std::vector<T> val_;
+  std::vector<I> col_;
+  std::vector<T> best_;
+  std::vector<I> arg_;
+};
+
+template <class T, class I>
+void max_indices_as(const T* x, const Geom& g, const ember_pool_attrs& a, int64_t* idx) {
+#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
+  {
+    WindowArgs<T, I> args(g, a);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < g.P; ++p)
+      args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
+        int64_t* out = idx + (p * g.OH + oh) * g.OW;
+        for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = arg[ow] < 0 ? 0 : int64_t(arg[ow]);
+      });
   }
 }
 
 template <class T>
 void max_indices(const T* x, const Geom& g, const ember_pool_attrs& a, int64_t* idx) {
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
-    const T* xp = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        T best;
-        const int64_t arg = window_arg(xp, g, a, oh, ow, best);
-        idx[(p * g.OH + oh) * g.OW + ow] = arg < 0 ? 0 : arg;
-      }
-  }
+  if (WindowArgs<T, int32_t>::fits(g)) max_indices_as<T, int32_t>(x, g, a, idx);
+  else max_indices_as<T, int64_t>(x, g, a, idx);
 }
 
-// The same rule as window_arg for the 4 entries of a 2x2 window, as 0..3 (row-major). Without a
+// take_max's rule for the 4 entries of a 2x2 window, as 0..3 (row-major). Without a
 // NaN: the first maximum of each pair, then of the two pairs (ties go to the earlier entry), as
 // selects rather than branches (the argmax of real data is unpredictable: branches cost ~4x).
 template <class T>
@@ -175,6 +289,25 @@ void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
   }
 }
 
+template <class T, class I>
+void max_backward_as(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
+#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
+  {
+    WindowArgs<T, I> args(g, a);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < g.P; ++p) {
+      const T* gp = dy + p * g.OH * g.OW;
+      T* out = dx + p * g.H * g.W;
+      std::fill(out, out + g.H * g.W, T(0));
+      // Windows in row-major order, so overlapping windows add in the same order on every path.
+      args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          if (arg[ow] >= 0) out[arg[ow]] += gp[oh * g.OW + ow];
+      });
+    }
+  }
+}
+
 template <class T>
 void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
   if (a.kernel[0] == 2 && a.kernel[1] == 2 && a.stride[0] == 2 && a.stride[1] == 2 && a.pad_begin[0] == 0 &&
@@ -182,19 +315,8 @@ void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs
     max_backward_2x2(dy, x, g, dx);
     return;
   }
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
-    const T* xp = x + p * g.H * g.W;
-    const T* gp = dy + p * g.OH * g.OW;
-    T* out = dx + p * g.H * g.W;
-    std::fill(out, out + g.H * g.W, T(0));
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        T best;
-        const int64_t arg = window_arg(xp, g, a, oh, ow, best);
-        if (arg >= 0) out[arg] += gp[oh * g.OW + ow];
-      }
-  }
+  if (WindowArgs<T, int32_t>::fits(g)) max_backward_as<T, int32_t>(dy, x, g, a, dx);
+  else max_backward_as<T, int64_t>(dy, x, g, a, dx);
 }
 
 // ---- 16-bit storage (bf16, f16): the 2x2 stride-2 paths on the bits --------------------------
