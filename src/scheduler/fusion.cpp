@@ -419,6 +419,7 @@ struct Planner {
 namespace {
 
 struct CachedKernel {
+  std::shared_ptr<LoweringSlot> lowering = std::make_shared<LoweringSlot>();
   int root = -1;
   std::vector<int64_t> extents;
   std::vector<bool> reduce_dim;
@@ -434,15 +435,25 @@ struct CachedPlan {
 };
 
 std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
-  std::unordered_map<Node*, size_t> pos;
-  for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
-  std::unordered_map<Node*, long> internal, total;
+  // One table for everything the key needs to know of a node (it runs on every realize, plan
+  // cache hit or not, so it allocates once): its position in `order` (-1: not in it), how often
+  // nodes of `order` read it, its holders in all, and whether it is a root.
+  struct Seen {
+    int64_t pos = -1;
+    long internal = 0, total = 0;
+    bool root = false, read = false;
+  };
+  std::unordered_map<Node*, Seen> seen;
+  seen.reserve(order.size() * 2);
+  for (size_t i = 0; i < order.size(); ++i) seen[order[i]].pos = int64_t(i);
   for (Node* n : order)
     for (const NodePtr& in : n->inputs) {
-      internal[in.get()] += 1;
-      total[in.get()] = in.use_count();
+      Seen& s = seen[in.get()];
+      s.internal += 1;
+      s.total = in.use_count();
+      s.read = true;
     }
-  std::set<Node*> root_set(roots.begin(), roots.end());
+  for (Node* r : roots) seen[r].root = true;
   std::vector<int64_t> k;
   k.reserve(order.size() * 16);
   auto shape = [&](const Node& n) {
@@ -457,14 +468,14 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
     k.push_back(int64_t(n->attrs.ints.size()));
     k.insert(k.end(), n->attrs.ints.begin(), n->attrs.ints.end());
     k.push_back(int64_t(n->attrs.dtype));
-    auto t = total.find(n);
-    bool ext = root_set.count(n) || t == total.end() || t->second > internal[n];
+    const Seen& self = seen.at(n);
+    const bool ext = self.root || !self.read || self.total > self.internal;
     k.push_back(ext ? 1 : 0);
     k.push_back(int64_t(n->inputs.size()));
     for (const NodePtr& in : n->inputs) {
-      auto it = pos.find(in.get());
-      if (it != pos.end()) {
-        k.push_back(int64_t(it->second));
+      const int64_t at = seen.at(in.get()).pos;
+      if (at >= 0) {
+        k.push_back(at);
       } else {  // a buffer or a folded constant: only its kind, shape and dtype matter
         k.push_back(in->op == Op::Full ? -2 : -1);
         k.push_back(int64_t(in->dtype));
@@ -511,6 +522,7 @@ Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
   Plan plan;
   for (const CachedKernel& ck : c.kernels) {
     FusedKernel k;
+    k.lowering = ck.lowering;
     k.root = order[size_t(ck.root)];
     k.extents = ck.extents;
     k.reduce_dim = ck.reduce_dim;
@@ -542,7 +554,8 @@ Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& root
   p.assign();
   p.order_steps();
   if (cache.size() >= 512) cache.clear();  // bounded: a changing workload does not grow it forever
-  cache[h] = to_cached(p.plan, order, std::move(key));
+  CachedPlan& cached = cache[h] = to_cached(p.plan, order, std::move(key));
+  for (size_t i = 0; i < p.plan.kernels.size(); ++i) p.plan.kernels[i].lowering = cached.kernels[i].lowering;
   return std::move(p.plan);
 }
 

@@ -5,6 +5,8 @@
 // materialized buffers) run on their own. See docs/backends.md ("Fusion").
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -30,6 +32,15 @@ struct IndexMap {
   friend bool operator==(const IndexMap&, const IndexMap&) = default;
 };
 
+// What lowering a kernel produced (lower_fused.cpp: the KIR program and how each launch argument
+// is found in the graph), kept with the kernel's entry in the plan cache so that the next realize
+// of a graph with the same structure and constants launches it without emitting it again.
+struct LoweredKernel;
+struct LoweringSlot {
+  std::mutex m;
+  std::shared_ptr<const LoweredKernel> kernel;  // null until the kernel was lowered once
+};
+
 struct FusedKernel {
   Node* root = nullptr;
   std::vector<int64_t> extents;      // kernel iteration dims
@@ -42,6 +53,8 @@ struct FusedKernel {
   std::optional<std::vector<int>> reduce_set;
   // Inputs that die with this kernel, whose buffers an output may take (scheduler/donation.h).
   std::vector<Node*> donors;
+  // Shared by every plan made from one plan-cache entry (null when the plan was not cached).
+  std::shared_ptr<LoweringSlot> lowering;
 };
 
 // The map of input `input` of consumer `c`, given c's map; nullopt when the edge cannot be
@@ -65,8 +78,12 @@ struct Plan {
 // every node runs alone.
 Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots, bool allow_fusion);
 
-// Emits and runs one fused kernel (lower_fused.cpp); sets the views of its outputs.
+// Emits and runs one fused kernel (lower_fused.cpp); sets the views of its outputs. A kernel
+// lowered before in a plan from the same cache entry, with the same constants, is launched from
+// its LoweringSlot without emitting.
 void run_fused(FusedKernel& k);
+// How many fused kernels were launched from a LoweringSlot since the process started (tests).
+int64_t lowered_kernel_reuses();
 
 // Whether fusion is on (EMBER_FUSION=0 turns it off: every node is its own kernel).
 bool fusion_enabled();

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <map>
 #include <set>
 #include <tuple>
@@ -25,6 +27,60 @@ namespace {
 // Marks "no fixed phase": a value that depends on no reduction and no reduce dim; it is emitted
 // in whatever phase first needs it.
 constexpr int kAnyPhase = -1;
+
+std::atomic<int64_t> g_reuses{0};
+
+// How the launch argument of one emitted load or store finds its memory in a graph of the same
+// structure: the kernel's output `ref`; input `input` of member `ref` (a buffer computed
+// earlier); or, for generator member `ref`, its linear index or its Philox key.
+struct ArgRecipe {
+  enum class Kind { Output, Input, Iota, SeedKey } kind;
+  int ref = -1;
+  int input = -1;
+  IndexMap map;  // kernel point -> the argument's multi-index
+};
+
+// What a kernel's program depends on beyond the plan cache's key (which has the graph's ops,
+// integer attributes, shapes, dtypes and which inputs are computed in the plan): the scalars it
+// embeds (OpAttrs' f0, f1 and value, of its members and of the Full nodes they read), and which
+// of the members' inputs are one node (the emitter loads a node read twice once: `x * x` has one
+// argument where `x * y` has two). A program is reused only where both are equal. A random op's
+// seed is a launch argument, not part of the program.
+std::vector<uint64_t> lowering_fingerprint(const FusedKernel& k) {
+  std::vector<uint64_t> v;
+  std::vector<std::pair<const Node*, uint64_t>> slots;  // every member's inputs, numbered
+  v.reserve(k.members.size() * 6);
+  auto put = [&v](const OpAttrs& a) {
+    v.insert(v.end(), {std::bit_cast<uint64_t>(a.f0), std::bit_cast<uint64_t>(a.f1),
+                       std::bit_cast<uint64_t>(a.value.f), uint64_t(a.value.i)});
+  };
+  for (const Node* m : k.members) {
+    put(m->attrs);
+    for (const NodePtr& in : m->inputs) {
+      if (in->op == Op::Full) put(in->attrs);
+      slots.emplace_back(in.get(), uint64_t(slots.size()));
+    }
+  }
+  // Each input slot as the first slot that holds the same node.
+  std::sort(slots.begin(), slots.end());
+  std::vector<uint64_t> first(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    first[size_t(slots[i].second)] = i > 0 && slots[i].first == slots[i - 1].first ? first[size_t(slots[i - 1].second)]
+                                                                                     : slots[i].second;
+  v.insert(v.end(), first.begin(), first.end());
+  return v;
+}
+
+}  // namespace
+
+struct LoweredKernel {
+  kir::Builder program;
+  std::string name;
+  std::vector<ArgRecipe> args;  // in launch argument order
+  std::vector<uint64_t> fingerprint;  // lowering_fingerprint of the kernel it was emitted for
+};
+
+namespace {
 
 class Emitter {
  public:
@@ -50,8 +106,14 @@ class Emitter {
       b_.phase = p;
       int arg = b_.add_arg(o->dtype);
       output_arg_[o] = launch_.args.size();
-      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides, o);
+      const int index = int(std::find(k_.outputs.begin(), k_.outputs.end(), o) - k_.outputs.begin());
+      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides, o, {ArgRecipe::Kind::Output, index});
       b_.store(arg, b_.cast(v, o->dtype));
+    }
+    for (auto it = k_.members.rbegin(); it != k_.members.rend(); ++it) {
+      if (op_info((*it)->op).kind == OpKind::Movement) continue;
+      if (!name_.empty()) name_ += "+";
+      name_ += op_name((*it)->op);
     }
   }
 
@@ -74,15 +136,48 @@ class Emitter {
     }
   }
 
-  void run(Device device) {
-    std::string name;
-    for (auto it = k_.members.rbegin(); it != k_.members.rend(); ++it) {
-      if (op_info((*it)->op).kind == OpKind::Movement) continue;
-      if (!name.empty()) name += "+";
-      name += op_name((*it)->op);
-    }
-    launch_.run(device, b_, name);
+  // What emit_all produced, for the kernel's LoweringSlot (before run: the launch collapses its
+  // dims, and the program takes its name).
+  std::shared_ptr<const LoweredKernel> lowered(std::vector<uint64_t> fingerprint) const {
+    auto l = std::make_shared<LoweredKernel>();
+    l->program = b_;
+    l->name = name_;
+    l->args = recipes_;
+    l->fingerprint = std::move(fingerprint);
+    return l;
   }
+
+  // Instead of emit_all: the program and launch arguments of a kernel lowered before from a graph
+  // of the same structure, found again in this one.
+  void replay(const LoweredKernel& l) {
+    b_ = l.program;
+    name_ = l.name;
+    for (const ArgRecipe& r : l.args) {
+      switch (r.kind) {
+        case ArgRecipe::Kind::Output: {
+          Node* o = k_.outputs[size_t(r.ref)];
+          output_arg_[o] = launch_.args.size();
+          bind_arg(o->view, r.map, o->shape, o->view.strides, o);
+          break;
+        }
+        case ArgRecipe::Kind::Input: {
+          Node* n = k_.members[size_t(r.ref)]->inputs[size_t(r.input)].get();
+          bind_arg(n->view, r.map, n->shape, n->view.strides, n);
+          break;
+        }
+        case ArgRecipe::Kind::Iota: {
+          Node* n = k_.members[size_t(r.ref)];
+          bind_arg(View{}, r.map, n->shape, n->shape.contiguous_strides(), nullptr);
+          break;
+        }
+        case ArgRecipe::Kind::SeedKey:
+          bind_arg(seed_key(*k_.members[size_t(r.ref)]), r.map, Shape{}, {}, nullptr);
+          break;
+      }
+    }
+  }
+
+  void run(Device device) { launch_.run(device, b_, name_); }
 
  private:
   // Whether output o may be written into donor d's buffer: d is computed, its view is the whole
@@ -110,8 +205,16 @@ class Emitter {
 
   // Adds a launch argument reading/writing `view` (of a node with `shape`) through `map`;
   // `owner` is the node whose memory it is (nullptr: none).
+  // `recipe` (without its map) says how replay() will find the argument again.
   void add_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides,
-               Node* owner = nullptr) {
+               Node* owner, ArgRecipe recipe) {
+    recipe.map = map;
+    recipes_.push_back(std::move(recipe));
+    bind_arg(view, map, shape, strides, owner);
+  }
+
+  void bind_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides,
+                Node* owner) {
     arg_node_.push_back(owner);
     std::vector<int64_t> over_kernel(k_.extents.size(), 0);
     int64_t offset = view.offset;
@@ -198,7 +301,7 @@ class Emitter {
     }
     if (!is_member(n)) {  // a buffer computed earlier
       int arg = b_.add_arg(n->dtype);
-      add_arg(n->view, m, n->shape, n->view.strides, n);
+      add_arg(n->view, m, n->shape, n->view.strides, n, input_recipe(n));
       b_.phase = at;
       // A one-element buffer (a scalar on the device: a learning rate, a loss scale) is the same
       // at every point: read once, and the program stays the same whatever its value.
@@ -210,8 +313,7 @@ class Emitter {
       case OpKind::Generator: {
         // The element's linear index in the generator's own (contiguous) layout.
         int arg = b_.add_arg(DType::I64);
-        View none;
-        add_arg(none, m, n->shape, n->shape.contiguous_strides());
+        add_arg(View{}, m, n->shape, n->shape.contiguous_strides(), nullptr, {ArgRecipe::Kind::Iota, member_index(n)});
         b_.phase = at;
         DType compute = (n->dtype == DType::F16 || n->dtype == DType::BF16) ? DType::F32 : n->dtype;
         kir::Val counter = b_.iota(arg);
@@ -219,12 +321,8 @@ class Emitter {
         if (random) {
           // The seed as a one-element device array read by LOAD_UNIFORM (a run-time Philox key):
           // a new seed every step (dropout) keeps the same program.
-          View key;
-          key.buffer = backend_for(n->device).alloc(n->device, sizeof(int64_t));
-          const int64_t seed = int64_t(n->attrs.seed);
-          backend_for(n->device).write(*key.buffer, 0, &seed, sizeof seed);
           int karg = b_.add_arg(DType::I64);
-          add_arg(key, m, Shape{}, {});
+          add_arg(seed_key(*n), m, Shape{}, {}, nullptr, {ArgRecipe::Kind::SeedKey, member_index(n)});
           b_.phase = at;
           b_.runtime_key = b_.load_uniform(karg);
         }
@@ -266,6 +364,27 @@ class Emitter {
     }
   }
 
+  // A random op's Philox key: a one-element device buffer holding its seed.
+  static View seed_key(const Node& n) {
+    View key;
+    key.buffer = backend_for(n.device).alloc(n.device, sizeof(int64_t));
+    const int64_t seed = int64_t(n.attrs.seed);
+    backend_for(n.device).write(*key.buffer, 0, &seed, sizeof seed);
+    return key;
+  }
+
+  int member_index(const Node* n) const {
+    return int(std::find(k_.members.begin(), k_.members.end(), n) - k_.members.begin());
+  }
+
+  // The recipe of a non-member node the kernel reads: the first member that has it as an input.
+  ArgRecipe input_recipe(const Node* n) const {
+    for (size_t i = 0; i < k_.members.size(); ++i)
+      for (size_t j = 0; j < k_.members[i]->inputs.size(); ++j)
+        if (k_.members[i]->inputs[j].get() == n) return {ArgRecipe::Kind::Input, int(i), int(j)};
+    throw Error(fmt::format("internal error: {} is read by no member of its kernel", n->where()));
+  }
+
   // The memo key of an index map (the emitter looks nodes up once per use, so this is hot: plain
   // integers, no formatting).
   static std::vector<int64_t> key_of(const IndexMap& m) {
@@ -283,6 +402,8 @@ class Emitter {
   bool has_reduce_ = false;
   std::set<Node*> member_;
   std::vector<Node*> arg_node_;           // per launch argument: the node whose memory it is
+  std::vector<ArgRecipe> recipes_;        // per launch argument: how replay() finds it again
+  std::string name_;
   std::map<Node*, size_t> output_arg_;    // output -> its launch argument
   std::map<std::pair<Node*, std::vector<int64_t>>, int> phase_memo_;
   std::map<std::tuple<Node*, std::vector<int64_t>, int>, kir::Val> memo_;
@@ -307,9 +428,31 @@ void run_fused(FusedKernel& k) {
   }
   if (outer_points == 0) return;
   Emitter e(k);
-  e.emit_all();
+  std::shared_ptr<const LoweredKernel> before;
+  std::vector<uint64_t> fingerprint;
+  if (k.lowering) {
+    {
+      std::lock_guard lock(k.lowering->m);
+      before = k.lowering->kernel;
+    }
+    fingerprint = lowering_fingerprint(k);
+    if (before && before->fingerprint != fingerprint) before = nullptr;
+  }
+  if (before) {
+    e.replay(*before);
+    g_reuses.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    e.emit_all();
+    if (k.lowering) {
+      std::shared_ptr<const LoweredKernel> now = e.lowered(std::move(fingerprint));
+      std::lock_guard lock(k.lowering->m);
+      k.lowering->kernel = std::move(now);
+    }
+  }
   if (donate) e.place_outputs();
   e.run(k.root->device);
 }
+
+int64_t lowered_kernel_reuses() { return g_reuses.load(std::memory_order_relaxed); }
 
 }  // namespace ember
