@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_math.h"
+#include "graph/pointer_table.h"
 #include "ember/anomaly.h"
 #include "ember/autocast.h"
 #include "autograd/grad_node.h"
@@ -35,7 +36,8 @@ Array sum_to(const Array& g, const Shape& shape) {
 // Reverse topological order of the GradNodes reachable from `root` (outputs before inputs).
 std::vector<GradNode*> order_from(GradNode* root) {
   std::vector<GradNode*> post;
-  std::unordered_map<GradNode*, bool> seen;
+  thread_local PointerTable<GradNode, bool> seen;  // reused: backward runs every step
+  seen.clear();
   struct Frame {
     GradNode* node;
     size_t next;

@@ -22,6 +22,7 @@
 #include "ember/anomaly.h"
 #include "graph/anomaly.h"
 #include "graph/node.h"
+#include "graph/pointer_table.h"
 #include "graph/stats.h"
 #include "graph/trace.h"
 #include "scheduler/donation.h"
@@ -122,7 +123,8 @@ void place_cat_inputs(Plan& plan) {
   if (std::none_of(plan.steps.begin(), plan.steps.end(),
                    [](const Step& s) { return s.kernel < 0 && s.node->op == Op::Cat; }))
     return;
-  std::unordered_set<Node*> in_plan;
+  thread_local NodeTable<char> in_plan;
+  in_plan.clear();
   for (const Step& s : plan.steps) {
     if (s.kernel < 0) in_plan.insert(s.node);
     else
@@ -144,10 +146,10 @@ void place_cat_inputs(Plan& plan) {
       // view again (e.g. a transposed gradient transposed back), checked by replaying them.
       std::vector<Node*> chain = {in.get()};
       while ((chain.back()->op == Op::Reshape || chain.back()->op == Op::Permute) && chain.back()->inputs.size() == 1 &&
-             in_plan.count(chain.back()) && chain.back()->current() == Node::State::Queued)
+             in_plan.find(chain.back()) && chain.back()->current() == Node::State::Queued)
         chain.push_back(chain.back()->inputs[0].get());
       Node* p = chain.back();
-      if (p->current() != Node::State::Queued || !in_plan.count(p) || p->placement || p->dtype != c->dtype ||
+      if (p->current() != Node::State::Queued || !in_plan.find(p) || p->placement || p->dtype != c->dtype ||
           p->device != c->device || p->op == Op::Reshape || p->op == Op::Permute) {
         start += in->shape[dim];
         continue;
@@ -383,7 +385,9 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   std::unique_lock lock(plan_mutex());
   std::vector<Node*> order;
   std::vector<NodePtr> keep;
-  std::unordered_set<Node*> seen;
+  // Used only by this walk, which calls out to nothing that could realize again on this thread.
+  thread_local NodeTable<char> seen;
+  seen.clear();
   struct Frame {
     Node* node;
     size_t next_input;

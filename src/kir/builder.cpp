@@ -145,8 +145,12 @@ Val Builder::acc_argmin(Val v) {
 
 ember_kir_program Builder::program(const std::string& name) {
   name_ = name;
+  return program_view(name_);
+}
+
+ember_kir_program Builder::program_view(const std::string& name) const {
   ember_kir_program p{};
-  p.name = name_.c_str();
+  p.name = name.c_str();
   p.n_insts = int32_t(insts_.size());
   p.insts = insts_.data();
   p.n_args = int32_t(arg_dtypes_.size());

@@ -58,6 +58,9 @@ class Builder {
 
   // The finished program; pointers stay valid while the builder lives.
   ember_kir_program program(const std::string& name);
+  // The same without storing the name: it points into `name`, which must outlive it (a builder
+  // shared by launches, as a replayed fused kernel's is, is not written to).
+  ember_kir_program program_view(const std::string& name) const;
   const std::vector<ember_kir_inst>& insts() const { return insts_; }
   const std::vector<uint8_t>& arg_dtypes() const { return arg_dtypes_; }
   // Hash of the structure (instructions and argument dtypes), the key of program caches.

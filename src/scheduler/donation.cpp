@@ -31,10 +31,13 @@ void choose_donors(Plan& plan) {
                     [](const Node* m) { return op_info(m->op).kind == OpKind::Reduce; }))
       continue;
     // References to each input from this kernel's members (an input read twice counts twice).
+    std::vector<const Node*> members(k.members.begin(), k.members.end());
+    std::sort(members.begin(), members.end());
     std::vector<std::pair<const NodePtr*, long>> edges;
     for (Node* m : k.members)
       for (const NodePtr& in : m->inputs) {
-        if (in->op == Op::Full || k.maps.count(in.get())) continue;  // constants, members
+        if (in->op == Op::Full || std::binary_search(members.begin(), members.end(), in.get()))
+          continue;  // constants, members
         auto it = std::find_if(edges.begin(), edges.end(), [&](const auto& e) { return e.first->get() == in.get(); });
         if (it == edges.end()) edges.push_back({&in, 1});
         else ++it->second;

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "ember/error.h"
+#include "graph/pointer_table.h"
 #include "scheduler/fusion.h"
 #include "scheduler/launch.h"
 
@@ -123,13 +124,16 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
   (void)roots;  // a root is held by the caller's handle: its use count excludes it below
   // The consumer of each single-use value: use_count() == 1 means the consumer's input slot is
   // the only reference (no user handle, nothing saved for backward, not a root).
-  std::unordered_map<Node*, Node*> consumer;
+  // (Tables kept by the thread: this runs on every realization with a contraction.)
+  thread_local NodeTable<Node*> consumer;  // nullptr: none (any more)
+  thread_local NodeTable<char> removed;     // absorbed (and destroyed) nodes: never dereferenced again
+  consumer.clear();
+  removed.clear();
   for (Node* n : order)
     for (const NodePtr& in : n->inputs)
       if (in.use_count() == 1 && chain_op(in->op) && in->is_pending()) consumer[in.get()] = n;
-  std::unordered_set<Node*> removed;  // absorbed (and destroyed) nodes: never dereferenced again
   for (Node* head : order) {
-    if (removed.count(head)) continue;
+    if (removed.find(head)) continue;
     if (head->op != Op::Matmul && head->op != Op::Conv2d) continue;
     if (head->dtype != DType::F32 && head->dtype != DType::F64) continue;
     const bool conv = head->op == Op::Conv2d;
@@ -141,9 +145,9 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     std::vector<Node*> absorbed;
     Node* cur = head;
     while (ops.size() < EMBER_MAX_POST_OPS) {
-      auto it = consumer.find(cur);
-      if (it == consumer.end() || removed.count(it->second)) break;
-      Node* c = it->second;
+      Node* const* found = consumer.find(cur);
+      if (!found || !*found || removed.find(*found)) break;
+      Node* c = *found;
       if (c->device != head->device || c->dtype != head->dtype || c->shape != head->shape || !c->is_pending()) break;
       std::optional<ember_post_op> op = match(*c, cur, *head, operands, first_operand);
       if (!op) break;
@@ -170,13 +174,14 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     std::vector<NodePtr> inputs = head->inputs;
     inputs.insert(inputs.end(), operands.begin(), operands.end());
     for (Node* a : absorbed) removed.insert(a);
-    for (const NodePtr& o : operands) consumer.erase(o.get());  // now an input of the rewritten node
+    for (const NodePtr& o : operands)  // now an input of the rewritten node
+      if (Node** c = consumer.find(o.get())) *c = nullptr;
     cur->op = conv ? Op::Conv2dEpilogue : Op::MatmulEpilogue;
     cur->attrs = std::move(attrs);
     cur->inputs = std::move(inputs);  // releases the absorbed chain (nothing else holds it)
   }
-  if (!removed.empty())
-    order.erase(std::remove_if(order.begin(), order.end(), [&](Node* n) { return removed.count(n) > 0; }),
+  if (removed.size() > 0)
+    order.erase(std::remove_if(order.begin(), order.end(), [&](Node* n) { return removed.find(n) != nullptr; }),
                 order.end());
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "ember/error.h"
+#include "graph/pointer_table.h"
 #include "graph/stats.h"
 
 namespace ember {
@@ -424,8 +425,7 @@ struct CachedKernel {
   std::vector<int64_t> extents;
   std::vector<bool> reduce_dim;
   std::vector<int> members, outputs;
-  std::vector<std::pair<int, IndexMap>> maps;
-  std::vector<std::pair<int, std::vector<int>>> reduce_kdims;
+  std::shared_ptr<const CachedMaps> maps = std::make_shared<CachedMaps>();  // by member index
   std::optional<std::vector<int>> reduce_set;
 };
 struct CachedPlan {
@@ -443,7 +443,8 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
     long internal = 0, total = 0;
     bool root = false, read = false;
   };
-  std::unordered_map<Node*, Seen> seen;
+  thread_local NodeTable<Seen> seen;
+  seen.clear();
   seen.reserve(order.size() * 2);
   for (size_t i = 0; i < order.size(); ++i) seen[order[i]].pos = int64_t(i);
   for (Node* n : order)
@@ -468,12 +469,12 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
     k.push_back(int64_t(n->attrs.ints.size()));
     k.insert(k.end(), n->attrs.ints.begin(), n->attrs.ints.end());
     k.push_back(int64_t(n->attrs.dtype));
-    const Seen& self = seen.at(n);
+    const Seen& self = *seen.find(n);
     const bool ext = self.root || !self.read || self.total > self.internal;
     k.push_back(ext ? 1 : 0);
     k.push_back(int64_t(n->inputs.size()));
     for (const NodePtr& in : n->inputs) {
-      const int64_t at = seen.at(in.get()).pos;
+      const int64_t at = seen.find(in.get())->pos;
       if (at >= 0) {
         k.push_back(at);
       } else {  // a buffer or a folded constant: only its kind, shape and dtype matter
@@ -498,28 +499,40 @@ std::unordered_map<uint64_t, CachedPlan>& plan_cache() {
 }
 
 CachedPlan to_cached(const Plan& plan, const std::vector<Node*>& order, std::vector<int64_t> key) {
-  std::unordered_map<Node*, int> pos;
+  NodeTable<int> pos, member;
   for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  auto at = [](NodeTable<int>& t, const Node* n) {
+    if (int* i = t.find(n)) return *i;
+    throw Error("internal error: a planned node is missing from the plan cache's entry");
+  };
   CachedPlan c;
   c.key = std::move(key);
   for (const FusedKernel& k : plan.kernels) {
     CachedKernel ck;
-    ck.root = pos.at(k.root);
+    ck.root = at(pos, k.root);
     ck.extents = k.extents;
     ck.reduce_dim = k.reduce_dim;
-    for (Node* m : k.members) ck.members.push_back(pos.at(m));
-    for (Node* o : k.outputs) ck.outputs.push_back(pos.at(o));
-    for (const auto& [n, m] : k.maps) ck.maps.push_back({pos.at(n), m});
-    for (const auto& [n, r] : k.reduce_kdims) ck.reduce_kdims.push_back({pos.at(n), r});
+    member.clear();
+    for (size_t i = 0; i < k.members.size(); ++i) {
+      ck.members.push_back(at(pos, k.members[i]));
+      member[k.members[i]] = int(i);
+    }
+    for (Node* o : k.outputs) ck.outputs.push_back(at(pos, o));
+    auto maps = std::make_shared<CachedMaps>();
+    for (const auto& [n, m] : k.maps) maps->maps.push_back({at(member, n), m});
+    for (const auto& [n, r] : k.reduce_kdims) maps->reduce_kdims.push_back({at(member, n), r});
+    ck.maps = std::move(maps);
     ck.reduce_set = k.reduce_set;
     c.kernels.push_back(std::move(ck));
   }
-  for (const Step& s : plan.steps) c.steps.push_back({s.node ? pos.at(s.node) : -1, s.kernel});
+  for (const Step& s : plan.steps) c.steps.push_back({s.node ? at(pos, s.node) : -1, s.kernel});
   return c;
 }
 
 Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
   Plan plan;
+  plan.kernels.reserve(c.kernels.size());
+  plan.steps.reserve(c.steps.size());
   for (const CachedKernel& ck : c.kernels) {
     FusedKernel k;
     k.lowering = ck.lowering;
@@ -528,8 +541,7 @@ Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
     k.reduce_dim = ck.reduce_dim;
     for (int m : ck.members) k.members.push_back(order[size_t(m)]);
     for (int o : ck.outputs) k.outputs.push_back(order[size_t(o)]);
-    for (const auto& [i, m] : ck.maps) k.maps[order[size_t(i)]] = m;
-    for (const auto& [i, r] : ck.reduce_kdims) k.reduce_kdims[order[size_t(i)]] = r;
+    k.cached_maps = ck.maps;
     k.reduce_set = ck.reduce_set;
     plan.kernels.push_back(std::move(k));
   }
@@ -538,6 +550,13 @@ Plan from_cached(const CachedPlan& c, const std::vector<Node*>& order) {
 }
 
 }  // namespace
+
+void FusedKernel::load_maps() {
+  if (!cached_maps) return;
+  for (const auto& [i, m] : cached_maps->maps) maps[members[size_t(i)]] = m;
+  for (const auto& [i, r] : cached_maps->reduce_kdims) reduce_kdims[members[size_t(i)]] = r;
+  cached_maps = nullptr;
+}
 
 Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots, bool allow_fusion) {
   const bool fuse = allow_fusion && fusion_enabled();

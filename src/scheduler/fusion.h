@@ -41,14 +41,25 @@ struct LoweringSlot {
   std::shared_ptr<const LoweredKernel> kernel;  // null until the kernel was lowered once
 };
 
+// The index maps of a kernel from the plan cache, by member index (FusedKernel::load_maps).
+struct CachedMaps {
+  std::vector<std::pair<int, IndexMap>> maps;
+  std::vector<std::pair<int, std::vector<int>>> reduce_kdims;
+};
+
 struct FusedKernel {
   Node* root = nullptr;
   std::vector<int64_t> extents;      // kernel iteration dims
   std::vector<bool> reduce_dim;      // per kernel dim: reduced (true) or outer
   std::vector<Node*> members;        // every node computed inside, consumers before producers
   std::vector<Node*> outputs;        // nodes the kernel stores (root first)
-  std::unordered_map<Node*, IndexMap> maps;  // kernel point -> member's multi-index
-  std::unordered_map<Node*, std::vector<int>> reduce_kdims;  // reduction member -> kernel dims it reduces
+  // kernel point -> member's multi-index; reduction member -> kernel dims it reduces. A kernel
+  // from the plan cache has them only after load_maps() (a kernel replayed from its LoweringSlot
+  // never needs them, and copying them was a third of a cache hit's cost).
+  std::unordered_map<Node*, IndexMap> maps;
+  std::unordered_map<Node*, std::vector<int>> reduce_kdims;
+  std::shared_ptr<const CachedMaps> cached_maps;  // what load_maps() fills them from
+  void load_maps();
   // The (non-trivial) kernel dims every reduction of this kernel reduces, once it has one.
   std::optional<std::vector<int>> reduce_set;
   // Inputs that die with this kernel, whose buffers an output may take (scheduler/donation.h).

@@ -54,41 +54,48 @@ std::vector<int64_t> broadcast_strides(const Shape& in_shape, const std::vector<
 }
 
 void Launch::collapse() {
-  std::vector<int64_t> kept_shape;
-  std::vector<std::vector<int64_t>> kept_strides(args.size());
+  // In place: the kept dim k is never after the dim d being read (k <= d).
+  size_t kept = 0;
   int kept_outer = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool outer = int(d) < outer_rank;
     // Outer dims come first, so the previous kept dim is in d's segment if one exists there.
-    bool has_neighbour = outer ? !kept_shape.empty() : int(kept_shape.size()) > kept_outer;
-    bool mergeable = has_neighbour;
+    bool mergeable = outer ? kept > 0 : int(kept) > kept_outer;
     for (size_t a = 0; a < args.size() && mergeable; ++a)
-      mergeable = kept_strides[a].back() == args[a].strides[d] * shape[d];
+      mergeable = args[a].strides[kept - 1] == args[a].strides[d] * shape[d];
     if (mergeable) {
-      kept_shape.back() *= shape[d];
-      for (size_t a = 0; a < args.size(); ++a) kept_strides[a].back() = args[a].strides[d];
+      shape[kept - 1] *= shape[d];
+      for (Arg& arg : args) arg.strides[kept - 1] = arg.strides[d];
     } else {
-      kept_shape.push_back(shape[d]);
-      for (size_t a = 0; a < args.size(); ++a) kept_strides[a].push_back(args[a].strides[d]);
+      shape[kept] = shape[d];
+      for (Arg& arg : args) arg.strides[kept] = arg.strides[d];
+      ++kept;
       if (outer) ++kept_outer;
     }
   }
-  shape = std::move(kept_shape);
+  shape.resize(kept);
   outer_rank = kept_outer;
-  for (size_t a = 0; a < args.size(); ++a) args[a].strides = std::move(kept_strides[a]);
+  for (Arg& arg : args) arg.strides.resize(kept);
 }
 
-
-void Launch::run(Device device, kir::Builder& b, const std::string& name) {
+void Launch::run(Device device, const kir::Builder& b, const std::string& name, uint64_t structure_hash) {
   Backend& be = backend_for(device);
   collapse();
   if (shape.size() > EMBER_MAX_ITER_RANK)
     throw Error(fmt::format("{}: iteration space of rank {} exceeds {}", name, shape.size(),
                             EMBER_MAX_ITER_RANK));
-  ember_kir_program prog = b.program(name);
+  ember_kir_program prog = b.program_view(name);
   if (env_log_kir()) std::cerr << kir::to_string(prog);
-  std::vector<ember_kir_arg> cargs(args.size());
+  // Launch arguments on the stack for ordinary kernels (this runs for every kernel of a step).
+  constexpr size_t kInlineArgs = 16;
+  ember_kir_arg inline_args[kInlineArgs];
+  std::vector<ember_kir_arg> heap_args;
+  ember_kir_arg* cargs = inline_args;
+  if (args.size() > kInlineArgs) {
+    heap_args.resize(args.size());
+    cargs = heap_args.data();
+  }
   for (size_t a = 0; a < args.size(); ++a) {
     ember_kir_arg& c = cargs[a];
     c = ember_kir_arg{};
@@ -102,14 +109,17 @@ void Launch::run(Device device, kir::Builder& b, const std::string& name) {
   l.outer_rank = outer_rank;
   l.reduce_rank = int32_t(shape.size()) - outer_rank;
   std::copy(shape.begin(), shape.end(), l.shape);
-  l.n_args = int32_t(cargs.size());
-  l.args = cargs.data();
+  l.n_args = int32_t(args.size());
+  l.args = cargs;
+  // The backend's cache is asked every time (not a copy kept by the caller), so its capacity
+  // and eviction hold for every program.
+  const uint64_t hash = structure_hash ? structure_hash : b.structure_hash();
   std::string unsupported;
-  std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, b.structure_hash(), &unsupported);
+  std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, hash, &unsupported);
   if (!compiled) {
     std::vector<std::shared_ptr<DeviceBuffer>> buffers;
     for (const Arg& a : args) buffers.push_back(a.buffer);
-    return run_program_on_host(device, prog, b.structure_hash(), l, buffers, unsupported);
+    return run_program_on_host(device, prog, hash, l, buffers, unsupported);
   }
   be.run(*compiled, l);
 }

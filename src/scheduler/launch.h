@@ -38,7 +38,9 @@ struct Launch {
   // see few, long dims (a contiguous elementwise op becomes one flat loop).
   void collapse();
   // Collapses, compiles (cached) and runs the program `b` built for these arguments.
-  void run(Device device, kir::Builder& b, const std::string& name);
+  // `structure_hash` is b.structure_hash() when the caller has it (a kernel launched again and
+  // again keeps it), else 0: computed here.
+  void run(Device device, const kir::Builder& b, const std::string& name, uint64_t structure_hash = 0);
 };
 
 // A Full node (pending or ready) folds into its consumers as a constant.

@@ -46,10 +46,12 @@ struct ArgRecipe {
 // of the members' inputs are one node (the emitter loads a node read twice once: `x * x` has one
 // argument where `x * y` has two). A program is reused only where both are equal. A random op's
 // seed is a launch argument, not part of the program.
-std::vector<uint64_t> lowering_fingerprint(const FusedKernel& k) {
-  std::vector<uint64_t> v;
-  std::vector<std::pair<const Node*, uint64_t>> slots;  // every member's inputs, numbered
-  v.reserve(k.members.size() * 6);
+// Written into `v` (cleared first): the caller keeps its capacity from launch to launch.
+void lowering_fingerprint(const FusedKernel& k, std::vector<uint64_t>& v) {
+  thread_local std::vector<std::pair<const Node*, uint64_t>> slots;  // every member's inputs, numbered
+  thread_local std::vector<uint64_t> first;
+  v.clear();
+  slots.clear();
   auto put = [&v](const OpAttrs& a) {
     v.insert(v.end(), {std::bit_cast<uint64_t>(a.f0), std::bit_cast<uint64_t>(a.f1),
                        std::bit_cast<uint64_t>(a.value.f), uint64_t(a.value.i)});
@@ -63,51 +65,79 @@ std::vector<uint64_t> lowering_fingerprint(const FusedKernel& k) {
   }
   // Each input slot as the first slot that holds the same node.
   std::sort(slots.begin(), slots.end());
-  std::vector<uint64_t> first(slots.size());
+  first.resize(slots.size());
   for (size_t i = 0; i < slots.size(); ++i)
     first[size_t(slots[i].second)] = i > 0 && slots[i].first == slots[i - 1].first ? first[size_t(slots[i - 1].second)]
                                                                                      : slots[i].second;
   v.insert(v.end(), first.begin(), first.end());
-  return v;
 }
 
 }  // namespace
 
+// How a kernel's dims become launch dims: outer (not reduced) dims first, then reduced dims.
+// The same for every kernel of one plan-cache entry (it depends on extents and reduce dims).
+struct LaunchLayout {
+  std::vector<int> launch_dim;  // kernel dim -> its launch dim
+  std::vector<int64_t> shape;   // the launch's extents
+  int outer = 0;                // how many launch dims are outer
+};
+
+LaunchLayout launch_layout(const FusedKernel& k) {
+  LaunchLayout l;
+  l.launch_dim.resize(k.extents.size());
+  for (int reduced = 0; reduced < 2; ++reduced)
+    for (size_t d = 0; d < k.extents.size(); ++d)
+      if (k.reduce_dim[d] == bool(reduced)) {
+        l.launch_dim[d] = int(l.shape.size());
+        l.shape.push_back(k.extents[d]);
+        if (!reduced) ++l.outer;
+      }
+  return l;
+}
+
 struct LoweredKernel {
   kir::Builder program;
   std::string name;
+  LaunchLayout layout;
+  std::vector<size_t> output_arg;  // output (by index in FusedKernel::outputs) -> its launch argument
   std::vector<ArgRecipe> args;  // in launch argument order
   std::vector<uint64_t> fingerprint;  // lowering_fingerprint of the kernel it was emitted for
+  uint64_t structure_hash = 0;        // program.structure_hash(), computed once
 };
 
 namespace {
 
+// Emits a fused kernel's program and binds its launch arguments (emit_all), or binds the
+// arguments of a program lowered before from a kernel of the same structure (given to the
+// constructor, then replay()); then places outputs and runs.
 class Emitter {
  public:
-  explicit Emitter(FusedKernel& k) : k_(k) {
-    for (size_t d = 0; d < k.extents.size(); ++d)
-      if (!k.reduce_dim[d]) launch_order_.push_back(int(d));
-    outer_ = int(launch_order_.size());
-    for (size_t d = 0; d < k.extents.size(); ++d)
-      if (k.reduce_dim[d]) launch_order_.push_back(int(d));
-    // A reduction over no (or only size-1) dims still needs its accumulation phases.
-    has_reduce_ = outer_ < int(k.extents.size());
-    for (Node* m : k.members) has_reduce_ |= op_info(m->op).kind == OpKind::Reduce;
-    launch_.outer_rank = outer_;
-    for (int d : launch_order_) launch_.shape.push_back(k.extents[size_t(d)]);
-    for (Node* m : k.members) member_.insert(m);
+  explicit Emitter(FusedKernel& k, const LoweredKernel* before = nullptr) : k_(k), replayed_(before) {
+    if (!before) {
+      own_layout_ = launch_layout(k);
+      own_output_arg_.assign(k.outputs.size(), 0);
+    }
+    layout_ = before ? &before->layout : &own_layout_;
+    output_arg_ = before ? &before->output_arg : &own_output_arg_;
+    launch_.outer_rank = layout_->outer;
+    launch_.shape = layout_->shape;
   }
 
   void emit_all() {
-    for (Node* o : k_.outputs) {
+    k_.load_maps();
+    // A reduction over no (or only size-1) dims still needs its accumulation phases.
+    has_reduce_ = layout_->outer < int(k_.extents.size());
+    for (Node* m : k_.members) has_reduce_ |= op_info(m->op).kind == OpKind::Reduce;
+    member_.insert(k_.members.begin(), k_.members.end());
+    for (size_t index = 0; index < k_.outputs.size(); ++index) {
+      Node* o = k_.outputs[index];
       int p = phase_of(o, k_.maps.at(o));
       if (p == kAnyPhase) p = has_reduce_ ? 1 : 0;
       kir::Val v = value(o, k_.maps.at(o), p);
       b_.phase = p;
       int arg = b_.add_arg(o->dtype);
-      output_arg_[o] = launch_.args.size();
-      const int index = int(std::find(k_.outputs.begin(), k_.outputs.end(), o) - k_.outputs.begin());
-      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides, o, {ArgRecipe::Kind::Output, index});
+      own_output_arg_[index] = launch_.args.size();
+      add_arg(o->view, k_.maps.at(o), o->shape, o->view.strides, o, {ArgRecipe::Kind::Output, int(index)});
       b_.store(arg, b_.cast(v, o->dtype));
     }
     for (auto it = k_.members.rbegin(); it != k_.members.rend(); ++it) {
@@ -121,11 +151,13 @@ class Emitter {
   // is safe, else a fresh one.
   void place_outputs() {
     std::vector<Node*> taken;
-    for (Node* o : k_.outputs) {
+    for (size_t index = 0; index < k_.outputs.size(); ++index) {
+      Node* o = k_.outputs[index];
       if (o->view.buffer) continue;
-      Launch::Arg& out = launch_.args[output_arg_.at(o)];
+      const size_t oi = (*output_arg_)[index];
+      Launch::Arg& out = launch_.args[oi];
       for (Node* d : k_.donors) {
-        if (std::find(taken.begin(), taken.end(), d) != taken.end() || !can_donate(d, o)) continue;
+        if (std::find(taken.begin(), taken.end(), d) != taken.end() || !can_donate(d, o, oi)) continue;
         o->view.buffer = d->view.buffer;
         taken.push_back(d);
         stats().buffers_donated.fetch_add(1, std::memory_order_relaxed);
@@ -138,25 +170,28 @@ class Emitter {
 
   // What emit_all produced, for the kernel's LoweringSlot (before run: the launch collapses its
   // dims, and the program takes its name).
-  std::shared_ptr<const LoweredKernel> lowered(std::vector<uint64_t> fingerprint) const {
+  std::shared_ptr<const LoweredKernel> lowered(const std::vector<uint64_t>& fingerprint) const {
     auto l = std::make_shared<LoweredKernel>();
     l->program = b_;
     l->name = name_;
+    l->layout = own_layout_;
+    l->output_arg = own_output_arg_;
     l->args = recipes_;
-    l->fingerprint = std::move(fingerprint);
+    l->fingerprint = fingerprint;
+    l->structure_hash = l->program.structure_hash();
     return l;
   }
 
   // Instead of emit_all: the program and launch arguments of a kernel lowered before from a graph
   // of the same structure, found again in this one.
-  void replay(const LoweredKernel& l) {
-    b_ = l.program;
-    name_ = l.name;
+  void replay() {
+    const LoweredKernel& l = *replayed_;
+    launch_.args.reserve(l.args.size());
+    arg_node_.reserve(l.args.size());
     for (const ArgRecipe& r : l.args) {
       switch (r.kind) {
         case ArgRecipe::Kind::Output: {
           Node* o = k_.outputs[size_t(r.ref)];
-          output_arg_[o] = launch_.args.size();
           bind_arg(o->view, r.map, o->shape, o->view.strides, o);
           break;
         }
@@ -177,21 +212,23 @@ class Emitter {
     }
   }
 
-  void run(Device device) { launch_.run(device, b_, name_); }
+  void run(Device device) {
+    if (replayed_) launch_.run(device, replayed_->program, replayed_->name, replayed_->structure_hash);
+    else launch_.run(device, b_, name_);
+  }
 
  private:
   // Whether output o may be written into donor d's buffer: d is computed, its view is the whole
   // buffer and nothing but d (and this launch's arguments) holds that buffer; every argument
   // reading d is read before o is stored (arguments are added as the program first loads or
   // stores them) at exactly the element o is written to at the same point.
-  bool can_donate(Node* d, Node* o) const {
+  bool can_donate(Node* d, Node* o, size_t oi) const {
     if (!d->is_ready() || !d->view.buffer) return false;
     const View& dv = d->view;
     const size_t bytes = size_t(o->shape.numel()) * dtype_size(o->dtype);
     if (dv.offset != 0 || dv.buffer->bytes != bytes || !(dv.buffer->device == o->device) ||
         !is_contiguous(dv, d->shape))
       return false;
-    const size_t oi = output_arg_.at(o);
     const Launch::Arg& out = launch_.args[oi];
     long reads = 0;
     for (size_t a = 0; a < arg_node_.size(); ++a) {
@@ -216,18 +253,15 @@ class Emitter {
   void bind_arg(const View& view, const IndexMap& map, const Shape& shape, const std::vector<int64_t>& strides,
                 Node* owner) {
     arg_node_.push_back(owner);
-    std::vector<int64_t> over_kernel(k_.extents.size(), 0);
+    // The argument's stride along each launch dim.
+    std::vector<int64_t> launch_strides(layout_->shape.size(), 0);
     int64_t offset = view.offset;
     for (int j = 0; j < shape.rank(); ++j) {
       const DimMap& d = map.dims[size_t(j)];
       offset += strides[size_t(j)] * d.offset;
-      if (d.src >= 0) over_kernel[size_t(d.src)] += strides[size_t(j)] * d.scale;
+      if (d.src >= 0) launch_strides[size_t(layout_->launch_dim[size_t(d.src)])] += strides[size_t(j)] * d.scale;
     }
-    std::vector<int64_t> launch_strides;
-    for (int d : launch_order_) launch_strides.push_back(over_kernel[size_t(d)]);
-    View v = view;
-    v.offset = offset;
-    launch_.add(v, launch_strides);
+    launch_.args.push_back({view.buffer, offset, std::move(launch_strides), 0, 0});
   }
 
   bool varies(const IndexMap& m) const {
@@ -397,14 +431,16 @@ class Emitter {
   FusedKernel& k_;
   kir::Builder b_;
   Launch launch_;
-  std::vector<int> launch_order_;  // kernel dims in launch order: outer dims, then reduce dims
-  int outer_ = 0;
+  const LoweredKernel* replayed_;  // the kernel replay() binds and run() launches, or null
+  LaunchLayout own_layout_;        // when emitting
+  const LaunchLayout* layout_;     // own_layout_ or the replayed kernel's
   bool has_reduce_ = false;
-  std::set<Node*> member_;
+  std::set<Node*> member_;                // filled by emit_all (replay needs no membership)
   std::vector<Node*> arg_node_;           // per launch argument: the node whose memory it is
   std::vector<ArgRecipe> recipes_;        // per launch argument: how replay() finds it again
   std::string name_;
-  std::map<Node*, size_t> output_arg_;    // output -> its launch argument
+  std::vector<size_t> own_output_arg_;    // output (by index in k_.outputs) -> its launch argument
+  const std::vector<size_t>* output_arg_;  // own_output_arg_ or the replayed kernel's
   std::map<std::pair<Node*, std::vector<int64_t>>, int> phase_memo_;
   std::map<std::tuple<Node*, std::vector<int64_t>, int>, kir::Val> memo_;
 };
@@ -427,24 +463,24 @@ void run_fused(FusedKernel& k) {
     }
   }
   if (outer_points == 0) return;
-  Emitter e(k);
   std::shared_ptr<const LoweredKernel> before;
-  std::vector<uint64_t> fingerprint;
+  thread_local std::vector<uint64_t> fingerprint;
   if (k.lowering) {
     {
       std::lock_guard lock(k.lowering->m);
       before = k.lowering->kernel;
     }
-    fingerprint = lowering_fingerprint(k);
+    lowering_fingerprint(k, fingerprint);
     if (before && before->fingerprint != fingerprint) before = nullptr;
   }
+  Emitter e(k, before.get());
   if (before) {
-    e.replay(*before);
+    e.replay();
     g_reuses.fetch_add(1, std::memory_order_relaxed);
   } else {
     e.emit_all();
     if (k.lowering) {
-      std::shared_ptr<const LoweredKernel> now = e.lowered(std::move(fingerprint));
+      std::shared_ptr<const LoweredKernel> now = e.lowered(fingerprint);
       std::lock_guard lock(k.lowering->m);
       k.lowering->kernel = std::move(now);
     }

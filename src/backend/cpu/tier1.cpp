@@ -363,31 +363,85 @@ Compiler& compiler() {
 // A program is hot after 3 runs over at least 64K points in all, or one run of 1M points or more.
 bool hot(int64_t runs, int64_t points, int64_t now) { return (runs >= 3 && points >= 65536) || now >= (1 << 20); }
 
-// Appends dims [d0, d1) of the launch to shape/str (per argument), dropping size-1 dims and
-// merging d into the previous dim where every argument is contiguous across them; returns the
-// number of dims appended.
-int coalesce(const ember_kir_launch& l, int d0, int d1, std::vector<int64_t>& shape,
-             std::vector<std::vector<int64_t>>& str) {
-  const int na = l.n_args;
-  const size_t first = shape.size();
-  for (int d = d0; d < d1; ++d) {
-    if (l.shape[d] == 1) continue;
-    bool merge = shape.size() > first;
-    for (int a = 0; a < na && merge; ++a) merge = str[size_t(a)].back() == l.args[a].strides[d] * l.shape[d];
-    if (merge) {
-      shape.back() *= l.shape[d];
-      for (int a = 0; a < na; ++a) str[size_t(a)].back() = l.args[a].strides[d];
-    } else {
-      shape.push_back(l.shape[d]);
-      for (int a = 0; a < na; ++a) str[size_t(a)].push_back(l.args[a].strides[d]);
+// A launch's dims coalesced for a compiled kernel, with its per-argument pointers, offsets and
+// strides laid out as ember_c_launch wants them. Launches run thousands of times per second in a
+// small model's step, so nothing here allocates unless a kernel has more than kInlineArgs
+// arguments.
+class CoalescedLaunch {
+ public:
+  static constexpr int kMaxDims = EMBER_MAX_ITER_RANK + 2;  // each segment may add one size-1 dim
+  static constexpr int kInlineArgs = 16;
+
+  explicit CoalescedLaunch(const ember_kir_launch& l) : l_(l), na_(l.n_args) {
+    if (na_ > kInlineArgs) {
+      heap_.resize(size_t(na_) * (kMaxDims + 2));
+      strides_ = heap_.data();
+      offset_ = strides_ + size_t(na_) * kMaxDims;
+      data_ = reinterpret_cast<void**>(offset_ + na_);
+    }
+    for (int a = 0; a < na_; ++a) {
+      offset_[a] = l.args[a].offset;
+      data_[a] = l.args[a].buffer ? l.args[a].buffer->data : nullptr;
     }
   }
-  if (shape.size() == first) {  // all of size 1 (or none): one dim of size 1
-    shape.push_back(1);
-    for (int a = 0; a < na; ++a) str[size_t(a)].push_back(0);
+  CoalescedLaunch(const CoalescedLaunch&) = delete;
+  CoalescedLaunch& operator=(const CoalescedLaunch&) = delete;
+
+  // Appends dims [d0, d1) of the launch, dropping size-1 dims and merging d into the previous
+  // dim where every argument is contiguous across them; returns the number of dims appended (at
+  // least one: a segment of only size-1 dims, or none, becomes one dim of size 1).
+  int append(int d0, int d1) {
+    const int first = rank_;
+    int last = -1;  // the launch dim whose strides the previous appended dim has
+    for (int d = d0; d < d1; ++d) {
+      if (l_.shape[d] == 1) continue;
+      bool merge = rank_ > first;
+      for (int a = 0; a < na_ && merge; ++a) merge = l_.args[a].strides[last] == l_.args[a].strides[d] * l_.shape[d];
+      if (merge) {
+        shape_[rank_ - 1] *= l_.shape[d];
+      } else {
+        shape_[rank_] = l_.shape[d];
+        ++rank_;
+      }
+      source_[rank_ - 1] = d;
+      last = d;
+    }
+    if (rank_ == first) {
+      shape_[rank_] = 1;
+      source_[rank_] = -1;
+      ++rank_;
+    }
+    return rank_ - first;
   }
-  return int(shape.size() - first);
-}
+
+  int rank() const { return rank_; }
+  const int64_t* shape() const { return shape_; }
+  int64_t dim(int j) const { return shape_[j]; }
+  // Argument a's stride along appended dim j.
+  int64_t stride(int a, int j) const { return source_[j] < 0 ? 0 : l_.args[a].strides[source_[j]]; }
+  // Fills the [n_args * rank] stride table (call once every dim is appended).
+  const int64_t* strides() {
+    for (int a = 0; a < na_; ++a)
+      for (int j = 0; j < rank_; ++j) strides_[size_t(a) * size_t(rank_) + size_t(j)] = stride(a, j);
+    return strides_;
+  }
+  const int64_t* offset() const { return offset_; }
+  void* const* data() const { return data_; }
+
+ private:
+  const ember_kir_launch& l_;
+  const int na_;
+  int rank_ = 0;
+  int64_t shape_[kMaxDims];
+  int source_[kMaxDims];
+  int64_t inline_strides_[kInlineArgs * kMaxDims];
+  int64_t inline_offset_[kInlineArgs];
+  void* inline_data_[kInlineArgs];
+  std::vector<int64_t> heap_;
+  int64_t* strides_ = inline_strides_;
+  int64_t* offset_ = inline_offset_;
+  void** data_ = inline_data_;
+};
 
 // A reduction / multi-phase launch on its compiled kernel: outer and reduce dims coalesced
 // separately, then the rows scheme when the innermost reduce dim is contiguous in every argument
@@ -396,20 +450,19 @@ int coalesce(const ember_kir_launch& l, int d0, int d1, std::vector<int64_t>& sh
 bool run_reduce_kernel(const Program& p, const ember_kir_launch& l, ember_c_reduce_fn fn, ember_status* st,
                        int32_t* rc) {
   const int na = l.n_args, outer = l.outer_rank, total = outer + l.reduce_rank;
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> str(static_cast<size_t>(na));
-  const int ro = coalesce(l, 0, outer, shape, str);
-  const int rr = coalesce(l, outer, total, shape, str);
+  CoalescedLaunch c(l);
+  const int ro = c.append(0, outer);
+  const int rr = c.append(outer, total);
   const int R = ro + rr;
   int64_t n_outer = 1, n_reduce = 1;
   for (int d = 0; d < outer; ++d) n_outer *= l.shape[d];
   for (int d = outer; d < total; ++d) n_reduce *= l.shape[d];
-  const int64_t inner = shape[size_t(R - 1)], ocols = shape[size_t(ro - 1)];
+  const int64_t inner = c.dim(R - 1), ocols = c.dim(ro - 1);
   bool reduce_contig = true, outer_contig = true;
   for (int a = 0; a < na; ++a) {
     const bool even = p.arg_in_phase[0][size_t(a)], any = even || p.arg_in_phase[1][size_t(a)];
-    if (even && inner > 1 && str[size_t(a)][size_t(R - 1)] != 1) reduce_contig = false;
-    if (any && str[size_t(a)][size_t(ro - 1)] != 1) outer_contig = false;
+    if (even && inner > 1 && c.stride(a, R - 1) != 1) reduce_contig = false;
+    if (any && c.stride(a, ro - 1) != 1) outer_contig = false;
   }
   int columns;
   if (reduce_contig && (inner >= 16 || !outer_contig || ocols < 16)) columns = 0;
@@ -419,21 +472,14 @@ bool run_reduce_kernel(const Program& p, const ember_kir_launch& l, ember_c_redu
   if ((*rc = check_launch(p, l, st)) != EMBER_OK) return true;
   *rc = EMBER_OK;
   if (n_outer == 0) return true;
-  std::vector<int64_t> strides(static_cast<size_t>(na * R)), offset(static_cast<size_t>(na));
-  std::vector<void*> data(static_cast<size_t>(na), nullptr);
-  for (int a = 0; a < na; ++a) {
-    for (int d = 0; d < R; ++d) strides[size_t(a * R + d)] = str[size_t(a)][size_t(d)];
-    offset[size_t(a)] = l.args[a].offset;
-    data[size_t(a)] = l.args[a].buffer ? l.args[a].buffer->data : nullptr;
-  }
   ember_c_reduce_launch cl{};
   cl.outer_rank = ro;
   cl.reduce_rank = rr;
   cl.columns = columns;
-  cl.shape = shape.data();
-  cl.data = data.data();
-  cl.offset = offset.data();
-  cl.strides = strides.data();
+  cl.shape = c.shape();
+  cl.data = c.data();
+  cl.offset = c.offset();
+  cl.strides = c.strides();
   int64_t tasks = n_outer;
   if (columns) {
     // Wide blocks: a row of a block is `block` consecutive values, and every pass walks all
@@ -539,29 +585,21 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
   for (int d = 0; d < total; ++d) points *= l.shape[d];
   *rc = EMBER_OK;
   if (points == 0) return true;
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> str(static_cast<size_t>(na));
-  coalesce(l, 0, total, shape, str);
-  const int r = int(shape.size());
-  std::vector<int64_t> strides(static_cast<size_t>(na * r)), offset(static_cast<size_t>(na));
-  std::vector<void*> data(static_cast<size_t>(na), nullptr);
+  CoalescedLaunch c(l);
+  const int r = c.append(0, total);
   bool contiguous = true;
-  for (int a = 0; a < na; ++a) {
-    for (int d = 0; d < r; ++d) strides[size_t(a * r + d)] = str[size_t(a)][size_t(d)];
-    offset[size_t(a)] = l.args[a].offset;
-    data[size_t(a)] = l.args[a].buffer ? l.args[a].buffer->data : nullptr;
-    if (p.arg_in_phase[0][size_t(a)] && str[size_t(a)][size_t(r - 1)] != 1) contiguous = false;
-  }
-  const int64_t inner = shape[size_t(r - 1)];
+  for (int a = 0; a < na; ++a)
+    if (p.arg_in_phase[0][size_t(a)] && c.stride(a, r - 1) != 1) contiguous = false;
+  const int64_t inner = c.dim(r - 1);
   ember_c_launch cl{};
   cl.rank = r;
   cl.contiguous = contiguous;
   cl.block = std::min<int64_t>(inner, 16384);
   cl.nblk = (inner + cl.block - 1) / cl.block;
-  cl.shape = shape.data();
-  cl.data = data.data();
-  cl.offset = offset.data();
-  cl.strides = strides.data();
+  cl.shape = c.shape();
+  cl.data = c.data();
+  cl.offset = c.offset();
+  cl.strides = c.strides();
   const int64_t tasks = points / inner * cl.nblk;
   run_tasks(tasks, points, [&](int64_t t0, int64_t t1) { fn(&cl, t0, t1); });
   ++g_launches;
