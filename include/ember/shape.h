@@ -2,9 +2,12 @@
 // strides, dimension wrapping and broadcasting.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,23 +18,65 @@ inline constexpr int kMaxRank = 8;
 class Shape {
  public:
   Shape() = default;
-  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.size()); }
+  explicit Shape(const std::vector<int64_t>& dims) { assign(dims.data(), dims.size()); }
+  explicit Shape(std::span<const int64_t> dims) { assign(dims.data(), dims.size()); }
+  Shape(const Shape& other) { assign(other.begin(), size_t(other.rank_)); }
+  Shape(Shape&& other) noexcept { take(other); }
+  Shape& operator=(const Shape& other) {
+    if (this != &other) assign(other.begin(), size_t(other.rank_));
+    return *this;
+  }
+  Shape& operator=(Shape&& other) noexcept {
+    if (this != &other) take(other);
+    return *this;
+  }
+  ~Shape() = default;
 
-  int rank() const { return int(dims_.size()); }
-  int64_t operator[](int i) const { return dims_[size_t(i)]; }
-  int64_t& operator[](int i) { return dims_[size_t(i)]; }
+  int rank() const { return rank_; }
+  int64_t operator[](int i) const { return data()[i]; }
+  int64_t& operator[](int i) { return data()[i]; }
   int64_t numel() const;  // throws if the product overflows int64
-  const std::vector<int64_t>& dims() const { return dims_; }
+  std::vector<int64_t> dims() const { return {begin(), end()}; }
   std::vector<int64_t> contiguous_strides() const;
   std::string str() const;  // "[2, 3]"
 
-  auto begin() const { return dims_.begin(); }
-  auto end() const { return dims_.end(); }
-  friend bool operator==(const Shape&, const Shape&) = default;
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + rank_; }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
 
  private:
-  std::vector<int64_t> dims_;
+  // Dims are stored inline up to kMaxRank (every tensor a user can make), so building a lazy
+  // op allocates no memory for its shapes; higher ranks (internal only) go to the heap.
+  const int64_t* data() const { return heap_ ? heap_.get() : inline_; }
+  int64_t* data() { return heap_ ? heap_.get() : inline_; }
+  void assign(const int64_t* dims, size_t n) {
+    if (n > size_t(kMaxRank)) {
+      if (!heap_ || size_t(rank_) < n) heap_ = std::make_unique<int64_t[]>(n);
+    } else {
+      heap_.reset();
+    }
+    rank_ = int(n);
+    std::copy(dims, dims + n, data());
+  }
+  void take(Shape& other) {
+    rank_ = other.rank_;
+    if (other.heap_) heap_ = std::move(other.heap_);
+    else {
+      heap_.reset();
+      std::copy(other.inline_, other.inline_ + rank_, inline_);
+    }
+    other.rank_ = 0;
+  }
+
+  int rank_ = 0;
+  int64_t inline_[kMaxRank] = {};
+  std::unique_ptr<int64_t[]> heap_;
 };
 
 // Prints str(): std::cout << x.shape() shows [2, 3].

@@ -14,18 +14,19 @@ namespace ember {
 // numel 0) is an error, never a wrapped count.
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t d : dims_)
+  for (int64_t d : *this)
     if (__builtin_mul_overflow(n, d, &n))
       throw Error(fmt::format("shape {}: the element count overflows 64 bits", str()));
   return n;
 }
 
 std::vector<int64_t> Shape::contiguous_strides() const {
-  std::vector<int64_t> s(dims_.size());
+  std::vector<int64_t> s(static_cast<size_t>(rank_));
   int64_t acc = 1;
-  for (size_t i = dims_.size(); i-- > 0;) {
-    s[i] = acc;
-    if (__builtin_mul_overflow(acc, dims_[i] > 0 ? dims_[i] : 1, &acc))
+  for (int i = rank_; i-- > 0;) {
+    s[size_t(i)] = acc;
+    const int64_t d = (*this)[i];
+    if (__builtin_mul_overflow(acc, d > 0 ? d : 1, &acc))
       throw Error(fmt::format("shape {}: the strides overflow 64 bits", str()));
   }
   return s;
@@ -46,7 +47,7 @@ void check_extent(const Shape& shape, size_t element_bytes, const char* op) {
                             element_bytes));
 }
 
-std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+std::string Shape::str() const { return fmt::format("[{}]", fmt::join(begin(), end(), ", ")); }
 
 std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape.str(); }
 
@@ -59,17 +60,24 @@ int wrap_dim(int dim, int rank, const char* op) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  if (a == b) return a;
   int r = std::max(a.rank(), b.rank());
-  std::vector<int64_t> out(static_cast<size_t>(r));
+  std::vector<int64_t> heap;
+  int64_t small[kMaxRank];
+  int64_t* out = small;
+  if (r > kMaxRank) {
+    heap.resize(size_t(r));
+    out = heap.data();
+  }
   for (int i = 0; i < r; ++i) {
     int ia = a.rank() - r + i, ib = b.rank() - r + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1)
       throw Error(fmt::format("{}: shapes {} and {} cannot be broadcast (dim {}: {} vs {})", op,
                               a.str(), b.str(), i - r, da, db));
-    out[size_t(i)] = da == 1 ? db : da;
+    out[i] = da == 1 ? db : da;
   }
-  return Shape(std::move(out));
+  return Shape(std::span<const int64_t>(out, size_t(r)));
 }
 
 }  // namespace ember

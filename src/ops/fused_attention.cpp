@@ -17,7 +17,7 @@ namespace ember {
 namespace {
 
 std::string dims_str(const Shape& s, int keep_last) {
-  std::vector<int64_t> d(s.dims().begin(), s.dims().end() - keep_last);
+  std::vector<int64_t> d(s.begin(), s.end() - keep_last);
   return Shape(d).str();
 }
 
@@ -68,7 +68,7 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
                             reshape(cast(v, dt, loc), Shape{B, S, Ev}, loc)};
   if (opts.mask.defined()) {
     const NodePtr& mn = node_of(opts.mask, op, loc);
-    std::vector<int64_t> full(qs.dims().begin(), qs.dims().end() - 1);
+    std::vector<int64_t> full(qs.begin(), qs.end() - 1);
     full.push_back(S);
     const Shape target(full);
     bool fits = mn->shape.rank() <= r;
@@ -98,7 +98,7 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
   attrs.f0 = scale;
   const int64_t n_out = B * L * Ev;
   Array packed = make_array(Op::FusedAttention, std::move(attrs), inputs, Shape{n_out + B * L}, dt, dev, loc);
-  std::vector<int64_t> out_shape(qs.dims().begin(), qs.dims().end() - 1), lse_shape = out_shape;
+  std::vector<int64_t> out_shape(qs.begin(), qs.end() - 1), lse_shape = out_shape;
   out_shape.push_back(Ev);
   return {reshape(slice(packed, 0, 0, n_out, 1, loc), Shape(out_shape), loc),
           reshape(slice(packed, 0, n_out, n_out + B * L, 1, loc), Shape(lse_shape), loc)};

@@ -31,9 +31,12 @@ void choose_donors(Plan& plan) {
                     [](const Node* m) { return op_info(m->op).kind == OpKind::Reduce; }))
       continue;
     // References to each input from this kernel's members (an input read twice counts twice).
-    std::vector<const Node*> members(k.members.begin(), k.members.end());
+    // (Scratch kept by the thread: this runs for every kernel of every realization.)
+    thread_local std::vector<const Node*> members;
+    thread_local std::vector<std::pair<const NodePtr*, long>> edges;
+    members.assign(k.members.begin(), k.members.end());
     std::sort(members.begin(), members.end());
-    std::vector<std::pair<const NodePtr*, long>> edges;
+    edges.clear();
     for (Node* m : k.members)
       for (const NodePtr& in : m->inputs) {
         if (in->op == Op::Full || std::binary_search(members.begin(), members.end(), in.get()))

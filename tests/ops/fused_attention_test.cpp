@@ -127,7 +127,7 @@ Array make_mask(const Case& c, Device dev, DType dt) {
   const int64_t L = c.qs[r - 2], S = c.ks[r - 2];
   if (c.mask == 1) return random_on({L, S}, 77, dev, dt, -2, 2);
   if (c.mask == 2) {
-    std::vector<int64_t> d(c.qs.dims().begin(), c.qs.dims().end() - 2);
+    std::vector<int64_t> d(c.qs.begin(), c.qs.end() - 2);
     d.push_back(1);
     d.push_back(S);
     const Shape ms(d);
