@@ -150,19 +150,26 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
 
   GradNode* root = output.grad_node().get();
   std::vector<GradNode*> order = order_from(root);
-  std::unordered_map<GradNode*, Array> pending;
+  // The gradient reaching each node so far, by its place in `order` (not a map keyed by node:
+  // one allocation instead of one per node).
+  PointerTable<GradNode, int> position;
+  position.reserve(order.size());
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = int(i);
+  std::vector<Array> pending(order.size());
+  auto pending_of = [&](GradNode* n) -> Array& {
+    const int* i = position.find(n);
+    if (!i) throw Error(fmt::format("internal error: backward reached {} outside its order", op_name(n->op)));
+    return pending[size_t(*i)];
+  };
   std::unordered_map<GradNode*, std::vector<SlicePiece>> pieces;  // slice gradients not yet merged
   std::unordered_map<GradNode*, Shape> piece_shape;
-  pending[root] = seed;
-  for (GradNode* n : order) {
-    auto it = pending.find(n);
-    auto pit = pieces.find(n);
-    if (it == pending.end() && pit == pieces.end()) continue;  // no gradient reached it
-    Array g;
-    if (it != pending.end()) {
-      g = std::move(it->second);
-      pending.erase(it);
-    }
+  pending_of(root) = seed;
+  for (size_t at = 0; at < order.size(); ++at) {
+    GradNode* n = order[at];
+    auto pit = pieces.empty() ? pieces.end() : pieces.find(n);
+    if (!pending[at].defined() && pit == pieces.end()) continue;  // no gradient reached it
+    Array g = std::move(pending[at]);
+    pending[at] = Array();
     if (pit != pieces.end()) {
       Array merged = merge_pieces(pit->second, piece_shape.at(n));
       g = g.defined() ? add(g, merged) : merged;
@@ -206,7 +213,7 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
       const GradNode::Edge& e = n->inputs[i];
       if (!e.fn || !grads[i].defined()) continue;
       Array gi = cast(sum_to(grads[i], e.shape), e.dtype);
-      Array& slot = pending[e.fn.get()];
+      Array& slot = pending_of(e.fn.get());
       slot = slot.defined() ? add(slot, gi) : gi;
     }
   }

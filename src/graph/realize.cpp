@@ -84,7 +84,13 @@ void publish_all(const std::vector<Node*>& nodes, Node::State s) {
   }
   completion().cv.notify_all();
 }
-void publish(Node* n, Node::State s) { publish_all({n}, s); }
+void publish(Node* n, Node::State s) {
+  {
+    std::lock_guard lock(completion().m);
+    n->state.store(s, std::memory_order_release);
+  }
+  completion().cv.notify_all();
+}
 
 void fail(Node* n, std::shared_ptr<const std::string> error) {
   n->error = std::move(error);
@@ -383,16 +389,20 @@ namespace {
 // runs) the work.
 void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   std::unique_lock lock(plan_mutex());
-  std::vector<Node*> order;
-  std::vector<NodePtr> keep;
-  // Used only by this walk, which calls out to nothing that could realize again on this thread.
-  thread_local NodeTable<char> seen;
-  seen.clear();
+  // Scratch kept by the thread (this runs for every realization). `order` is read until the work
+  // item is made, before anything below could realize again on this thread.
   struct Frame {
     Node* node;
     size_t next_input;
   };
-  std::vector<Frame> stack;
+  thread_local std::vector<Node*> order;
+  thread_local std::vector<NodePtr> keep;
+  thread_local std::vector<Frame> stack;
+  thread_local NodeTable<char> seen;
+  order.clear();
+  keep.clear();
+  stack.clear();
+  seen.clear();
   for (const auto& root : roots) {
     if (!root || !root->is_pending() || !seen.insert(root.get()).second) continue;
     stack.push_back({root.get(), 0});
@@ -433,6 +443,9 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   stats().realizations.fetch_add(1, std::memory_order_relaxed);
   WorkItem item;
   item.check_anomaly = check_anomaly;
+  size_t held = roots.size();
+  for (Node* n : order) held += n->inputs.size();
+  item.keep_alive.reserve(held);
   for (const auto& r : roots)
     if (r) item.keep_alive.push_back(r);
   for (Node* n : order)
