@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_set>
 
@@ -77,20 +78,14 @@ Completion& completion() {
 
 // Publishes the new state of several nodes at once (a reader woken by one of a kernel's outputs
 // sees all of them done).
-void publish_all(const std::vector<Node*>& nodes, Node::State s) {
+void publish_all(std::span<Node* const> nodes, Node::State s) {
   {
     std::lock_guard lock(completion().m);
     for (Node* n : nodes) n->state.store(s, std::memory_order_release);
   }
   completion().cv.notify_all();
 }
-void publish(Node* n, Node::State s) {
-  {
-    std::lock_guard lock(completion().m);
-    n->state.store(s, std::memory_order_release);
-  }
-  completion().cv.notify_all();
-}
+void publish(Node* n, Node::State s) { publish_all(std::span<Node* const>(&n, 1), s); }
 
 void fail(Node* n, std::shared_ptr<const std::string> error) {
   n->error = std::move(error);
