@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "ember/dist/sync_batch_norm.h"
 #include "ember/ops.h"
 
 namespace ember::dist {
@@ -34,7 +35,12 @@ DataParallel::DataParallel(Communicator& comm, nn::Module& model, DataParallelOp
     bytes += b;
   }
   if (!current.empty()) buckets_.push_back(std::move(current));
+  if (opts_.sync_batch_norm) synchronize_batch_norm(model_, comm_);
   broadcast_parameters();
+}
+
+DataParallel::~DataParallel() {
+  if (opts_.sync_batch_norm) desynchronize_batch_norm(model_);
 }
 
 void DataParallel::broadcast_parameters() {

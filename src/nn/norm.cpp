@@ -44,12 +44,25 @@ Array BatchNorm::forward(const Array& x_in, Loc loc) {
   Array mu, var;
   bool use_batch = is_training() || !options.track_running_stats;
   if (use_batch) {
-    mu = mean(x, dims, true);
-    Array centered = sub(x, mu);
-    var = mean(mul(centered, centered), dims, true);
+    int64_t n = x.numel() / options.features;  // elements per channel in the statistics
+    if (is_training() && group_sum) {
+      // Two passes over the group, as the local formula below: the mean of every rank's rows,
+      // then the mean squared deviation from it (numerically the same as one process's batch).
+      Array counts = group_sum(full(Shape{}, n, {.dtype = DType::I64, .device = x.device()}));
+      if (!counts.defined() || counts.numel() != 1)
+        throw call.error("group_sum must return an array of the argument's shape");
+      n = counts.item<int64_t>();
+      if (n <= 0) throw call.error("the synchronized batch is empty on every rank");
+      mu = div(group_sum(sum(x, dims, true)), double(n));
+      Array centered = sub(x, mu);
+      var = div(group_sum(sum(mul(centered, centered), dims, true)), double(n));
+    } else {
+      mu = mean(x, dims, true);
+      Array centered = sub(x, mu);
+      var = mean(mul(centered, centered), dims, true);
+    }
     if (is_training() && options.track_running_stats) {
       NoGradGuard no_grad;
-      int64_t n = x.numel() / options.features;
       double m = options.momentum;
       Array batch_mean = reshape(mu.detach(), {options.features});
       Array unbiased = mul(reshape(var.detach(), {options.features}), n > 1 ? double(n) / double(n - 1) : 1.0);

@@ -1,11 +1,12 @@
-// The data-parallel test setup (tests/dist/data_parallel_test.cpp and the MPI test program): a
-// small MLP classifier, 1,280 synthetic rows (20 batches of 64), its batcher, loss, optimizers
-// and a host snapshot of the parameters.
+// The data-parallel test setup (tests/dist/data_parallel_test.cpp, sync_batch_norm_test.cpp and
+// the MPI test program): a small MLP classifier (and one with batch norm), 1,280 synthetic rows
+// (20 batches of 64), its batcher, loss, optimizers and a host snapshot of the parameters.
 #pragma once
 
 #include <ember/dist/communicator.h>
 #include <ember/dist/data_parallel.h>
 #include <ember/dist/sampler.h>
+#include <ember/dist/sync_batch_norm.h>
 #include <ember/ember.h>
 
 #include <cmath>
@@ -119,6 +120,39 @@ inline bool bit_identical(const Params& a, const Params& b) {
     if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
       return false;
   return true;
+}
+
+// Linear -> BatchNorm1d -> tanh -> Linear, for synchronized batch norm.
+struct BatchNormNet : nn::Module {
+  nn::Linear fc1{{.in = 6, .out = 16, .seed = 1}};
+  nn::BatchNorm1d bn{{.features = 16}};
+  nn::Linear fc2{{.in = 16, .out = 3, .seed = 2}};
+  EMBER_MODULE(fc1, bn, fc2)
+  Tensor<2> forward(const Tensor<2>& x) { return fc2(tanh(bn(fc1(x)))); }
+};
+
+// 20 SGD steps of global batch 64: one process (comm null), or comm's ranks with 64 / size rows
+// each through DataParallel{.sync_batch_norm = sync}. Returns the parameters, then the running
+// mean and variance.
+inline Params train_batch_norm_net(Communicator* comm, bool sync) {
+  BatchNormNet model;
+  std::unique_ptr<DataParallel> dp;
+  if (comm) dp = std::make_unique<DataParallel>(*comm, model, DataParallelOptions{.sync_batch_norm = sync});
+  optim::Sgd opt(model, {.lr = 0.5, .momentum = 0.9});
+  data::DatasetPtr<data::Row> ds;
+  if (comm) ds = shard(dataset(), {.rank = comm->rank(), .size = comm->size(), .shuffle = true, .seed = 5});
+  else ds = dataset();
+  Loader loader(ds, {.batch_size = size_t(comm ? 64 / comm->size() : 64), .shuffle = !comm, .seed = 5}, to_batch);
+  for (auto& [x, y] : loader) {
+    Array l = nn::cross_entropy(model.forward(x), y).array();
+    if (!dp) opt.step(l.backward());
+    else if (dp->backward(l)) opt.step(dp->gradients());
+  }
+  Params out;
+  for (auto& np : model.named_parameters()) out.push_back(np.param.array().to_vector<float>());
+  out.push_back(model.bn.running_mean.array().to_vector<float>());
+  out.push_back(model.bn.running_var.array().to_vector<float>());
+  return out;
 }
 
 }  // namespace ember::dist::fixture

@@ -3,6 +3,8 @@
 //   equivalence   2 ranks x batch 32 over MPI: the same parameters as 1 process x batch 64
 //                 (within the tolerance of data_parallel_test.cpp), bit-identical across ranks
 //                 and to the same run on in-process ranks (the reduction is shared)
+//   sync-bn       DataParallel{.sync_batch_norm} over MPI: the same parameters and running
+//                 statistics as 1 process with the whole batch, bit-identical across ranks
 //   fault-hang    rank 1 stops taking part: rank 0 must fail within its 2 s timeout naming
 //                 rank 1 and the collective, and the job must end (not hang)
 //   fault-exit    the same with rank 1 exiting early (normally, MPI finalized)
@@ -60,6 +62,19 @@ int run_equivalence(Communicator& comm) {
     }
   }
   return failures ? 1 : 0;
+}
+
+int run_sync_batch_norm(Communicator& comm) {
+  fixture::Params mine = fixture::train_batch_norm_net(&comm, true);
+  bool same_as_peers = true;
+  for (auto& p : mine)
+    for (auto& a : comm.all_gather(from_vector(p, {int64_t(p.size())})).wait())
+      same_as_peers = same_as_peers && fixture::bit_identical({a.to_vector<float>()}, {p});
+  double diff = fixture::max_difference(fixture::train_batch_norm_net(nullptr, false), mine);
+  bool ok = same_as_peers && diff < 1e-5;
+  std::printf("%s sync batch norm on rank %d of %d: ranks identical %d, difference to 1 process x 64: %.3g\n",
+              ok ? "PASS" : "FAIL", comm.rank(), comm.size(), same_as_peers, diff);
+  return ok ? 0 : 1;
 }
 
 // Rank 1 stops taking part after a barrier: it hangs (`exit_early` false) or finishes at once,
@@ -171,10 +186,11 @@ int main(int argc, char** argv) {
   try {
     if (mode == "collectives") rc = run_collectives(*comm);
     else if (mode == "equivalence") rc = run_equivalence(*comm);
+    else if (mode == "sync-bn") rc = run_sync_batch_norm(*comm);
     else if (mode == "fault-hang") rc = run_fault(*comm, false);
     else if (mode == "fault-exit") rc = run_fault(*comm, true);
     else if (mode == "bench") rc = run_bench(*comm);
-    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, fault-hang, fault-exit, bench)\n", mode.c_str());
+    else std::fprintf(stderr, "unknown mode '%s' (collectives, equivalence, sync-bn, fault-hang, fault-exit, bench)\n", mode.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAIL on rank %d: %s\n", comm->rank(), e.what());
     std::fflush(stderr);

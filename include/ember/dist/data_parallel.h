@@ -30,6 +30,9 @@ struct DataParallelOptions {
   double bucket_mb = 25;          // gradient bucket size in MiB (a larger parameter is a bucket alone)
   int accumulation_steps = 1;     // micro-steps per optimizer step; gradients sum locally in between
   bool broadcast_buffers = true;  // also broadcast buffers (batch norm statistics) at construction
+  // Batch norm statistics over every rank's batch (dist::synchronize_batch_norm), so that the
+  // model trains as one process with the whole batch would; false: each rank's own batch.
+  bool sync_batch_norm = false;
 };
 
 struct DataParallelStats {
@@ -44,6 +47,10 @@ class DataParallel {
   // Broadcasts rank 0's parameters (and buffers) to every rank. Every rank must construct it
   // with the same model structure; a mismatch is an Error naming both ranks' shapes.
   DataParallel(Communicator& comm, nn::Module& model, DataParallelOptions opts = {});
+  // With sync_batch_norm, gives the model's batch norm layers their local statistics back.
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
 
   // Rank 0's parameters (and buffers if the options say so) to every rank.
   void broadcast_parameters();

@@ -1,7 +1,9 @@
 // Normalization layers: BatchNorm1d/2d (batch statistics in training, running statistics in
-// eval, PyTorch's momentum convention), LayerNorm and RMSNorm over the trailing dims.
+// eval, PyTorch's momentum convention; statistics over several processes when synchronized),
+// LayerNorm and RMSNorm over the trailing dims.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -33,6 +35,14 @@ class BatchNorm : public Module {
   Buffer<1> running_var;              // [C], ones
   ParamRef num_batches_tracked;       // i64 count, rank 0 as in PyTorch
   BatchNormOptions options;
+  // Synchronized batch statistics (set by dist::synchronize_batch_norm, or by hand): a function
+  // that sums an array over every rank of a data-parallel group, differentiably (its backward is
+  // the same sum of the gradients). When set, training-mode statistics are those of the whole
+  // group's batch: mean = group_sum(sum x) / group_sum(n), then the variance the same way around
+  // that mean, so every rank normalizes with the same numbers and the running statistics stay
+  // identical on every rank. Every rank must then run the same forward and backward passes.
+  // Unset (the default): the local batch's statistics. Eval mode never communicates.
+  std::function<Array(const Array&)> group_sum;
   EMBER_MODULE(weight, bias, running_mean, running_var, num_batches_tracked)
 
   Array forward(const Array& x, Loc loc = Loc::current());
