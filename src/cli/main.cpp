@@ -227,18 +227,12 @@ int cmd_train(int argc, char** argv) {
   if (limit > 0) train_ds = data::take(train_all, size_t(limit));
   auto train_norm = data::augment(train_ds, {data::normalize(kMean, kStd)}, seed);
   auto test_norm = data::augment(test, {data::normalize(kMean, kStd)}, seed);
-  // Data parallel: rank r trains on its dist::shard of each epoch's shuffle (batch / ranks) and
+  // The loaders of one process. Data parallel (below): the Learner deals them over the ranks
+  // (shard_loaders): rank r trains on its dist::shard of each epoch's shuffle (batch / ranks) and
   // validates on test items r, r + ranks, ... (no padding: the Learner weighs ranks by items).
-  data::DatasetPtr<data::LabeledImage> train_view = train_norm, valid_view = test_norm;
-  if (ranks > 1) {
-    train_view = dist::shard(train_norm, {.rank = rank, .size = ranks, .shuffle = true, .seed = seed});
-    std::vector<size_t> mine;
-    for (size_t i = size_t(rank); i < test_norm->size(); i += size_t(ranks)) mine.push_back(i);
-    valid_view = std::make_shared<data::Indexed<data::LabeledImage>>(test_norm, std::move(mine));
-  }
-  data::DataLoader train_loader(train_view, {.batch_size = size_t(batch / ranks), .shuffle = ranks == 1,
+  data::DataLoader train_loader(train_norm, {.batch_size = size_t(batch), .shuffle = true,
                                              .workers = size_t(workers), .seed = seed, .device = device});
-  data::DataLoader valid_loader(valid_view, {.batch_size = 500, .workers = size_t(workers), .device = device});
+  data::DataLoader valid_loader(test_norm, {.batch_size = 500, .workers = size_t(workers), .device = device});
 
   optim::Adam opt(model, {.lr = lr});
   optim::CosineAnnealingLr sched(opt, {.t_max = epochs * int64_t(train_loader.size()), .eta_min = lr * 0.05});
@@ -266,7 +260,7 @@ int cmd_train(int argc, char** argv) {
       .config(config)
       .precision(precision);
   if (a.flags.count("plain")) learner.dashboard(train::DashboardMode::Plain);
-  if (comm) learner.data_parallel(*comm);
+  if (comm) learner.data_parallel(*comm).shard_loaders();
   train::Report rep = learner.fit(train_loader, valid_loader);
   if (rank == 0) std::cout << "test accuracy " << rep.last("valid_accuracy") * 100 << "% after " << rep.epochs_done << " epoch(s)\n";
   return 0;

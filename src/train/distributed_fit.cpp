@@ -15,6 +15,11 @@ Learner& Learner::data_parallel(dist::Communicator& comm, dist::DataParallelOpti
   return *this;
 }
 
+Learner& Learner::shard_loaders(bool on) {
+  shard_loaders_ = on;
+  return *this;
+}
+
 namespace distributed {
 
 bool is_writer(const dist::Communicator* comm) { return comm == nullptr || comm->rank() == 0; }

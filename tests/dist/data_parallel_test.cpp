@@ -9,6 +9,7 @@
 #include <ember/dist/sampler.h>
 #include <ember/ember.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -181,6 +182,22 @@ TEST(ShardTest, ShardsPartitionTheLoaderOrder) {
   EXPECT_NE(shard_order(n, {.rank = 0, .size = 2, .seed = 9}, 0), shard_order(n, {.rank = 0, .size = 2, .seed = 9}, 1));
   EXPECT_EQ(shard_order(n, {.rank = 1, .size = 3, .seed = 9, .drop_last = true}, 0).size(), 3u);
   EXPECT_THROW(shard_order(n, {.rank = 3, .size = 3}, 0), Error);
+}
+
+// Without padding (evaluation) every item is visited exactly once: 10 over 3 ranks is 4, 3, 3.
+TEST(ShardTest, UnpaddedShardsVisitEveryItemOnce) {
+  const size_t n = 10;
+  std::vector<size_t> order = data::epoch_order(n, true, 9, 2), seen;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<size_t> mine = shard_order(n, {.rank = r, .size = 3, .seed = 9, .pad = false}, 2);
+    EXPECT_EQ(mine.size(), r == 0 ? 4u : 3u) << "rank " << r;
+    for (size_t j = 0; j < mine.size(); ++j) EXPECT_EQ(mine[j], order[3 * j + size_t(r)]);
+    seen.insert(seen.end(), mine.begin(), mine.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_TRUE(shard_order(n, {.rank = 0, .size = 11, .pad = false}, 0).size() == 1u);
+  EXPECT_TRUE(shard_order(n, {.rank = 10, .size = 11, .pad = false}, 0).empty());
 }
 
 }  // namespace

@@ -120,6 +120,61 @@ TEST(LearnerDataParallelTest, RankZeroAloneWritesAndTwoRankCheckpointResumesOnOn
   for (const auto& p : {d0, d1, d_single}) fs::remove_all(p);
 }
 
+// Learner::shard_loaders: every rank passes the loaders one process would use; fit deals them
+// over the ranks. Training ends within the tolerance above of one process (when the items divide
+// over the ranks: otherwise the shards repeat a few items, as PyTorch's DistributedSampler), and
+// validation sees every item once (1,280 over 3 ranks: 427, 427, 426), so its metrics are the one
+// process's.
+std::pair<RunResult, std::vector<RunResult>> with_loaders_for_one_process(int size, size_t batch) {
+  auto run = [&](dist::Communicator* comm, uint64_t seed) {
+    Mlp model(seed);
+    optim::Adam opt(model, {.lr = 0.02});
+    // 1,278 rows (a multiple of 2 and 3, so that no shard is padded): a partial last batch.
+    dist::fixture::Loader train(data::take(dist::fixture::dataset(), 1278), {.batch_size = batch, .shuffle = true, .seed = 5},
+                                dist::fixture::to_batch);
+    dist::fixture::Loader valid(dist::fixture::dataset(), {.batch_size = 100}, dist::fixture::to_batch);
+    std::ostringstream printed;
+    Learner l(model, opt);
+    l.metrics({accuracy()}).dashboard(DashboardMode::Plain, printed).epochs(2).seed(3);
+    if (comm) l.data_parallel(*comm).shard_loaders();
+    RunResult r;
+    r.report = l.fit(train, valid);
+    r.params = dist::fixture::snapshot(model);
+    return r;
+  };
+  RunResult one = run(nullptr, 1);
+  std::vector<RunResult> out(static_cast<size_t>(size));
+  dist::run_in_process({.size = size, .timeout = 30s}, [&](dist::Communicator& comm) {
+    out[size_t(comm.rank())] = run(&comm, 1 + uint64_t(comm.rank()) * 100);
+  });
+  return {one, out};
+}
+
+TEST(LearnerDataParallelTest, ShardLoadersDealsOneProcessLoadersOverTheRanks) {
+  for (auto [size, batch] : {std::pair{2, size_t(64)}, std::pair{3, size_t(48)}}) {
+    auto [one, ranks_] = with_loaders_for_one_process(size, batch);
+    SCOPED_TRACE(std::to_string(size) + " ranks x batch " + std::to_string(batch / size_t(size)));
+    for (const RunResult& r : ranks_) {
+      EXPECT_TRUE(dist::fixture::bit_identical(r.params, ranks_[0].params));
+      EXPECT_LT(dist::fixture::max_difference(one.params, r.params), 5e-6);
+      EXPECT_EQ(r.report.last("train_steps"), one.report.last("train_steps"));
+      EXPECT_NEAR(r.report.last("train_loss"), one.report.last("train_loss"), 1e-5);
+      EXPECT_NEAR(r.report.last("valid_loss"), one.report.last("valid_loss"), 1e-5);
+      EXPECT_NEAR(r.report.last("valid_accuracy"), one.report.last("valid_accuracy"), 1e-9);
+    }
+  }
+}
+
+TEST(LearnerDataParallelTest, ShardLoadersNeedsABatchSizeThatDividesOverTheRanks) {
+  try {
+    with_loaders_for_one_process(3, 64);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the batch size 64 does not divide over 3 ranks"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(LearnerDataParallelTest, DifferentBatchCountsFailOnEveryRankWithBothCounts) {
   try {
     ranks(2, 1, {}, false, {32, 16});

@@ -89,6 +89,8 @@ class DataLoader {
   size_t num_items() const { return opts_.drop_last ? size() * opts_.batch_size : ds_->size(); }
   const LoaderOptions& options() const { return opts_; }
   const Dataset<Item>& dataset() const { return *ds_; }
+  const DatasetPtr<Item>& dataset_ptr() const { return ds_; }
+  const Batcher& batcher() const { return batcher_; }
   // The epoch the next iteration runs.
   void set_epoch(uint64_t e) { epoch_ = e; }
   uint64_t epoch() const { return epoch_; }

@@ -25,9 +25,14 @@ struct ShardOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;  // cut the order to a multiple of size instead of padding it
+  // Without drop_last: repeat the order's start so that every rank gets the same count (training:
+  // the same number of steps). false: no item twice, the first n % size ranks one item more
+  // (evaluation, where the ranks' metrics are weighed by items).
+  bool pad = true;
 };
 
-// The dataset positions rank opts.rank visits in epoch `epoch` (every rank gets the same count).
+// The dataset positions rank opts.rank visits in epoch `epoch` (the same count on every rank
+// unless pad is false).
 std::vector<size_t> shard_order(size_t n, const ShardOptions& opts, uint64_t epoch);
 
 // A view of `src` holding one rank's shard; the loader's set_epoch (each iteration) reshuffles it.

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ember/dist/data_parallel.h"
+#include "ember/dist/sampler.h"
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
@@ -142,6 +143,30 @@ class LoaderSource : public BatchSource {
   std::optional<decltype(std::declval<Loader&>().begin())> it_;
   bool first_ = true;
 };
+
+template <class L>
+struct IsDataLoader : std::false_type {};
+template <class I, class B>
+struct IsDataLoader<data::DataLoader<I, B>> : std::true_type {};
+
+// This rank's part of a loader built for one process (Learner::shard_loaders). Training: the
+// loader's own order (its shuffle, seed and drop_last) dealt over the ranks by dist::shard, batch
+// size / ranks each, so that batch b of all ranks together is batch b of the one process.
+// Evaluation: every item once (no padding), the same batch size.
+template <class I, class B>
+data::DataLoader<I, B> shard_loader(const data::DataLoader<I, B>& l, int rank, int size, bool training) {
+  data::LoaderOptions o = l.options();
+  dist::ShardOptions so{.rank = rank, .size = size, .shuffle = o.shuffle, .seed = o.seed,
+                        .drop_last = training && o.drop_last, .pad = training};
+  if (training) {
+    if (o.batch_size % size_t(size) != 0)
+      throw Error("Learner::shard_loaders: the batch size " + std::to_string(o.batch_size) + " does not divide over " +
+                  std::to_string(size) + " ranks; choose a multiple of " + std::to_string(size));
+    o.batch_size /= size_t(size);
+  }
+  o.shuffle = false;  // the shard shuffles (the same permutation as the one-process loader)
+  return data::DataLoader<I, B>(dist::shard(l.dataset_ptr(), so), o, l.batcher());
+}
 }  // namespace detail
 
 class Learner {
@@ -207,15 +232,33 @@ class Learner {
   // (accumulation stays local), epoch metrics averaged over all ranks' items; only rank 0 prints
   // and writes the run folder. Checkpoints hold no per-rank state (resume on any rank count).
   Learner& data_parallel(dist::Communicator& comm, dist::DataParallelOptions opts = {});
+  // With data_parallel: fit takes the loaders one process would use (data::DataLoader) and deals
+  // them over the ranks itself: rank r trains on its dist::shard of each epoch's order with
+  // batch size / ranks (the batch size must be a multiple of the number of ranks) and validates
+  // on items r, r + ranks, ... (each item once). Loaders already over a shard must not be
+  // passed then (they would be sharded twice).
+  Learner& shard_loaders(bool on = true);
 
   template <class TrainLoader, class ValidLoader>
   Report fit(TrainLoader& train, ValidLoader& valid) {
+    if (sharding()) {
+      auto t_mine = sharded(train, true);
+      auto v_mine = sharded(valid, false);
+      detail::LoaderSource<TrainLoader> t(t_mine);
+      detail::LoaderSource<ValidLoader> v(v_mine);
+      return fit_sources(t, &v);
+    }
     detail::LoaderSource<TrainLoader> t(train);
     detail::LoaderSource<ValidLoader> v(valid);
     return fit_sources(t, &v);
   }
   template <class TrainLoader>
   Report fit(TrainLoader& train) {
+    if (sharding()) {
+      auto t_mine = sharded(train, true);
+      detail::LoaderSource<TrainLoader> t(t_mine);
+      return fit_sources(t, nullptr);
+    }
     detail::LoaderSource<TrainLoader> t(train);
     return fit_sources(t, nullptr);
   }
@@ -230,6 +273,18 @@ class Learner {
   std::map<std::string, double> evaluate_source(BatchSource& source);
 
  private:
+  bool sharding() const { return shard_loaders_ && comm_ && comm_->size() > 1; }
+  template <class Loader>
+  Loader sharded(Loader& l, bool training) const {
+    if constexpr (detail::IsDataLoader<Loader>::value) {
+      return detail::shard_loader(l, comm_->rank(), comm_->size(), training);
+    } else {
+      throw Error("Learner::shard_loaders: only data::DataLoader loaders can be sharded; pass loaders over "
+                  "dist::shard instead and leave shard_loaders off");
+      return l;
+    }
+  }
+
   nn::Module* model_;
   optim::Optimizer* opt_;
   ForwardFn forward_;
@@ -255,6 +310,7 @@ class Learner {
   optim::GradScalerOptions scaler_options_;
   dist::Communicator* comm_ = nullptr;  // data_parallel(): src/train/distributed_fit.cpp
   dist::DataParallelOptions dp_opts_;
+  bool shard_loaders_ = false;
 };
 
 }  // namespace ember::train
