@@ -21,7 +21,9 @@ struct KernelRecord {
   std::string name{};    // "fused kernel", an op name (a kernel of one op, a library call), "plan"
   std::string ops{};     // the ops a fused kernel computes, producers first
   std::string where{};   // the root op and the user's file:line that created it
-  std::string device{};  // "cpu:0", ...; "host" for planning
+  std::string device{};  // "cpu:0", ...; "host" for planning; "dist" for collectives (ember::dist):
+                         // "dist all_reduce" etc. from start to result, and inside each the
+                         // "dist input to host" wait for the input's values
   int64_t start_ns = 0;     // since the profiler started
   int64_t duration_ns = 0;
   int thread = 0;      // a small number per recording thread

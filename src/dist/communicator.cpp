@@ -11,7 +11,10 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "dist/host_data.h"
+#include "graph/trace.h"
 
 namespace ember::dist {
 
@@ -129,6 +132,17 @@ Pending<T> Communicator::submit(std::function<T()> task) {
 
 namespace {
 
+// The profiler's record of one collective (device "dist", on the communicator's thread): its
+// time from start to result, input wait included (the "dist input to host" record inside it).
+void describe_collective(KernelRecord& r, const char* collective, const std::string& what, const Array* x) {
+  r.name = std::string("dist ") + collective;
+  r.device = "dist";
+  r.where = what;
+  if (x)
+    r.ops = fmt::format("{} {} ({:.3f} MiB)", dtype_name(x->dtype()), x->shape().str(),
+                        double(x->numel()) * double(dtype_size(x->dtype())) / 1048576.0);
+}
+
 // Sends the call description to every rank, checks that all agree, returns them by rank.
 template <class Exchange>
 std::vector<CallHeader> agree(Exchange&& exchange, const CallHeader& mine, int size, const std::string& what) {
@@ -178,6 +192,7 @@ Pending<Array> Communicator::all_reduce(const Array& x, ReduceOp op) {
   uint64_t seq = next_seq_++;
   return submit<Array>([this, x, op, seq, t = timeout()]() -> Array {
     std::string what = describe("all_reduce", seq);
+    trace::Span span([&](KernelRecord& r) { describe_collective(r, "all_reduce", what, &x); });
     auto ex = EMBER_DIST_EXCHANGE;
     agree(ex, CallHeader{seq, Collective::AllReduce, op, 0, x.dtype(), x.shape()}, size_, what);
     detail::check_reduce_supported(x.dtype(), op, what);
@@ -209,6 +224,7 @@ Pending<Array> Communicator::broadcast(const Array& x, int root) {
   uint64_t seq = next_seq_++;
   return submit<Array>([this, x, root, seq, t = timeout()]() -> Array {
     std::string what = describe("broadcast", seq);
+    trace::Span span([&](KernelRecord& r) { describe_collective(r, "broadcast", what, &x); });
     auto ex = EMBER_DIST_EXCHANGE;
     agree(ex, CallHeader{seq, Collective::Broadcast, ReduceOp::Sum, root, x.dtype(), x.shape()}, size_, what);
     BytesPtr payload = std::make_shared<const Bytes>(rank_ == root ? detail::to_bytes(x) : Bytes());
@@ -223,6 +239,7 @@ Pending<std::vector<Array>> Communicator::all_gather(const Array& x) {
   uint64_t seq = next_seq_++;
   return submit<std::vector<Array>>([this, x, seq, t = timeout()]() -> std::vector<Array> {
     std::string what = describe("all_gather", seq);
+    trace::Span span([&](KernelRecord& r) { describe_collective(r, "all_gather", what, &x); });
     auto ex = EMBER_DIST_EXCHANGE;
     auto headers = agree(ex, CallHeader{seq, Collective::AllGather, ReduceOp::Sum, 0, x.dtype(), x.shape()}, size_, what);
     auto mine = std::make_shared<const Bytes>(detail::to_bytes(x));
@@ -241,6 +258,7 @@ Pending<Array> Communicator::reduce_scatter(const Array& x, ReduceOp op) {
   uint64_t seq = next_seq_++;
   return submit<Array>([this, x, op, seq, t = timeout()]() -> Array {
     std::string what = describe("reduce_scatter", seq);
+    trace::Span span([&](KernelRecord& r) { describe_collective(r, "reduce_scatter", what, &x); });
     auto ex = EMBER_DIST_EXCHANGE;
     agree(ex, CallHeader{seq, Collective::ReduceScatter, op, 0, x.dtype(), x.shape()}, size_, what);
     if (x.rank() == 0) throw Error(what + ": needs an array with at least one dimension to split, got a scalar");
@@ -263,6 +281,7 @@ Pending<void> Communicator::barrier() {
   uint64_t seq = next_seq_++;
   return submit<void>([this, seq, t = timeout()] {
     std::string what = describe("barrier", seq);
+    trace::Span span([&](KernelRecord& r) { describe_collective(r, "barrier", what, nullptr); });
     auto ex = EMBER_DIST_EXCHANGE;
     agree(ex, CallHeader{seq, Collective::Barrier, ReduceOp::Sum, 0, DType::U8, Shape()}, size_, what);
   });

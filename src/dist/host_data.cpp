@@ -2,6 +2,8 @@
 // and the exchanged call descriptions.
 #include "dist/host_data.h"
 
+#include "graph/trace.h"
+
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -99,6 +101,13 @@ Bytes reduce_plain(const std::vector<const uint8_t*>& parts, size_t count, Reduc
 }  // namespace
 
 Bytes to_bytes(const Array& x) {
+  // Mostly the wait for the input's values (the device computing them): the profiler shows how
+  // much of a collective's time overlaps the computation.
+  trace::Span span([&](KernelRecord& r) {
+    r.name = "dist input to host";
+    r.device = "dist";
+    r.ops = std::string(dtype_name(x.dtype())) + " " + x.shape().str();
+  });
   switch (x.dtype()) {
     case DType::F32: return copy_out<float>(x);
     case DType::F64: return copy_out<double>(x);

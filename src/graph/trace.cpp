@@ -156,14 +156,17 @@ std::string profile_summary(const std::vector<KernelRecord>& records, size_t top
     int64_t count = 0, total = 0;
   };
   std::map<std::pair<std::string, std::string>, Row> rows;
-  int64_t device_total = 0, host_total = 0;
+  int64_t device_total = 0, host_total = 0, dist_total = 0;
   for (const KernelRecord& r : records) {
     Row& row = rows[{r.name, r.where}];
     row.name = r.name;
     row.where = r.where;
     row.count += 1;
     row.total += r.duration_ns;
-    (r.device == "host" ? host_total : device_total) += r.duration_ns;
+    if (r.device == "host") host_total += r.duration_ns;
+    else if (r.device == "dist") {
+      if (r.name != "dist input to host") dist_total += r.duration_ns;  // nested in its collective
+    } else device_total += r.duration_ns;
   }
   std::vector<Row> sorted;
   for (auto& [key, row] : rows) sorted.push_back(row);
@@ -171,12 +174,15 @@ std::string profile_summary(const std::vector<KernelRecord>& records, size_t top
   std::string out = fmt::format("{:>9} {:>7} {:>10} {:>6}  {}\n", "total ms", "count", "mean us", "share", "kernel");
   for (size_t i = 0; i < sorted.size() && i < top; ++i) {
     const Row& r = sorted[i];
-    double share = device_total > 0 && r.name != "plan" ? 100.0 * double(r.total) / double(device_total) : 0.0;
+    bool on_device = r.name != "plan" && r.name.rfind("dist ", 0) != 0;
+    double share = device_total > 0 && on_device ? 100.0 * double(r.total) / double(device_total) : 0.0;
     out += fmt::format("{:9.3f} {:7} {:10.2f} {:5.1f}%  {} ({})\n", double(r.total) / 1e6, r.count,
                        double(r.total) / 1e3 / double(r.count), share, r.name, r.where);
   }
-  out += fmt::format("device time {:.3f} ms in {} records; host planning {:.3f} ms\n", double(device_total) / 1e6,
+  out += fmt::format("device time {:.3f} ms in {} records; host planning {:.3f} ms", double(device_total) / 1e6,
                      records.size(), double(host_total) / 1e6);
+  if (dist_total > 0) out += fmt::format("; collectives {:.3f} ms", double(dist_total) / 1e6);
+  out += "\n";
   return out;
 }
 

@@ -8,13 +8,19 @@
 //   fault-hang    rank 1 stops taking part: rank 0 must fail within its 2 s timeout naming
 //                 rank 1 and the collective, and the job must end (not hang)
 //   fault-exit    the same with rank 1 exiting early (normally, MPI finalized)
-//   bench         times all_reduce of 1 and 25 MiB buckets over MPI and in-process (no checks)
+//   bench         times the CNN's data-parallel step and all_reduce of 1 and 25 MiB buckets over
+//                 MPI and in-process, and profiles how much of the all-reduce overlaps the
+//                 device's work with one and with several buckets (no checks)
 // Prints "PASS" lines; exits non-zero on a failed check.
 #include <ember/dist/in_process.h>
 #include <ember/dist/mpi.h>
 
+#include <ember/profiler.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -167,9 +173,89 @@ void time_cnn(Communicator& comm, bool separate) {
   }
 }
 
+// The measure of the union of [begin, end) intervals intersected with [lo, hi).
+int64_t covered(std::vector<std::pair<int64_t, int64_t>> spans, int64_t lo, int64_t hi) {
+  std::sort(spans.begin(), spans.end());
+  int64_t total = 0, reach = lo;
+  for (auto [b, e] : spans) {
+    b = std::max(b, reach);
+    e = std::min(e, hi);
+    if (e > b) {
+      total += e - b;
+      reach = e;
+    }
+  }
+  return total;
+}
+
+// How much of the gradient all-reduce overlaps the device's work (the profiler's records): 10
+// profiled steps of the CNN through DataParallel::backward with buckets of `bucket_mb` MiB. Per
+// all-reduce: its time from start to result, the part spent waiting for the bucket's values
+// ("dist input to host"), and of the rest (moving and reducing data) the part during which the
+// device ran kernels. Rank 0 prints it and writes the Chrome trace to `trace_path`.
+void profile_overlap(Communicator& comm, double bucket_mb, const std::string& trace_path) {
+  manual_seed(1);
+  cli::FashionCnn model;
+  DataParallel dp(comm, model, {.bucket_mb = bucket_mb});
+  optim::Adam opt(model, {.lr = 1e-3});
+  auto mine = shard(data::FashionMnist::train(), {.rank = comm.rank(), .size = comm.size(), .shuffle = true, .seed = 1});
+  data::DataLoader loader(mine, {.batch_size = size_t(64 / comm.size())});
+  const int warmup = 10, steps = 10;
+  int k = 0;
+  for (auto& [x, y] : loader) {
+    if (k == warmup) {
+      synchronize();
+      comm.barrier().wait();
+      profiler_start();
+    }
+    if (dp.backward(nn::cross_entropy(model.forward(x), y).array())) opt.step(dp.gradients());
+    if (++k == warmup + steps) break;
+  }
+  synchronize();
+  std::vector<KernelRecord> records = profiler_stop();
+  if (comm.rank() != 0) return;
+  std::vector<std::pair<int64_t, int64_t>> kernels;
+  int64_t first = INT64_MAX, last = 0, device_ns = 0;
+  for (auto& r : records) {
+    first = std::min(first, r.start_ns);
+    last = std::max(last, r.start_ns + r.duration_ns);
+    if (r.device != "host" && r.device != "dist") {
+      kernels.push_back({r.start_ns, r.start_ns + r.duration_ns});
+      device_ns += r.duration_ns;
+    }
+  }
+  int64_t reduce_ns = 0, wait_ns = 0, moving_ns = 0, overlapped_ns = 0, count = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const KernelRecord& r = records[i];
+    if (r.name != "dist all_reduce" || r.where.find("all_reduce") == std::string::npos) continue;
+    ++count;
+    int64_t b = r.start_ns, e = r.start_ns + r.duration_ns, wait_end = b;
+    for (const KernelRecord& w : records)  // the input wait inside this collective (same thread)
+      if (w.name == "dist input to host" && w.thread == r.thread && w.start_ns >= b && w.start_ns < e) {
+        wait_ns += w.duration_ns;
+        wait_end = w.start_ns + w.duration_ns;
+      }
+    reduce_ns += e - b;
+    moving_ns += e - wait_end;
+    overlapped_ns += covered(kernels, wait_end, e);
+  }
+  write_chrome_trace(trace_path, records);
+  std::printf("overlap, cnn on %d ranks, buckets of %.2f MiB (%zu buckets): %.1f ms per step, device busy %.1f ms; "
+              "%.1f all-reduces per step take %.2f ms from start to result = %.2f ms waiting for the values + %.2f ms "
+              "moving and reducing, of which %.2f ms (%.0f%%) while the device ran kernels; trace %s\n",
+              comm.size(), bucket_mb, dp.buckets().size(), double(last - first) / 1e6 / steps,
+              double(device_ns) / 1e6 / steps, double(count) / steps, double(reduce_ns) / 1e6 / steps,
+              double(wait_ns) / 1e6 / steps, double(moving_ns) / 1e6 / steps, double(overlapped_ns) / 1e6 / steps,
+              moving_ns > 0 ? 100.0 * double(overlapped_ns) / double(moving_ns) : 0.0, trace_path.c_str());
+}
+
 int run_bench(Communicator& comm) {
   time_cnn(comm, false);
   time_cnn(comm, true);
+  const char* dir = std::getenv("EMBER_BENCH_TRACE_DIR");
+  std::string base = std::string(dir && *dir ? dir : "/tmp") + "/ember_dp_overlap_";
+  profile_overlap(comm, 25, base + "one_bucket.json");
+  profile_overlap(comm, 0.25, base + "small_buckets.json");
   time_all_reduce(comm, "mpi");
   comm.barrier().wait();
   if (comm.rank() == 0) run_in_process({.size = comm.size()}, [](Communicator& c) { time_all_reduce(c, "in-process"); });
