@@ -2,11 +2,12 @@
 //   ember onnx-check MODEL.onnx
 //     lists the model's operators with their count, the opsets, and whether Ember supports each;
 //     exits with 1 when one is unsupported.
-//   ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR] [--repeat N]
-//     runs the model (inputs: serialized TensorProto files), prints each output's shape and dtype
-//     and the run time; --output-dir writes output_<i>.pb, --compare checks against the
-//     output_<i>.pb files in DIR (rtol 1e-3, atol 1e-7, as the ONNX test runner) and exits with 1
-//     on a mismatch.
+//   ember onnx-run MODEL.onnx --input name=file.pb|file.npy ... [--device D] [--output-dir DIR]
+//                  [--output-format pb|npy] [--compare DIR] [--repeat N]
+//     runs the model (inputs: serialized TensorProto files, or NumPy .npy files by extension),
+//     prints each output's shape and dtype and the run time; --output-dir writes output_<i>.pb
+//     (or .npy), --compare checks against the output_<i>.pb (else .npy) files in DIR (rtol 1e-3,
+//     atol 1e-7, as the ONNX test runner) and exits with 1 on a mismatch.
 // Without ONNX support in the build (libonnx-dev missing) both say so and exit with 1.
 #include "cli/onnx_commands.h"
 
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "ember/ember.h"
+#include "ember/io/npy.h"
 #ifdef EMBER_HAVE_ONNX
 #include "ember/onnx/onnx.h"
 #endif
@@ -32,7 +34,8 @@ namespace ember::cli {
 
 const char* kOnnxUsage =
     "       ember onnx-check MODEL.onnx\n"
-    "       ember onnx-run MODEL.onnx --input name=file.pb ... [--device D] [--output-dir DIR] [--compare DIR] [--repeat N]\n";
+    "       ember onnx-run MODEL.onnx --input name=file.pb|file.npy ... [--device D] [--output-dir DIR]\n"
+    "                      [--output-format pb|npy] [--compare DIR] [--repeat N]\n";
 
 #ifndef EMBER_HAVE_ONNX
 
@@ -40,6 +43,10 @@ int cmd_onnx_check(int, char**) {
   std::cerr << "ember: this build has no ONNX support (install libonnx-dev and libprotobuf-dev, then rebuild)\n";
   return 1;
 }
+namespace {
+bool is_npy(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0; }
+}  // namespace
+
 int cmd_onnx_run(int argc, char** argv) { return cmd_onnx_check(argc, argv); }
 
 #else
@@ -87,11 +94,15 @@ int cmd_onnx_check(int argc, char** argv) {
   return unsupported ? 1 : 0;
 }
 
+namespace {
+bool is_npy(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0; }
+}  // namespace
+
 int cmd_onnx_run(int argc, char** argv) {
   if (argc < 3 || std::string(argv[2]).rfind("--", 0) == 0) throw std::invalid_argument("onnx-run needs MODEL.onnx first");
   const std::string path = argv[2];
   std::map<std::string, std::string> input_files;
-  std::string device = "cpu", output_dir, compare_dir;
+  std::string device = "cpu", output_dir, compare_dir, output_format = "pb";
   int repeat = 0;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
@@ -102,13 +113,17 @@ int cmd_onnx_run(int argc, char** argv) {
     if (a == "--input") {
       std::string v = value();
       auto eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--input takes name=file.pb, got '" + v + "'");
+      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--input takes name=file.pb or name=file.npy, got '" + v + "'");
       if (input_files.count(v.substr(0, eq))) throw std::invalid_argument("--input " + v.substr(0, eq) + " is given twice");
       input_files[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (a == "--device") {
       device = value();
     } else if (a == "--output-dir") {
       output_dir = value();
+    } else if (a == "--output-format") {
+      output_format = value();
+      if (output_format != "pb" && output_format != "npy")
+        throw std::invalid_argument("--output-format takes pb or npy, got '" + output_format + "'");
     } else if (a == "--compare") {
       compare_dir = value();
     } else if (a == "--repeat") {
@@ -134,7 +149,7 @@ int cmd_onnx_run(int argc, char** argv) {
   for (const auto& vi : model.graph().inputs) {
     auto it = input_files.find(vi.name);
     if (it == input_files.end()) throw std::invalid_argument("graph input '" + vi.name + "' needs --input " + vi.name + "=FILE.pb");
-    inputs[vi.name] = onnx::load_tensor(it->second);
+    inputs[vi.name] = is_npy(it->second) ? io::load_npy(it->second) : onnx::load_tensor(it->second);
   }
   for (const auto& [name, file] : input_files)
     if (!inputs.count(name)) throw std::invalid_argument("'" + name + "' is not a graph input of " + path);
@@ -153,7 +168,11 @@ int cmd_onnx_run(int argc, char** argv) {
     const std::string& name = model.graph().outputs[i].name;
     std::cout << "output " << i << " '" << name << "': " << dtype_name(ordered[i].dtype()) << " " << ordered[i].shape().str();
     if (!compare_dir.empty()) {
-      Array want = onnx::load_tensor((std::filesystem::path(compare_dir) / ("output_" + std::to_string(i) + ".pb")).string());
+      // output_<i>.pb as the ONNX test data, else output_<i>.npy.
+      std::filesystem::path stored = std::filesystem::path(compare_dir) / ("output_" + std::to_string(i) + ".pb");
+      std::filesystem::path npy = std::filesystem::path(compare_dir) / ("output_" + std::to_string(i) + ".npy");
+      Array want = !std::filesystem::exists(stored) && std::filesystem::exists(npy) ? io::load_npy(npy.string())
+                                                                                    : onnx::load_tensor(stored.string());
       std::string why = compare(to_device(ordered[i], Device::cpu()), want);
       std::cout << (why.empty() ? "  matches" : "  MISMATCH: " + why);
       mismatches += why.empty() ? 0 : 1;
@@ -161,9 +180,14 @@ int cmd_onnx_run(int argc, char** argv) {
     std::cout << "\n";
     if (!output_dir.empty()) {
       std::filesystem::create_directories(output_dir);
-      std::ofstream f(std::filesystem::path(output_dir) / ("output_" + std::to_string(i) + ".pb"), std::ios::binary);
-      f << onnx::tensor_to_bytes(to_device(ordered[i], Device::cpu()), name);
-      if (!f) throw Error("onnx-run: cannot write to " + output_dir);
+      std::filesystem::path file = std::filesystem::path(output_dir) / ("output_" + std::to_string(i) + "." + output_format);
+      if (output_format == "npy") {
+        io::save_npy(file.string(), to_device(ordered[i], Device::cpu()));
+      } else {
+        std::ofstream f(file, std::ios::binary);
+        f << onnx::tensor_to_bytes(to_device(ordered[i], Device::cpu()), name);
+        if (!f) throw Error("onnx-run: cannot write to " + output_dir);
+      }
     }
   }
   std::printf("load %.1f ms, run %.1f ms on %s\n", ms(t0, t1), ms(t2, t3), dev.str().c_str());
