@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ namespace autograd {
 struct GradNode;  // internal backward node (src/autograd/grad_node.h)
 }
 class Gradients;
+class Array;
 
 struct BackwardOptions {
   bool retain_graph = false;  // keep saved tensors so backward can run again through this graph
@@ -31,6 +33,12 @@ struct BackwardOptions {
   // None) or materialize_grads (zeros of its shape; implies allow_unused).
   bool allow_unused = false;
   bool materialize_grads = false;
+  // Array::backward / backward_into: called during the backward walk as soon as a leaf's gradient
+  // is final (every path to it has been walked), with the leaf's node (compare with
+  // param.grad_node().get()) and its gradient (with backward_into, the running sum). Like every
+  // result the gradient is lazy: the hook may start its evaluation, e.g. an all-reduce, while the
+  // walk records the rest of the backward graph (dist::DataParallel does).
+  std::function<void(const autograd::GradNode* leaf, const Array& grad)> leaf_gradient_ready{};
 };
 
 // A C++ number used as an operand. It is "weakly typed": it adopts the tensor's dtype unless it

@@ -29,7 +29,8 @@ class Gradients {
   size_t size() const { return grads_.size(); }
   // Adds `grad` to the gradient of `leaf` (creating it if absent).
   void accumulate(const Array& leaf, const Array& grad);
-  void accumulate(const std::shared_ptr<autograd::GradNode>& leaf, const Array& grad);
+  // Returns the leaf's gradient after adding.
+  const Array& accumulate(const std::shared_ptr<autograd::GradNode>& leaf, const Array& grad);
   // Adds every gradient of `other` (gradient accumulation over several passes).
   Gradients& operator+=(const Gradients& other);
   // All gradients, e.g. to realize them together.

@@ -183,7 +183,11 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
         }
     }
     if (n->is_leaf) {
-      if (!targets) into.accumulate(n->shared_from_this(), g);
+      if (!targets) {
+        // Final here: every node that feeds it comes earlier in `order`.
+        const Array& total = into.accumulate(n->shared_from_this(), g);
+        if (opts.leaf_gradient_ready) opts.leaf_gradient_ready(n, total);
+      }
       continue;
     }
     if (n->op == Op::Slice && n->inputs.size() == 1 && n->inputs[0].fn && g.dtype() == n->inputs[0].dtype) {
@@ -237,10 +241,11 @@ Array Gradients::remove(const Array& leaf) {
   grads_.erase(it);
   return g;
 }
-void Gradients::accumulate(const std::shared_ptr<GradNode>& leaf, const Array& grad) {
+const Array& Gradients::accumulate(const std::shared_ptr<GradNode>& leaf, const Array& grad) {
   Entry& e = grads_[leaf.get()];
   e.leaf = leaf;
   e.grad = e.grad.defined() ? add(e.grad, grad) : grad;
+  return e.grad;
 }
 void Gradients::accumulate(const Array& leaf, const Array& grad) {
   if (!leaf.grad_node() || !leaf.grad_node()->is_leaf)

@@ -3,6 +3,7 @@
 #include "ember/dist/data_parallel.h"
 
 #include <chrono>
+#include <unordered_map>
 
 #include "ember/dist/sync_batch_norm.h"
 #include "ember/ops.h"
@@ -61,14 +62,52 @@ void DataParallel::broadcast_parameters() {
 }
 
 bool DataParallel::backward(const Array& loss) {
-  if (micro_ == 0) grads_ = loss.backward();
-  else loss.backward_into(grads_);
+  const bool final_step = micro_ + 1 == opts_.accumulation_steps;
+  BackwardOptions bo;
+  std::vector<Started> started;
+  std::vector<Array> ready;          // by parameter: its final gradient, once the walk reported it
+  std::vector<size_t> missing;       // by bucket: parameters not reported yet
+  size_t next = 0;                   // the next bucket to start (buckets start in order on every rank)
+  size_t started_in_walk = 0;
+  const double scale = 1.0 / opts_.accumulation_steps;
+  if (final_step) {
+    // Start each bucket's all-reduce from inside the backward walk, as soon as its gradients are
+    // final and every earlier bucket has started: the communicator thread then evaluates and
+    // reduces it while this thread records the rest of the backward graph.
+    std::unordered_map<const autograd::GradNode*, size_t> index;
+    for (size_t k = 0; k < params_.size(); ++k) index[params_[k].param.array().grad_node().get()] = k;
+    std::vector<size_t> bucket_of(params_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      missing.push_back(buckets_[b].size());
+      for (size_t k : buckets_[b]) bucket_of[k] = b;
+    }
+    ready.resize(params_.size());
+    bo.leaf_gradient_ready = [&, index = std::move(index), bucket_of](const autograd::GradNode* leaf, const Array& g) {
+      auto it = index.find(leaf);
+      if (it == index.end()) return;  // not a trainable parameter of this model
+      ready[it->second] = g;
+      --missing[bucket_of[it->second]];
+      while (next < buckets_.size() && missing[next] == 0) {
+        started.push_back(start_bucket(next, [&](size_t k) { return ready[k]; }, scale));
+        ++next;
+      }
+    };
+  }
+  if (micro_ == 0) grads_ = loss.backward(bo);
+  else loss.backward_into(grads_, bo);
+  started_in_walk = started.size();
+  stats_.started_in_backward += int64_t(started_in_walk);
   ++micro_;
-  if (micro_ < opts_.accumulation_steps) {
+  if (!final_step) {
     eval(grads_.arrays());  // the running sum stays a value, not a growing graph
     return false;
   }
-  return finish_accumulation();
+  // The buckets the walk did not finish (parameters without a gradient count as zeros).
+  for (; next < buckets_.size(); ++next)
+    started.push_back(start_bucket(next, [&](size_t k) { return grads_.get(params_[k].param.array()); }, scale));
+  finish_buckets(started, grads_);
+  micro_ = 0;
+  return true;
 }
 
 bool DataParallel::finish_accumulation() {
@@ -78,31 +117,27 @@ bool DataParallel::finish_accumulation() {
   return true;
 }
 
-void DataParallel::all_reduce_gradients(Gradients& grads, double scale) {
-  struct Started {
-    Pending<Array> result;
-    std::vector<size_t> members;
-  };
-  std::vector<Started> started;
-  for (const auto& bucket : buckets_) {
-    std::vector<Array> flat;
-    for (size_t k : bucket) {
-      const Array& leaf = params_[k].param.array();
-      Array g = grads.get(leaf);
-      if (!g.defined()) g = zeros_like(leaf);
-      flat.push_back(reshape(g, {-1}));
-    }
-    Array joined = flat.size() == 1 ? flat[0] : cat(flat, 0);
-    if (scale != 1.0) joined = mul(joined, scale);
-    joined.eval();  // queued now: this bucket computes while the previous one is reduced
-    stats_.bytes += joined.numel() * int64_t(dtype_size(joined.dtype()));
-    started.push_back({comm_.all_reduce(joined, ReduceOp::Mean), bucket});
+DataParallel::Started DataParallel::start_bucket(size_t b, const std::function<Array(size_t)>& grad_of, double scale) {
+  std::vector<Array> flat;
+  for (size_t k : buckets_[b]) {
+    const Array& leaf = params_[k].param.array();
+    Array g = grad_of(k);
+    if (!g.defined()) g = zeros_like(leaf);
+    flat.push_back(reshape(g, {-1}));
   }
+  Array joined = flat.size() == 1 ? flat[0] : cat(flat, 0);
+  if (scale != 1.0) joined = mul(joined, scale);
+  joined.eval();  // queued now: this bucket computes while the previous one is reduced
+  stats_.bytes += joined.numel() * int64_t(dtype_size(joined.dtype()));
+  return {comm_.all_reduce(joined, ReduceOp::Mean), b};
+}
+
+void DataParallel::finish_buckets(std::vector<Started>& started, Gradients& grads) {
   auto t0 = std::chrono::steady_clock::now();
   for (auto& s : started) {
     Array reduced = s.result.wait();
     int64_t offset = 0;
-    for (size_t k : s.members) {
+    for (size_t k : buckets_[s.bucket]) {
       const Array& leaf = params_[k].param.array();
       int64_t n = leaf.numel();
       Array g = reshape(slice(reduced, 0, offset, offset + n), leaf.shape());
@@ -114,6 +149,13 @@ void DataParallel::all_reduce_gradients(Gradients& grads, double scale) {
   stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.buckets += int64_t(started.size());
   ++stats_.reductions;
+}
+
+void DataParallel::all_reduce_gradients(Gradients& grads, double scale) {
+  std::vector<Started> started;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    started.push_back(start_bucket(b, [&](size_t k) { return grads.get(params_[k].param.array()); }, scale));
+  finish_buckets(started, grads);
 }
 
 }  // namespace ember::dist

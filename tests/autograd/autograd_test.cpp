@@ -242,5 +242,36 @@ TEST(AutogradTest, TrainingLikeLoopKeepsLiveBytesFlat) {
   }
 }
 
+// BackwardOptions::leaf_gradient_ready: called once per leaf reached, as soon as its gradient is
+// final (here: the second layer's weight before the first's, which needs the whole chain), with
+// the value the Gradients then hold; with backward_into, the running sum.
+TEST(AutogradTest, LeafGradientReadyHookSeesEachFinalGradientOnce) {
+  Array x = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Array w1 = from_vector<float>({0.5f, -1, 2, 0.25f}, {2, 2}).require_grad();
+  Array w2 = from_vector<float>({1.5f, -0.5f}, {2, 1}).require_grad();
+  Array unused = ones({3}).require_grad();
+  Array loss = sum(mul(matmul(tanh(matmul(x, w1)), w2), sum(matmul(x, w1))));  // w1 reached twice
+  std::vector<std::pair<const autograd::GradNode*, std::vector<float>>> seen;
+  BackwardOptions opts{.retain_graph = true};
+  opts.leaf_gradient_ready = [&](const autograd::GradNode* leaf, const Array& g) {
+    seen.push_back({leaf, g.to_vector<float>()});
+  };
+  Gradients grads = loss.backward(opts);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].first, w2.grad_node().get());
+  EXPECT_EQ(seen[1].first, w1.grad_node().get());
+  EXPECT_EQ(seen[0].second, w2.grad(grads).to_vector<float>());
+  EXPECT_EQ(seen[1].second, w1.grad(grads).to_vector<float>());
+  (void)unused;
+  // Accumulating into the same Gradients: the hook gets the sum of both passes.
+  seen.clear();
+  loss.backward_into(grads, opts);
+  ASSERT_EQ(seen.size(), 2u);
+  std::vector<float> twice = w1.grad(grads).to_vector<float>();
+  EXPECT_EQ(seen[1].second, twice);
+  std::vector<float> once = w1.grad(loss.backward()).to_vector<float>();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
+}
+
 }  // namespace
 }  // namespace ember

@@ -115,6 +115,38 @@ TEST(DataParallelTest, BucketsFollowReverseParameterOrderAndSize) {
   });
 }
 
+// One bucket per parameter: every bucket's all-reduce starts inside the backward walk (the hook),
+// and the result is the same as reducing after backward. A parameter the loss does not use
+// holds up its bucket and every later one (buckets start in order), which then start after the
+// walk with zeros for it.
+TEST(DataParallelTest, BucketsStartDuringBackwardAndMatchReducingAfterIt) {
+  run_in_process({.size = 2, .timeout = 30s}, [&](Communicator& comm) {
+    Mlp model(3);
+    const double tiny = 1.0 / (1024 * 1024);  // 1 byte: each parameter a bucket of its own
+    DataParallel dp(comm, model, {.bucket_mb = tiny});
+    DataParallel reference(comm, model, {.bucket_mb = tiny});  // broadcasts: before the graph is built
+    fixture::Loader loader(fixture::dataset(), {.batch_size = 16}, fixture::to_batch);
+    auto [x, y] = *loader.begin();
+    Array loss = mul(fixture::loss(model, x, y), double(1 + comm.rank()));
+    Gradients after = loss.backward(BackwardOptions{.retain_graph = true});
+    reference.all_reduce_gradients(after);
+    for (auto& np : model.named_parameters()) ASSERT_TRUE(after.contains(np.param.array())) << np.name;
+    ASSERT_TRUE(dp.backward(loss));
+    EXPECT_EQ(dp.stats().started_in_backward, 4);
+    EXPECT_EQ(dp.stats().buckets, 4);
+    for (auto& np : model.named_parameters())
+      EXPECT_EQ(np.param.array().grad(dp.gradients()).to_vector<float>(), np.param.array().grad(after).to_vector<float>())
+          << np.name;
+    // fc1 unused: its buckets (fc1.bias, then fc1.weight) are the last two and start after the walk.
+    Array only_fc2 = mean(model.fc2(Tensor<2>(full({4, 16}, 0.5))).array());
+    ASSERT_TRUE(dp.backward(only_fc2));
+    EXPECT_EQ(dp.stats().started_in_backward, 4 + 2);
+    EXPECT_EQ(dp.stats().buckets, 8);
+    EXPECT_EQ(model.fc1.weight.array().grad(dp.gradients()).to_vector<float>(), std::vector<float>(96, 0.f));
+    EXPECT_EQ(model.fc2.bias.array().grad(dp.gradients()).to_vector<float>(), std::vector<float>(3, 1.f / 3));
+  });
+}
+
 TEST(DataParallelTest, NonFinalMicroStepsDoNotCommunicate) {
   run_in_process({.size = 2, .timeout = 30s}, [&](Communicator& comm) {
     Mlp model(1);

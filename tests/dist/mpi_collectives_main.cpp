@@ -227,7 +227,7 @@ void profile_overlap(Communicator& comm, double bucket_mb, const std::string& tr
   int64_t reduce_ns = 0, wait_ns = 0, moving_ns = 0, overlapped_ns = 0, count = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const KernelRecord& r = records[i];
-    if (r.name != "dist all_reduce" || r.where.find("all_reduce") == std::string::npos) continue;
+    if (r.name != "dist all_reduce") continue;
     ++count;
     int64_t b = r.start_ns, e = r.start_ns + r.duration_ns, wait_end = b;
     for (const KernelRecord& w : records)  // the input wait inside this collective (same thread)
@@ -240,10 +240,12 @@ void profile_overlap(Communicator& comm, double bucket_mb, const std::string& tr
     overlapped_ns += covered(kernels, wait_end, e);
   }
   write_chrome_trace(trace_path, records);
-  std::printf("overlap, cnn on %d ranks, buckets of %.2f MiB (%zu buckets): %.1f ms per step, device busy %.1f ms; "
+  std::printf("overlap, cnn on %d ranks, buckets of %.2f MiB (%zu buckets, %.0f%% started inside the backward walk): %.1f ms per step, device busy %.1f ms; "
               "%.1f all-reduces per step take %.2f ms from start to result = %.2f ms waiting for the values + %.2f ms "
               "moving and reducing, of which %.2f ms (%.0f%%) while the device ran kernels; trace %s\n",
-              comm.size(), bucket_mb, dp.buckets().size(), double(last - first) / 1e6 / steps,
+              comm.size(), bucket_mb, dp.buckets().size(),
+              100.0 * double(dp.stats().started_in_backward) / double(std::max<int64_t>(1, dp.stats().buckets)),
+              double(last - first) / 1e6 / steps,
               double(device_ns) / 1e6 / steps, double(count) / steps, double(reduce_ns) / 1e6 / steps,
               double(wait_ns) / 1e6 / steps, double(moving_ns) / 1e6 / steps, double(overlapped_ns) / 1e6 / steps,
               moving_ns > 0 ? 100.0 * double(overlapped_ns) / double(moving_ns) : 0.0, trace_path.c_str());

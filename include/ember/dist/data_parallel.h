@@ -11,10 +11,11 @@
 //       opt.step(dp.gradients());                // the mean over ranks and micro-steps
 //
 // Gradients are flattened into buckets of about `bucket_mb` MiB, in reverse parameter order (the
-// order backward produces them). Ember's backward is lazy (it records a graph; values exist only
-// once evaluated), so there is no "gradient ready" hook to start a bucket from while backward
-// records; instead each bucket is evaluated and its all-reduce started at once, in that order,
-// so the reduction of bucket k overlaps the computation of bucket k + 1 on the device.
+// order backward produces them). On the last micro-step each bucket's all-reduce starts from
+// inside the backward walk (BackwardOptions::leaf_gradient_ready) as soon as its gradients are
+// final and every earlier bucket has started; the communicator thread then evaluates and reduces
+// it while the walk records the rest, and the reduction of bucket k overlaps the computation of
+// bucket k + 1 on the device. Buckets start in the same order on every rank.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ struct DataParallelStats {
   int64_t buckets = 0;     // buckets sent in total
   int64_t bytes = 0;       // gradient bytes reduced in total
   double wait_s = 0;       // time spent waiting for the reductions after the last bucket started
+  int64_t started_in_backward = 0;  // buckets whose all-reduce started inside the backward walk
 };
 
 class DataParallel {
@@ -83,6 +85,16 @@ class DataParallel {
   Gradients grads_;
   int micro_ = 0;
   DataParallelStats stats_;
+
+  struct Started {
+    Pending<Array> result;
+    size_t bucket;
+  };
+  // Flattens bucket b's gradients (grad_of(k) for parameter k; undefined: zeros), scales them,
+  // queues their evaluation and starts the all-reduce.
+  Started start_bucket(size_t b, const std::function<Array(size_t)>& grad_of, double scale);
+  // Waits for the reductions and puts each parameter's share back into grads.
+  void finish_buckets(std::vector<Started>& started, Gradients& grads);
 };
 
 }  // namespace ember::dist
