@@ -32,6 +32,11 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_P
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer"
 "$tmp/build/consumer_static"
+if [ -f "$prefix/lib/libember_dist_mpi.so" ]; then
+  step "CMake consumer of Ember::ember_dist_mpi (one MPI process, singleton mode)"
+  test -x "$tmp/build/consumer_dist"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$tmp/build/consumer_dist" | grep -q "dist consumer ok"
+fi
 
 step "pkg-config: prefix, shared and static consumers"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
