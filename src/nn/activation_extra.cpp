@@ -58,6 +58,7 @@ PReLUOptions PReLUOptions::from_json(const std::string& text) {
   read_field(j, "init", o.init);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "PReLUOptions");
   return o;
 }
 

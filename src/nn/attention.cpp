@@ -275,6 +275,7 @@ MultiheadAttentionOptions MultiheadAttentionOptions::from_json(const std::string
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "MultiheadAttentionOptions");
   return o;
 }
 

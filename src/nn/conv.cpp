@@ -84,6 +84,7 @@ Conv2dLayerOptions Conv2dLayerOptions::from_json(const std::string& text) {
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "Conv2dLayerOptions");
   return o;
 }
 

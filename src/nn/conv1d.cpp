@@ -64,6 +64,7 @@ Conv1dLayerOptions Conv1dLayerOptions::from_json(const std::string& text) {
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "Conv1dLayerOptions");
   return o;
 }
 

@@ -205,6 +205,7 @@ ConvTranspose1dLayerOptions ConvTranspose1dLayerOptions::from_json(const std::st
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "ConvTranspose1dLayerOptions");
   return o;
 }
 
@@ -239,6 +240,7 @@ ConvTranspose2dLayerOptions ConvTranspose2dLayerOptions::from_json(const std::st
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "ConvTranspose2dLayerOptions");
   return o;
 }
 

@@ -38,6 +38,7 @@ DropoutOptions DropoutOptions::from_json(const std::string& text) {
   DropoutOptions o;
   read_field(j, "p", o.p);
   read_optional(j, "seed", o.seed);
+  reject_unknown_keys(j, o.to_json(), "DropoutOptions");
   return o;
 }
 

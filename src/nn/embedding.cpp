@@ -55,6 +55,7 @@ EmbeddingOptions EmbeddingOptions::from_json(const std::string& text) {
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "EmbeddingOptions");
   return o;
 }
 

@@ -79,6 +79,7 @@ GroupNormOptions GroupNormOptions::from_json(const std::string& text) {
   read_field(j, "affine", o.affine);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "GroupNormOptions");
   return o;
 }
 
@@ -116,6 +117,7 @@ InstanceNormOptions InstanceNormOptions::from_json(const std::string& text) {
   read_field(j, "affine", o.affine);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "InstanceNormOptions");
   return o;
 }
 

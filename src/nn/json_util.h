@@ -45,6 +45,19 @@ void read_optional(const json& j, const char* key, std::optional<T>& out) {
   out = v;
 }
 
+// The end of every options from_json: each key of the input must be one the parsed options write
+// back (`written`: their to_json), so a misspelled or unknown key is an error naming it instead
+// of a default kept silently. A null value (an unset optional) is allowed for any key.
+inline void reject_unknown_keys(const json& j, const std::string& written, const char* what) {
+  json known = json::parse(written);
+  std::string unknown, names;
+  for (const auto& [key, value] : j.items())
+    if (!value.is_null() && !known.contains(key)) unknown += (unknown.empty() ? "'" : ", '") + key + "'";
+  if (unknown.empty()) return;
+  for (const auto& [key, value] : known.items()) names += (names.empty() ? "" : ", ") + key;
+  throw Error(fmt::format("{}::from_json: unknown key {} (the keys are: {})", what, unknown, names));
+}
+
 inline DType dtype_from_name(const std::string& name) {
   for (int i = 0; i < kNumDTypes; ++i)
     if (dtype_name(DType(i)) == name) return DType(i);

@@ -50,6 +50,7 @@ LinearOptions LinearOptions::from_json(const std::string& text) {
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "LinearOptions");
   return o;
 }
 

@@ -101,6 +101,7 @@ BatchNormOptions BatchNormOptions::from_json(const std::string& text) {
   read_field(j, "track_running_stats", o.track_running_stats);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "BatchNormOptions");
   return o;
 }
 
@@ -175,6 +176,7 @@ LayerNormOptions LayerNormOptions::from_json(const std::string& text) {
   read_field(j, "bias", o.bias);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "LayerNormOptions");
   return o;
 }
 
@@ -209,6 +211,7 @@ RMSNormOptions RMSNormOptions::from_json(const std::string& text) {
   read_field(j, "affine", o.affine);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "RMSNormOptions");
   return o;
 }
 

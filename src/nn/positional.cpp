@@ -121,6 +121,7 @@ SinusoidalPositionalEncodingOptions SinusoidalPositionalEncodingOptions::from_js
   read_field(j, "dropout", o.dropout);
   read_field(j, "batch_first", o.batch_first);
   read_optional(j, "seed", o.seed);
+  reject_unknown_keys(j, o.to_json(), "SinusoidalPositionalEncodingOptions");
   return o;
 }
 
@@ -134,6 +135,7 @@ RotaryEmbeddingOptions RotaryEmbeddingOptions::from_json(const std::string& text
   read_field(j, "dim", o.dim);
   read_field(j, "base", o.base);
   read_field(j, "interleaved", o.interleaved);
+  reject_unknown_keys(j, o.to_json(), "RotaryEmbeddingOptions");
   return o;
 }
 

@@ -334,6 +334,7 @@ RecurrentCellOptions RecurrentCellOptions::from_json(const std::string& text) {
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "RecurrentCellOptions");
   return o;
 }
 
@@ -370,6 +371,7 @@ RecurrentOptions RecurrentOptions::from_json(const std::string& text) {
   read_optional(j, "dropout_seed", o.dropout_seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "RecurrentOptions");
   return o;
 }
 

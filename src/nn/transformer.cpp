@@ -244,6 +244,7 @@ TransformerLayerOptions TransformerLayerOptions::from_json(const std::string& te
   read_optional(j, "seed", o.seed);
   read_dtype(j, "dtype", o.dtype);
   read_device(j, "device", o.device);
+  reject_unknown_keys(j, o.to_json(), "TransformerLayerOptions");
   return o;
 }
 
@@ -257,6 +258,7 @@ TransformerStackOptions TransformerStackOptions::from_json(const std::string& te
   if (j.contains("layer")) o.layer = TransformerLayerOptions::from_json(j["layer"].dump());
   read_field(j, "num_layers", o.num_layers);
   read_field(j, "norm", o.norm);
+  reject_unknown_keys(j, o.to_json(), "TransformerStackOptions");
   return o;
 }
 

@@ -189,6 +189,7 @@ InterpolateOptions InterpolateOptions::from_json(const std::string& text) {
   }
   read_field(j, "align_corners", o.align_corners);
   read_field(j, "recompute_scale_factor", o.recompute_scale_factor);
+  reject_unknown_keys(j, o.to_json(), "InterpolateOptions");
   return o;
 }
 
