@@ -6,6 +6,7 @@
 #include "ember/autocast.h"
 #include "ember/autograd.h"
 #include "ember/debug.h"
+#include "ember/fn.h"
 #include "ember/profiler.h"
 #include "ember/device.h"
 #include "ember/dtype.h"
