@@ -68,7 +68,6 @@ bool DataParallel::backward(const Array& loss) {
   std::vector<Array> ready;          // by parameter: its final gradient, once the walk reported it
   std::vector<size_t> missing;       // by bucket: parameters not reported yet
   size_t next = 0;                   // the next bucket to start (buckets start in order on every rank)
-  size_t started_in_walk = 0;
   const double scale = 1.0 / opts_.accumulation_steps;
   if (final_step) {
     // Start each bucket's all-reduce from inside the backward walk, as soon as its gradients are
@@ -95,8 +94,7 @@ bool DataParallel::backward(const Array& loss) {
   }
   if (micro_ == 0) grads_ = loss.backward(bo);
   else loss.backward_into(grads_, bo);
-  started_in_walk = started.size();
-  stats_.started_in_backward += int64_t(started_in_walk);
+  stats_.started_in_backward += int64_t(started.size());
   ++micro_;
   if (!final_step) {
     eval(grads_.arrays());  // the running sum stays a value, not a growing graph

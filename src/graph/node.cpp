@@ -29,18 +29,31 @@ Node::Node(Op op_, OpAttrs attrs_, std::vector<NodePtr> inputs_, Shape shape_, D
   depth = d + 1;
 }
 
+namespace {
+// The inputs still to release by the outermost ~Node running on this thread (null: none runs).
+thread_local std::vector<NodePtr>* t_releasing = nullptr;
+}  // namespace
+
 Node::~Node() {
   // Destroying a node whose only owner we are would destroy its inputs recursively; a chain of a
-  // million nodes would overflow the stack. Take the inputs over and release them in a loop.
+  // million nodes would overflow the stack. So the outermost destructor on a thread releases the
+  // inputs in a loop, and a destructor that runs inside it (an input whose last owner that loop
+  // was) hands its own inputs to the loop instead of releasing them: the depth stays two.
+  // (Asking `use_count() == 1` before taking an input's inputs over would be a data race: that
+  // count is read without ordering against the thread that dropped the other owner, e.g. a device
+  // queue worker that has just cleared the node's inputs; found by TSan.)
+  if (t_releasing) {
+    for (NodePtr& in : inputs) t_releasing->push_back(std::move(in));
+    return;
+  }
   std::vector<NodePtr> pending = std::move(inputs);
+  t_releasing = &pending;
   while (!pending.empty()) {
     NodePtr n = std::move(pending.back());
     pending.pop_back();
-    if (n && n.use_count() == 1) {
-      for (auto& in : n->inputs) pending.push_back(std::move(in));
-      n->inputs.clear();
-    }
+    n.reset();  // if this was the last owner, its ~Node appends its inputs to `pending`
   }
+  t_releasing = nullptr;
 }
 
 std::string Node::where() const {

@@ -53,10 +53,11 @@ class DataParallelEquivalenceTest : public ::testing::TestWithParam<Case> {};
 // 2-rank gradient sums two 32-row halves and averages them, so the f32 roundings differ (about
 // 1e-7 relative per step); after 20 steps the parameters agree within 5e-6 (measured:
 // 3.8e-7 for SGD with momentum, 1.2e-7 to 1.8e-7 for Adam). The ranks agree bit for bit, and so do two runs.
-// (Two runs in one process that ran many other tests first may differ: the CPU backend moves a
-// hot program from its interpreter to compiled code after a fixed number of launches
-// (src/backend/cpu/tier1.h), and a reduction may round differently there, so the two runs can
-// straddle a switch. ctest runs each test in a process of its own, where they do not.)
+// (Run to run holds in a process of its own, as ctest runs each test. In one process that ran
+// other tests first the two runs may differ: the CPU backend moves a hot program from its
+// interpreter to compiled code a fixed number of launches after it became hot
+// (src/backend/cpu/tier1.h), a reduction may round differently there, and where the switch
+// falls then depends on what the process ran before; EMBER_CPU_TIER=0 or 1 pins the tier.)
 TEST_P(DataParallelEquivalenceTest, TwoRanksMatchOneProcessWithTheDoubleBatch) {
   const Case c = GetParam();
   Params single = single_process(c.kind);
