@@ -242,8 +242,8 @@ class Learner {
   template <class TrainLoader, class ValidLoader>
   Report fit(TrainLoader& train, ValidLoader& valid) {
     if (sharding()) {
-      auto t_mine = sharded(train, true);
-      auto v_mine = sharded(valid, false);
+      auto&& t_mine = sharded(train, true);
+      auto&& v_mine = sharded(valid, false);
       detail::LoaderSource<TrainLoader> t(t_mine);
       detail::LoaderSource<ValidLoader> v(v_mine);
       return fit_sources(t, &v);
@@ -255,7 +255,7 @@ class Learner {
   template <class TrainLoader>
   Report fit(TrainLoader& train) {
     if (sharding()) {
-      auto t_mine = sharded(train, true);
+      auto&& t_mine = sharded(train, true);
       detail::LoaderSource<TrainLoader> t(t_mine);
       return fit_sources(t, nullptr);
     }
@@ -274,14 +274,16 @@ class Learner {
 
  private:
   bool sharding() const { return shard_loaders_ && comm_ && comm_->size() > 1; }
+  // A DataLoader: this rank's part (a new loader). Another loader type: an Error (it is returned
+  // by reference only so that fit compiles for loaders that cannot be copied).
   template <class Loader>
-  Loader sharded(Loader& l, bool training) const {
+  decltype(auto) sharded(Loader& l, bool training) const {
     if constexpr (detail::IsDataLoader<Loader>::value) {
       return detail::shard_loader(l, comm_->rank(), comm_->size(), training);
     } else {
       throw Error("Learner::shard_loaders: only data::DataLoader loaders can be sharded; pass loaders over "
                   "dist::shard instead and leave shard_loaders off");
-      return l;
+      return (l);
     }
   }
 
