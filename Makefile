@@ -74,7 +74,7 @@ ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpI
 # run-to-run bit check depends on where the CPU tier switch falls, which depends on what the
 # process ran before (tests/dist/data_parallel_test.cpp).
 NO_VULKAN_DRIVER = VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json
-ASAN_FILTER ?= DType*:OnnxLoaderTest*:OnnxFuzzCorpusTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:ShardTest*:NpyTest*:OptionsJsonTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:-*Million*:*vulkan*:VulkanTest.*:Optimizers/DataParallelEquivalenceTest.*
+ASAN_FILTER ?= DType*:OnnxLoaderTest*:OnnxFuzzCorpusTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:ShardTest*:NpyTest*:OptionsJsonTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:CaptureTest*:-*Million*:*vulkan*:VulkanTest.*:Optimizers/DataParallelEquivalenceTest.*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP
@@ -94,7 +94,7 @@ tsan-test: tsan
 	@$(NO_VULKAN_DRIVER) OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(ASYNC_DEVICE_ENV) $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 \
 	  --gtest_filter='$(ASYNC_FILTER):AsyncDeviceTest.ReadsThatDoNotWaitForTheirWorkAreCaught'
-TSAN_FILTER ?= ThreadStressTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:LearnerDataParallelTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:-*Million*
+TSAN_FILTER ?= ThreadStressTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:LearnerDataParallelTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:*CaptureTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).

@@ -267,15 +267,22 @@ struct MlpStep : Case {
 };
 
 // Batch-1 (or small-batch) inference latency of the MLP above: forward only, result read back.
+// With `captured`, the forward is an ember::capture_module recording (ember/capture.h), replayed
+// on every run after the first: the host cost per op is gone.
 struct MlpInfer : Case {
   Mlp model;
   Array x;
   std::vector<float> out;
-  MlpInfer(int64_t batch, int64_t in, int64_t hidden, int64_t n_out)
-      : model(in, hidden, n_out), x(input({batch, in}, 1)) {}
+  std::optional<CapturedFunction> captured;
+  MlpInfer(int64_t batch, int64_t in, int64_t hidden, int64_t n_out, bool capture)
+      : model(in, hidden, n_out), x(input({batch, in}, 1)) {
+    model.eval();
+    if (capture)
+      captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
+  }
   void run() override {
     NoGradGuard no_grad;
-    out = model.forward(x).to_vector<float>();
+    out = (captured ? (*captured)({x})[0] : model.forward(x)).to_vector<float>();
   }
   double check() override {
     double s = 0;
@@ -331,21 +338,33 @@ struct EncoderTrain : Case {
 
 // Autodiff overhead on a tiny LSTM (input 16, hidden 32, 16 steps, batch 4): forward, backward,
 // one gradient read to the host. Mostly graph building and small kernels.
+// With `captured`, forward and backward are one ember::capture recording (the parameters bound
+// as inputs, the gradient returned without history), replayed on every run after the first.
 struct LstmAutograd : Case {
   nn::LSTM lstm;
   Array x;
   std::vector<float> g;
-  LstmAutograd(int64_t batch, int64_t seq, int64_t in, int64_t hidden)
+  std::optional<CapturedFunction> captured;
+  LstmAutograd(int64_t batch, int64_t seq, int64_t in, int64_t hidden, bool capture)
       : lstm({.input_size = in, .hidden_size = hidden, .seed = 1}), x(input({seq, batch, in}, 1)) {
     set_params_by_name(lstm, 60);
+    if (capture)
+      captured = ember::capture([this](const std::vector<Array>& in) { return std::vector<Array>{gradient(in[0])}; },
+                                {.outputs_need_grad = false, .implicit_inputs = [this] {
+                                   std::vector<Array> ps;
+                                   for (nn::ParamRef& p : lstm.parameters()) ps.push_back(p.array());
+                                   return ps;
+                                 }});
   }
-  void run() override {
-    nn::RecurrentOutput r = lstm.forward(x);
+  Array gradient(const Array& input) {
+    nn::RecurrentOutput r = lstm.forward(input);
     Array loss = sum(r.output);
     Gradients grads = loss.backward();
     for (nn::NamedParam& p : lstm.named_parameters())
-      if (p.name == "weight_ih_l0") g = p.param.array().grad(grads).to_vector<float>();
+      if (p.name == "weight_ih_l0") return p.param.array().grad(grads);
+    throw Error("lstm_autograd: no weight_ih_l0");
   }
+  void run() override { g = (captured ? (*captured)({x})[0] : gradient(x)).to_vector<float>(); }
   double check() override {
     double s = 0;
     for (float v : g) s += v;
@@ -457,7 +476,8 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
   if (kind == "mlp_infer")
     return std::make_unique<MlpInfer>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
-                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
+                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>(),
+                                      p.value("captured", 0) != 0);
   if (kind == "encoder_train")
   {
     const std::string prec = p.value("precision", std::string("f32"));
@@ -471,7 +491,8 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   }
   if (kind == "lstm_autograd")
     return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
-                                          p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>());
+                                          p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>(),
+                                          p.value("captured", 0) != 0);
   if (kind == "encoder")
     return std::make_unique<Encoder>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                      p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),

@@ -162,5 +162,11 @@ std::ostream& operator<<(std::ostream& os, const Array& a);
 
 // Realizes several arrays together (one scheduling pass).
 void eval(const std::vector<Array>& arrays);
+// eval(), then waits until every array is computed (as a read would, without copying), and
+// throws the error of one that failed. On an idle device the calling thread runs the work itself
+// instead of handing it to the device's worker and waiting: what latency-bound loops (batch-1
+// inference) want. Keep one thread doing this: on the CPU, parallel kernels started from two
+// threads each keep an OpenMP team, and libgomp then stops spinning between kernels.
+void eval_and_wait(const std::vector<Array>& arrays);
 
 }  // namespace ember

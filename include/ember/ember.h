@@ -5,6 +5,7 @@
 #include "ember/array.h"
 #include "ember/autocast.h"
 #include "ember/autograd.h"
+#include "ember/capture.h"
 #include "ember/debug.h"
 #include "ember/fn.h"
 #include "ember/profiler.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/device_kinds.h"
+#include "backend/work_recorder.h"
 #include "ember/dtype.h"
 #include "ember/error.h"
 #include "graph/stats.h"
@@ -283,6 +284,7 @@ void Backend::write(DeviceBuffer& dst, size_t offset_bytes, const void* src, siz
 }
 
 void Backend::read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size_t bytes) {
+  if (WorkRecorder* r = active_work_recorder()) r->refuse("it reads device data on the host");
   ember_status st{};
   ember_queue q = queue(src.device.index);
   if (unordered_reads_for_testing_) {
@@ -295,6 +297,7 @@ void Backend::read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size
 }
 
 const unsigned char* Backend::host_bytes(const DeviceBuffer& src) {
+  if (WorkRecorder* r = active_work_recorder()) r->refuse("it reads device data on the host");
   if (!table_.buffer_host_address || unordered_reads_for_testing_) return nullptr;
   const void* address = table_.buffer_host_address(src.handle);
   if (!address) return nullptr;
@@ -305,6 +308,7 @@ const unsigned char* Backend::host_bytes(const DeviceBuffer& src) {
 
 void Backend::copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t bytes) {
   if (bytes == 0) return;
+  if (WorkRecorder* r = active_work_recorder()) r->refuse("it copies between devices");
   if (!table_.buffer_copy) {
     std::vector<unsigned char> staged(bytes);
     read(src, src_offset, staged.data(), bytes);

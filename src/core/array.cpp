@@ -39,6 +39,13 @@ void eval(const std::vector<Array>& arrays) {
   throw_unreported_anomaly();
 }
 
+void eval_and_wait(const std::vector<Array>& arrays) {
+  std::vector<NodePtr> roots;
+  for (const Array& a : arrays)
+    if (a.defined()) roots.push_back(a.node());
+  realize_and_wait(roots);
+}
+
 void Array::check_single_element() const {
   if (numel() != 1)
     throw Error(fmt::format("item: tensor of shape {} has {} elements, expected exactly one",

@@ -2,6 +2,7 @@
 #include "graph/node.h"
 
 #include "autograd/grad_node.h"
+#include "backend/work_recorder.h"
 #include "graph/stats.h"
 
 #include <fmt/format.h>
@@ -23,6 +24,7 @@ Node::Node(Op op_, OpAttrs attrs_, std::vector<NodePtr> inputs_, Shape shape_, D
            Device device_, Loc loc_)
     : op(op_), attrs(std::move(attrs_)), inputs(std::move(inputs_)), shape(std::move(shape_)),
       dtype(dtype_), device(device_), loc(loc_) {
+  made_while_recording = active_work_recorder() != nullptr;
   uint32_t d = 0;
   for (const auto& in : inputs)
     if (in->is_pending()) d = std::max(d, in->depth);

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -39,6 +41,9 @@ struct Node {
   const char* backward_of = nullptr;
   Loc backward_loc;
   uint32_t depth = 0;  // longest chain of pending nodes ending here
+  // Made while this thread recorded its work (graph/capture.cpp): a recorded realization may
+  // compute only such nodes; older pending nodes are realized first, outside the recording.
+  bool made_while_recording = false;
 
   enum class State : uint8_t { Pending, Queued, Ready, Failed };
   std::atomic<State> state{State::Pending};
@@ -113,6 +118,12 @@ void realize(const std::vector<NodePtr>& roots);
 // of them consumes, so chains stay fused: interior nodes are computed inside the roots' kernels
 // (and stored only where something outside the graph holds them). The automatic evaluation.
 void realize_frontier(std::vector<NodePtr> nodes);
+// Runs `task` on `device`'s queue, in order with the plans queued before it (here, at once,
+// when the queue is idle: a replayed recording, graph/capture.cpp). `outputs` are Queued nodes
+// whose views the task sets: they are published Ready when it returns, or Failed with its error
+// (prefixed by `what`). `keep_alive` lives until the task has run.
+void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr> outputs,
+                  std::vector<NodePtr> keep_alive, const std::string& what);
 // realize(), then waits until every root is computed; throws the error of a root that failed,
 // naming the op and the user's line.
 void realize_and_wait(const std::vector<NodePtr>& roots);

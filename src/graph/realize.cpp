@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "backend/registry.h"
+#include "backend/work_recorder.h"
 #include "ember/anomaly.h"
 #include "graph/anomaly.h"
 #include "graph/node.h"
@@ -185,12 +186,34 @@ struct WorkItem {
   Plan plan;
   std::vector<NodePtr> keep_alive;
   bool check_anomaly = false;  // every node alone, its output checked (planned so)
+  WorkRecorder* recorder = nullptr;  // the planning thread's, which records this work
+  // Instead of a plan: a task that computes `task_outputs` (run_on_queue).
+  std::function<void()> task;
+  std::vector<NodePtr> task_outputs;
+  std::string task_name;
 };
 
+void execute_task(WorkItem& item) {
+  try {
+    item.task();
+  } catch (const Error& e) {
+    auto err = std::make_shared<const std::string>(fmt::format("{}: {}", item.task_name, e.what()));
+    for (const NodePtr& o : item.task_outputs) fail(o.get(), err);
+    return;
+  }
+  std::vector<Node*> outs;
+  for (const NodePtr& o : item.task_outputs) outs.push_back(o.get());
+  publish_all(outs, Node::State::Ready);
+}
+
 void execute(WorkItem& item) {
+  if (item.task) return execute_task(item);
+  WorkRecorderScope recording(item.recorder);
   Plan& plan = item.plan;
   place_cat_inputs(plan);
   for (const Step& step : plan.steps) {
+    if (item.recorder)
+      item.recorder->begin_step(step.kernel < 0 ? step.node->where() : plan.kernels[size_t(step.kernel)].root->where());
     if (step.kernel < 0) {
       Node* n = step.node;
       if (!n->is_pending() && n->current() != Node::State::Queued) continue;
@@ -291,12 +314,16 @@ class DeviceQueue {
     struct Release {
       DeviceQueue* q;
       ~Release() {
+        bool pending;
         {
           std::lock_guard lock(q->m_);
           q->busy_ = false;
+          pending = !q->items_.empty() || q->stop_;  // (a stopping worker waits for busy_ to clear)
           if (q->items_.empty()) q->idle_.notify_all();
         }
-        q->work_.notify_one();
+        // The worker waits only for items: with none queued meanwhile, waking it would cost two
+        // context switches for nothing.
+        if (pending) q->work_.notify_one();
       }
     } release{this};
     execute(item);
@@ -416,6 +443,24 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
     }
   }
   if (order.empty()) return;
+  WorkRecorder* recorder = active_work_recorder();
+  if (recorder) {
+    // Pending nodes made before the recording began are values the recorded function reads, not
+    // work it does: they are realized first, unrecorded, then this realization is planned again.
+    std::vector<NodePtr> before;
+    for (const NodePtr& r : roots)
+      if (r && r->is_pending() && !r->made_while_recording) before.push_back(r);
+    for (const NodePtr& n : keep)
+      if (!n->made_while_recording) before.push_back(n);
+    if (!before.empty()) {
+      keep.clear();
+      {
+        WorkRecorderScope unrecorded(nullptr);
+        realize_impl(before, false);
+      }
+      return realize_impl(roots, will_wait);
+    }
+  }
   std::vector<Node*> root_nodes;
   for (const auto& r : roots)
     if (r) root_nodes.push_back(r.get());
@@ -426,7 +471,8 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   if (!check_anomaly) fold_epilogues(order, root_nodes);  // matmul/conv + elementwise chains -> one library call
   int64_t plan_start = trace::enabled() ? trace::now_ns() : 0;
   Plan plan = plan_fusion(order, root_nodes, !check_anomaly);
-  if (!check_anomaly) choose_donors(plan);  // reads reference counts too (a donor's values would be overwritten)
+  // (Not while recording: a replay keeps a buffer per value, and a donor may be a constant.)
+  if (!check_anomaly && !recorder) choose_donors(plan);  // reads reference counts too (a donor's values would be overwritten)
   if (trace::enabled())
     trace::record(plan_start, trace::now_ns(), [&](KernelRecord& r) {
       r.name = "plan";
@@ -438,6 +484,7 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   stats().realizations.fetch_add(1, std::memory_order_relaxed);
   WorkItem item;
   item.check_anomaly = check_anomaly;
+  item.recorder = recorder;
   size_t held = roots.size();
   for (Node* n : order) held += n->inputs.size();
   item.keep_alive.reserve(held);
@@ -473,6 +520,30 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
 }  // namespace
 
 void realize(const std::vector<NodePtr>& roots) { realize_impl(roots, false); }
+
+void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr> outputs,
+                  std::vector<NodePtr> keep_alive, const std::string& what) {
+  WorkItem item;
+  item.task = std::move(task);
+  item.task_outputs = std::move(outputs);
+  item.keep_alive = std::move(keep_alive);
+  item.task_name = what;
+  std::unique_lock lock(plan_mutex());
+  for (const NodePtr& o : item.task_outputs) o->state.store(Node::State::Queued, std::memory_order_release);
+  if (!runtime_policy().async) {
+    execute(item);
+    return;
+  }
+  register_exit_drain();
+  DeviceQueue& queue = queue_for(device);
+  // An idle queue: the caller runs the task itself (no hand-off to the worker and back).
+  if (queue.claim_if_idle()) {
+    lock.unlock();
+    queue.run_claimed(item);
+    return;
+  }
+  queue.push(std::move(item));
+}
 
 void realize_frontier(std::vector<NodePtr> nodes) {
   // Under the plan lock a pending node stays pending, so its inputs cannot be dropped while read.

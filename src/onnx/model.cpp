@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <unordered_set>
 
 #include "ember/ops.h"
 #include "io/read_file.h"
@@ -159,19 +160,52 @@ std::vector<Array> detail::run_node(const Node& n, int index, int64_t opset, Dev
   return outs;
 }
 
+namespace {
+
+// The static values of the forward running on this thread (detail::is_static_value). The arrays
+// are held, so that no other node can take a recorded node's address meanwhile.
+struct StaticValues {
+  std::vector<Array> held;
+  std::unordered_set<const void*> nodes;
+  void add(const Array& a) {
+    if (!a.defined() || !nodes.insert(a.node().get()).second) return;
+    held.push_back(a);
+  }
+};
+thread_local StaticValues* t_static = nullptr;
+
+}  // namespace
+
+bool detail::is_static_value(const Array& a) { return t_static && a.defined() && t_static->nodes.count(a.node().get()); }
+
 void detail::run_nodes(const Graph& g, std::map<std::string, Array>& env, int64_t opset, Device device) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::vector<Array> outs;
+    bool is_static = false;
     if (is_control_flow(n.op_type)) {
       outs = run_control_flow(n, int(i), env, opset, device);
     } else {
       std::vector<Array> ins;
       for (const auto& in : n.inputs) ins.push_back(in.empty() ? Array() : env.at(in));
+      // Static: shapes, and deterministic ops of static values only.
+      is_static = n.op_type == "Shape" || n.op_type == "Size";
+      if (!is_static && foldable(n)) {
+        bool any = false, all = true;
+        for (const Array& a : ins)
+          if (a.defined()) {
+            any = true;
+            all = all && is_static_value(a);
+          }
+        is_static = any && all;
+      }
       outs = run_node(n, int(i), opset, device, std::move(ins));
     }
     for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (!n.outputs[k].empty()) env[n.outputs[k]] = outs[k];
+      if (!n.outputs[k].empty()) {
+        env[n.outputs[k]] = outs[k];
+        if (is_static && t_static) t_static->add(outs[k]);
+      }
   }
 }
 
@@ -353,6 +387,16 @@ std::optional<DType> Model::floating_parameter_dtype() const {
 std::map<std::string, Array> Model::forward(const std::map<std::string, Array>& inputs) {
   std::map<std::string, Array> env;
   for (const auto& [name, ref] : initializers_) env[name] = ref.array();
+  // Constant buffers (integer initializers, folded constants) are static; parameters are not.
+  StaticValues statics;
+  StaticValues* outer = t_static;
+  t_static = &statics;
+  struct Restore {
+    StaticValues* outer;
+    ~Restore() { t_static = outer; }
+  } restore{outer};
+  for (const auto& [name, ref] : initializers_)
+    if (ref.is_buffer()) statics.add(ref.array());
   for (const auto& vi : graph_.inputs) {
     auto it = inputs.find(vi.name);
     if (it == inputs.end() || !it->second.defined())

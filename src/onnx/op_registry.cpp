@@ -1,6 +1,8 @@
 // The operator table and OpContext: typed attribute access and errors that name the node.
 #include "onnx/op_registry.h"
 
+#include "ember/capture.h"
+
 #include <algorithm>
 
 namespace ember::onnx::detail {
@@ -35,10 +37,21 @@ std::vector<int64_t> OpContext::ints_input(int i) const {
   const Array& a = input(i);
   if (!is_integral(a.dtype())) fail("input " + std::to_string(i) + " must be an integer tensor, got " +
                                     std::string(dtype_name(a.dtype())));
+  if (is_static_value(a)) {
+    SignatureOnlyScope shape_arithmetic;
+    return a.to_vector<int64_t>();
+  }
   return a.to_vector<int64_t>();
 }
 
-std::vector<double> OpContext::floats_input(int i) const { return input(i).to_vector<double>(); }
+std::vector<double> OpContext::floats_input(int i) const {
+  const Array& a = input(i);
+  if (is_static_value(a)) {
+    SignatureOnlyScope shape_arithmetic;
+    return a.to_vector<double>();
+  }
+  return a.to_vector<double>();
+}
 
 const Attribute* OpContext::attr(const std::string& name) const {
   auto it = node_.attributes.find(name);

@@ -77,6 +77,13 @@ bool is_control_flow(const std::string& op_type);
 std::vector<Array> run_control_flow(const Node& n, int index, const std::map<std::string, Array>& env, int64_t opset,
                                     Device device);
 
+// Static values: those that depend only on the graph inputs' shapes and on constants (Shape and
+// Size outputs, constant buffers, and what deterministic ops compute from them alone). Tracked
+// during Model::forward; reading one to the host (ints_input) does not stop a captured forward
+// from being recorded (ember/capture.h, SignatureOnlyScope), since it is the same on every call
+// with the same input shapes.
+bool is_static_value(const Array& a);
+
 // Shared helpers.
 Array scalar_like(double value, DType dtype, Device device);
 // numpy-style broadcasting for a list of operands (Sum, Max, Mean, ...).

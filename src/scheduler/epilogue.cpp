@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/work_recorder.h"
 #include "ember/error.h"
 #include "graph/pointer_table.h"
 #include "scheduler/fusion.h"
@@ -236,6 +237,12 @@ void run_epilogue(Node& n) {
   }
   for (size_t k = n_base; k < n.inputs.size(); ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.shape));
   ember_tensor_desc out = desc(n, n.view, n.shape);
+  if (WorkRecorder* r = active_work_recorder()) {
+    std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
+    for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
+    r->library(n.device.index, conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(), int(ins.size()),
+               &out, 1, &attrs, buffers);
+  }
   try {
     backend_for(n.device).library_call(n.device.index, conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
                                        int(ins.size()), &out, 1, &attrs);

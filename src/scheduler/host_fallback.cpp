@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "backend/work_recorder.h"
 #include "ember/error.h"
 
 namespace ember {
@@ -121,8 +122,13 @@ void library_call(Device device, const std::string& what, int32_t op, const embe
   Backend& be = Backend::get(device.kind);
   const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
   std::string why = be.unsupported_library(device.index, op, dtype);
-  if (why.empty()) return be.library_call(device.index, op, inputs, n_inputs, outputs, n_outputs, attrs);
+  WorkRecorder* recorder = active_work_recorder();
+  if (why.empty()) {
+    if (recorder) recorder->library(device.index, op, inputs, n_inputs, outputs, n_outputs, attrs, buffers);
+    return be.library_call(device.index, op, inputs, n_inputs, outputs, n_outputs, attrs);
+  }
   why = fmt::format("{}: {}", what, why);
+  if (recorder) recorder->refuse(fmt::format("{} runs on the host fallback", what));
   Backend& host = host_backend(device, why);
   note(device, fmt::format("op '{}'", what), why);
   HostStaging staging(host, buffers);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "backend/work_recorder.h"
 #include "ember/error.h"
 #include "scheduler/host_fallback.h"
 
@@ -28,6 +29,7 @@ View alloc_contiguous(const Node& n) {
   View v;
   size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
   v.buffer = backend_for(n.device).alloc(n.device, bytes);
+  if (WorkRecorder* r = active_work_recorder()) r->allocated(v.buffer);
   v.strides = n.shape.contiguous_strides();
   return v;
 }
@@ -116,10 +118,20 @@ void Launch::run(Device device, const kir::Builder& b, const std::string& name, 
   const uint64_t hash = structure_hash ? structure_hash : b.structure_hash();
   std::string unsupported;
   std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, hash, &unsupported);
+  WorkRecorder* recorder = active_work_recorder();
   if (!compiled) {
+    if (recorder) recorder->refuse(fmt::format("kernel '{}' runs on the host fallback", name));
     std::vector<std::shared_ptr<DeviceBuffer>> buffers;
     for (const Arg& a : args) buffers.push_back(a.buffer);
     return run_program_on_host(device, prog, hash, l, buffers, unsupported);
+  }
+  if (recorder) {
+    std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+    for (const Arg& a : args) buffers.push_back(a.buffer);
+    std::vector<bool> stored(args.size(), false);
+    for (int32_t i = 0; i < prog.n_insts; ++i)
+      if (prog.insts[i].op == EMBER_KIR_STORE) stored[size_t(prog.insts[i].arg)] = true;
+    recorder->kernel(compiled, l, buffers, stored);
   }
   be.run(*compiled, l);
 }
@@ -144,6 +156,7 @@ void copy_kernel(const Node& src, const View& src_view, const Shape& shape, cons
 View materialize(const Node& n, const View& v) {
   View out;  // a fresh buffer (never the node's placement: this is a copy of one of its views)
   out.buffer = backend_for(n.device).alloc(n.device, size_t(n.shape.numel()) * dtype_size(n.dtype));
+  if (WorkRecorder* r = active_work_recorder()) r->allocated(out.buffer);
   out.strides = n.shape.contiguous_strides();
   copy_kernel(n, v, n.shape, out, out.strides, n.device);
   return out;

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "backend/work_recorder.h"
 #include "ember/error.h"
 #include "ops/dtype_rules.h"
 #include "scheduler/fusion.h"
@@ -400,6 +401,8 @@ class Emitter {
 
   // A random op's Philox key: a one-element device buffer holding its seed.
   static View seed_key(const Node& n) {
+    // A replay would draw the same numbers again: random ops are not recorded.
+    if (WorkRecorder* r = active_work_recorder()) r->refuse(fmt::format("{} draws random numbers", n.where()));
     View key;
     key.buffer = backend_for(n.device).alloc(n.device, sizeof(int64_t));
     const int64_t seed = int64_t(n.attrs.seed);

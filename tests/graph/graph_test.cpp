@@ -50,6 +50,23 @@ TEST(GraphTest, ExplicitEvalRealizesSeveralArraysAndDropsInputs) {
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
 }
 
+// eval_and_wait returns with every array computed (no synchronize needed) and throws the error
+// of one that failed, naming the op.
+TEST(GraphTest, EvalAndWaitReturnsComputedArraysOrTheError) {
+  Device d = test_device();
+  Array x = from_vector<float>({1, 2, 3, 4}, {4}, d);
+  Array a = mul(x, 3.0), b = sum(x);
+  eval_and_wait({a, b});
+  EXPECT_TRUE(a.is_evaluated());
+  EXPECT_TRUE(b.is_evaluated());
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{3, 6, 9, 12}));
+  EXPECT_EQ(b.item<float>(), 10.0f);
+  Array bad = index_select(x, 0, from_vector<int64_t>({0, 9}, {2}, d));
+  std::string e = testing::error_of([&] { eval_and_wait({bad}); });
+  EXPECT_NE(e.find("index_select"), std::string::npos) << e;
+  EXPECT_NE(e.find("9"), std::string::npos) << e;
+}
+
 TEST(GraphTest, MillionOpChainIsComputedAndFreedWithoutStackOverflow) {
   PolicyGuard guard;
   Device d = test_device();

@@ -54,6 +54,33 @@ TEST_P(ExportedModelTest, ReproducesPyTorchOutputs) {
   expect_close(one, narrow(want, 0, 0, 1), 1e-4, 1e-5, GetParam() + " (batch 1)");
 }
 
+// A captured forward (ember/capture.h) records once per batch size and its replays give what the
+// eager forward gives, bit for bit, for new inputs, and PyTorch's values for the exported input.
+// The dynamic batch dim makes the exported graphs compute reshape targets from Shape: those host
+// reads depend only on the input's shape, so they do not stop the recording.
+TEST_P(ExportedModelTest, CapturedForwardReplaysTheEagerForward) {
+  const std::string dir = model_dir(GetParam());
+  onnx::Model model = onnx::load(dir + "/model.onnx");
+  model.eval();
+  NoGradGuard no_grad;
+  CapturedFunction forward = capture_module(model, [&](const std::vector<Array>& in) { return model.forward(in); });
+  Array x = onnx::load_tensor(dir + "/input_0.pb");
+  Array want = onnx::load_tensor(dir + "/output_0.pb");
+  expect_close(forward({x})[0], want, 1e-4, 1e-5, GetParam() + " (recording)");
+  for (int call = 0; call < 3; ++call) {
+    Array fresh = add(x, full(x.shape(), 0.25 * (call + 1), {.dtype = x.dtype()}));
+    std::vector<double> replayed = cast(forward({fresh})[0], DType::F64).to_vector<double>();
+    std::vector<double> eager = cast(model.forward(std::vector<Array>{fresh})[0], DType::F64).to_vector<double>();
+    EXPECT_EQ(replayed, eager) << GetParam() << " call " << call;
+  }
+  expect_close(forward({x})[0], want, 1e-4, 1e-5, GetParam() + " (replay)");
+  expect_close(forward({narrow(x, 0, 0, 1)})[0], narrow(want, 0, 0, 1), 1e-4, 1e-5, GetParam() + " (batch 1)");
+  CaptureStats s = forward.stats();
+  const int batches = x.shape()[0] == 1 ? 1 : 2;  // the exported batch, and batch 1
+  EXPECT_EQ(s.recordings, batches) << s.last_refusal;
+  EXPECT_EQ(s.replays, 6 - batches);
+}
+
 INSTANTIATE_TEST_SUITE_P(Exported, ExportedModelTest,
                          ::testing::Values("resnet_cnn", "resnet_mnist", "lstm", "transformer_encoder"));
 

@@ -1,0 +1,494 @@
+// Captured functions (ember/capture.h): the first call of an input signature runs the function
+// with a WorkRecorder active (backend/work_recorder.h), which collects every kernel launch and
+// library call with the buffers they touch; later calls replay those calls on fresh buffers.
+//
+// Each buffer a recorded call names is a slot: an input (the buffer of input i, re-bound to the
+// new input's buffer, offsets relative to the input's), scratch (allocated by the recorded work:
+// allocated again before its first use in a replay and dropped after its last, so a replay needs
+// no more memory than the graph did, unless it is an output) or a constant (any other buffer: a
+// weight the function closes over, kept alive by the recording). Recorded work may write only
+// scratch. A replay runs as one task on the device's queue, in order with plans.
+#include "ember/capture.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/work_recorder.h"
+#include "ember/autocast.h"
+#include "ember/autograd.h"
+#include "ember/error.h"
+#include "ember/ops.h"
+#include "graph/node.h"
+#include "graph/trace.h"
+
+namespace ember {
+
+namespace {
+
+struct SlotRef {
+  enum Kind : uint8_t { None, Input, Scratch, Constant } kind = None;
+  int index = 0;
+};
+
+struct RecordedCall {
+  std::string where;  // the op (or fused kernel's root) and line, for replay errors
+  // A kernel launch...
+  std::shared_ptr<const CompiledProgram> program;
+  ember_kir_launch launch{};
+  std::vector<ember_kir_arg> args;
+  // ... or a library call.
+  int device = 0;
+  int32_t op = 0;
+  std::vector<ember_tensor_desc> descs;  // inputs, then outputs
+  int n_inputs = 0;
+  std::vector<unsigned char> attrs;
+  // The slot of each arg / desc.
+  std::vector<SlotRef> slots;
+  // Scratch slots allocated before this call / released after it.
+  std::vector<int> allocate, release;
+};
+
+struct OutputSpec {
+  SlotRef slot;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  Shape shape;
+  DType dtype;
+  // The eager output's op when it is a view (a movement op: only those may be non-contiguous,
+  // which contiguous() relies on), else FromData: a leaf, as from_data makes (the recorded op's
+  // attributes are not kept, and an op such as Full would be folded into consumers by them).
+  Op op;
+  Loc loc;
+};
+
+struct Recording {
+  Device device;
+  std::vector<RecordedCall> calls;
+  std::vector<size_t> scratch_bytes;
+  std::vector<std::shared_ptr<DeviceBuffer>> constants;
+  std::vector<OutputSpec> outputs;
+  std::string name;  // prefixes replay errors: "captured function (recorded with 3 input(s))"
+};
+
+// Collects the work of one recording call (thread-safe: the queue's worker and the calling
+// thread may both report).
+class Recorder final : public WorkRecorder {
+ public:
+  // Input i's buffer is slot i (the first input, when several share a buffer).
+  explicit Recorder(const std::vector<NodePtr>& inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      input_offsets_.push_back(inputs[i]->view.offset);
+      if (inputs[i]->view.buffer) slots_.emplace(inputs[i]->view.buffer.get(), SlotRef{SlotRef::Input, int(i)});
+    }
+  }
+
+  void begin_step(const std::string& where) override {
+    std::lock_guard lock(m_);
+    where_ = where;
+  }
+
+  void allocated(const std::shared_ptr<DeviceBuffer>& buffer) override {
+    std::lock_guard lock(m_);
+    if (!on_device(buffer->device)) return;
+    slots_[buffer.get()] = {SlotRef::Scratch, int(scratch_.size())};
+    scratch_.push_back(buffer);  // held, so that no later buffer reuses the address
+  }
+
+  void kernel(const std::shared_ptr<const CompiledProgram>& program, const ember_kir_launch& launch,
+              const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std::vector<bool>& stored) override {
+    std::lock_guard lock(m_);
+    RecordedCall c;
+    c.where = where_;
+    c.program = program;
+    c.launch = launch;
+    c.launch.args = nullptr;  // the replay points it at its own copy of `args`
+    c.args.assign(launch.args, launch.args + launch.n_args);
+    c.slots.resize(c.args.size());
+    for (size_t a = 0; a < c.args.size(); ++a) {
+      if (!buffers[a]) continue;
+      if (!bind(c, a, buffers[a], stored[a], c.args[a].offset)) return;
+    }
+    calls_.push_back(std::move(c));
+  }
+
+  void library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+               const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
+               const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) override {
+    std::lock_guard lock(m_);
+    RecordedCall c;
+    c.where = where_;
+    c.device = device;
+    c.op = op;
+    c.descs.assign(inputs, inputs + n_inputs);
+    c.descs.insert(c.descs.end(), outputs, outputs + n_outputs);
+    c.n_inputs = n_inputs;
+    if (size_t bytes = library_attrs_size(op); bytes && attrs)
+      c.attrs.assign(static_cast<const unsigned char*>(attrs), static_cast<const unsigned char*>(attrs) + bytes);
+    c.slots.resize(c.descs.size());
+    for (size_t d = 0; d < c.descs.size(); ++d) {
+      if (!c.descs[d].buffer) continue;
+      auto owner = std::find_if(buffers.begin(), buffers.end(),
+                                [&](const auto& b) { return b && b->handle == c.descs[d].buffer; });
+      if (owner == buffers.end()) return refuse_locked(fmt::format("{}: a library call's buffer has no owner", where_));
+      if (!bind(c, d, *owner, int(d) >= n_inputs, c.descs[d].offset)) return;
+    }
+    calls_.push_back(std::move(c));
+  }
+
+  void refuse(const std::string& why) override {
+    std::lock_guard lock(m_);
+    refuse_locked(why);
+  }
+
+  std::string refusal() {
+    std::lock_guard lock(m_);
+    return refusal_;
+  }
+
+  // The recording, once the call's outputs are computed; null (with refusal() set) when it
+  // cannot be replayed.
+  std::shared_ptr<const Recording> finish(const std::vector<Array>& outputs, const std::string& name) {
+    std::lock_guard lock(m_);
+    if (!refusal_.empty()) return nullptr;
+    auto r = std::make_shared<Recording>();
+    r->name = name;
+    for (const Array& o : outputs) {
+      const Node& n = *o.node();
+      if (n.current() != Node::State::Ready) {
+        refuse_locked("an output failed");
+        return nullptr;
+      }
+      OutputSpec spec{{}, n.view.offset, n.view.strides, n.shape, n.dtype,
+                      op_info(n.op).kind == OpKind::Movement ? n.op : Op::FromData, n.loc};
+      if (n.view.buffer) {
+        if (!on_device(n.device)) return nullptr;
+        spec.slot = slot_of(n.view.buffer);
+        if (spec.slot.kind == SlotRef::Input) spec.offset -= input_offsets_[size_t(spec.slot.index)];
+      }
+      r->outputs.push_back(std::move(spec));
+    }
+    if (!device_) device_ = outputs.empty() ? Device::cpu() : outputs.front().device();
+    r->device = *device_;
+    for (const auto& b : scratch_) r->scratch_bytes.push_back(b->bytes);
+    r->constants = constants_;
+    // First and last use of each scratch slot; outputs are never released.
+    const int n_calls = int(calls_.size());
+    std::vector<int> first(scratch_.size(), n_calls), last(scratch_.size(), -1);
+    for (int i = 0; i < n_calls; ++i)
+      for (const SlotRef& s : calls_[size_t(i)].slots)
+        if (s.kind == SlotRef::Scratch) {
+          first[size_t(s.index)] = std::min(first[size_t(s.index)], i);
+          last[size_t(s.index)] = i;
+        }
+    for (const OutputSpec& o : r->outputs)
+      if (o.slot.kind == SlotRef::Scratch) {
+        last[size_t(o.slot.index)] = n_calls;  // kept
+        first[size_t(o.slot.index)] = std::min(first[size_t(o.slot.index)], n_calls - 1);
+      }
+    for (size_t s = 0; s < scratch_.size(); ++s) {
+      if (last[s] < 0) continue;  // allocated but never used
+      calls_[size_t(std::max(first[s], 0))].allocate.push_back(int(s));
+      if (last[s] < n_calls) calls_[size_t(last[s])].release.push_back(int(s));
+    }
+    // An output in a scratch slot no call touches (impossible today) would not be allocated.
+    for (const OutputSpec& o : r->outputs)
+      if (o.slot.kind == SlotRef::Scratch && calls_.empty()) {
+        refuse_locked("an output has no recorded work");
+        return nullptr;
+      }
+    r->calls = std::move(calls_);
+    return r;
+  }
+
+ private:
+  bool on_device(Device d) {
+    if (!device_) device_ = d;
+    if (*device_ == d) return true;
+    refuse_locked(fmt::format("it runs on two devices ({} and {})", device_->str(), d.str()));
+    return false;
+  }
+
+  SlotRef slot_of(const std::shared_ptr<DeviceBuffer>& b) {
+    auto it = slots_.find(b.get());
+    if (it != slots_.end()) return it->second;
+    SlotRef s{SlotRef::Constant, int(constants_.size())};
+    constants_.push_back(b);
+    slots_[b.get()] = s;
+    return s;
+  }
+
+  // Binds arg/desc `i` of `c` to its buffer's slot; false (refused) if the work writes a buffer
+  // that existed before the call.
+  bool bind(RecordedCall& c, size_t i, const std::shared_ptr<DeviceBuffer>& b, bool written, int64_t& offset) {
+    if (!on_device(b->device)) return false;
+    SlotRef s = slot_of(b);
+    if (written && s.kind != SlotRef::Scratch) {
+      refuse_locked(fmt::format("{} writes into a buffer that existed before the call", where_));
+      return false;
+    }
+    if (s.kind == SlotRef::Input) offset -= input_offsets_[size_t(s.index)];
+    c.slots[i] = s;
+    return true;
+  }
+
+  void refuse_locked(const std::string& why) {
+    if (refusal_.empty()) refusal_ = why.empty() ? "refused" : why;
+  }
+
+  std::mutex m_;
+  std::string where_;
+  std::string refusal_;
+  std::optional<Device> device_;
+  std::unordered_map<const DeviceBuffer*, SlotRef> slots_;
+  std::vector<int64_t> input_offsets_;
+  std::vector<std::shared_ptr<DeviceBuffer>> scratch_;
+  std::vector<std::shared_ptr<DeviceBuffer>> constants_;
+  std::vector<RecordedCall> calls_;
+};
+
+// Runs a recording's calls with `inputs` (ready, laid out as when recorded) bound to its input
+// slots; sets the views of `outputs`. On the device's queue (run_on_queue).
+void replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs) {
+  Backend& be = Backend::get(r.device.kind);
+  std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size());
+  auto buffer_of = [&](SlotRef s) -> const std::shared_ptr<DeviceBuffer>& {
+    switch (s.kind) {
+      case SlotRef::Input: return inputs[size_t(s.index)]->view.buffer;
+      case SlotRef::Scratch: return scratch[size_t(s.index)];
+      default: return r.constants[size_t(s.index)];
+    }
+  };
+  auto offset_of = [&](SlotRef s) { return s.kind == SlotRef::Input ? inputs[size_t(s.index)]->view.offset : 0; };
+  thread_local std::vector<ember_kir_arg> args;
+  thread_local std::vector<ember_tensor_desc> descs;
+  for (const RecordedCall& c : r.calls) {
+    for (int s : c.allocate) scratch[size_t(s)] = be.alloc(r.device, r.scratch_bytes[size_t(s)]);
+    trace::Span span([&](KernelRecord& k) {
+      k.name = c.program ? "replayed kernel" : "replayed library call";
+      k.where = c.where;
+      k.device = r.device.str();
+    });
+    try {
+      if (c.program) {
+        args.assign(c.args.begin(), c.args.end());
+        for (size_t a = 0; a < args.size(); ++a)
+          if (c.slots[a].kind != SlotRef::None) {
+            args[a].buffer = buffer_of(c.slots[a])->handle;
+            args[a].offset += offset_of(c.slots[a]);
+          }
+        ember_kir_launch l = c.launch;
+        l.args = args.data();
+        be.run(*c.program, l);
+      } else {
+        descs.assign(c.descs.begin(), c.descs.end());
+        for (size_t d = 0; d < descs.size(); ++d)
+          if (c.slots[d].kind != SlotRef::None) {
+            descs[d].buffer = buffer_of(c.slots[d])->handle;
+            descs[d].offset += offset_of(c.slots[d]);
+          }
+        be.library_call(c.device, c.op, descs.data(), c.n_inputs, descs.data() + c.n_inputs,
+                        int(descs.size()) - c.n_inputs, c.attrs.empty() ? nullptr : c.attrs.data());
+      }
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", c.where, e.what()));
+    }
+    for (int s : c.release) scratch[size_t(s)].reset();
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputSpec& o = r.outputs[i];
+    View v;
+    if (o.slot.kind != SlotRef::None) {
+      v.buffer = buffer_of(o.slot);
+      v.offset = o.offset + offset_of(o.slot);
+    }
+    v.strides = o.strides;
+    outputs[i]->view = std::move(v);
+  }
+}
+
+// What a recording depends on besides the function: each input's shape, dtype, device and
+// layout (strides, and which earlier input shares its buffer at what offset), read once the
+// inputs are computed.
+struct Signature {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<Device> devices;
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<std::pair<int, int64_t>> aliases;  // (earlier input with the same buffer or -1, offset delta)
+  friend bool operator==(const Signature&, const Signature&) = default;
+};
+
+// Whether `inputs` have signature `s` (without building one: this runs on every call).
+bool matches(const Signature& s, const std::vector<NodePtr>& inputs) {
+  if (s.shapes.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = *inputs[i];
+    if (n.shape != s.shapes[i] || n.dtype != s.dtypes[i] || n.device != s.devices[i] || n.view.strides != s.strides[i])
+      return false;
+    const auto [j, delta] = s.aliases[i];
+    if (j >= 0 ? (inputs[size_t(j)]->view.buffer != n.view.buffer || n.view.offset - inputs[size_t(j)]->view.offset != delta)
+               : false)
+      return false;
+    // An input that shares no buffer in the signature must not share one now.
+    if (j < 0 && n.view.buffer)
+      for (size_t k = 0; k < i; ++k)
+        if (inputs[k]->view.buffer == n.view.buffer) return false;
+  }
+  return true;
+}
+
+Signature signature_of(const std::vector<NodePtr>& inputs) {
+  Signature s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& n = *inputs[i];
+    s.shapes.push_back(n.shape);
+    s.dtypes.push_back(n.dtype);
+    s.devices.push_back(n.device);
+    s.strides.push_back(n.view.strides);
+    std::pair<int, int64_t> alias{-1, 0};
+    for (size_t j = 0; j < i && n.view.buffer; ++j)
+      if (inputs[j]->view.buffer == n.view.buffer) {
+        alias = {int(j), n.view.offset - inputs[j]->view.offset};
+        break;
+      }
+    s.aliases.push_back(alias);
+  }
+  return s;
+}
+
+}  // namespace
+
+struct CaptureCache {
+  std::mutex m;
+  struct Entry {
+    Signature signature;
+    std::shared_ptr<const Recording> recording;  // null: refused
+  };
+  std::list<Entry> entries;  // most recently used first
+  CaptureStats stats;
+};
+
+CapturedFunction::CapturedFunction(Fn fn, CaptureOptions options)
+    : fn_(std::move(fn)), options_(std::move(options)), cache_(std::make_shared<CaptureCache>()) {}
+
+std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs) const {
+  auto eagerly = [&] {
+    std::vector<Array> outs = fn_(inputs);
+    if (!options_.outputs_need_grad)
+      for (Array& a : outs)
+        if (a.defined()) a = a.detach();
+    return outs;
+  };
+  std::vector<Array> all = inputs;
+  if (options_.implicit_inputs)
+    for (Array& a : options_.implicit_inputs()) all.push_back(std::move(a));
+  bool eager = options_.run_eagerly && options_.run_eagerly();
+  eager = eager || autocast_dtype().has_value();  // its cast cache would be baked in
+  for (const Array& a : all) {
+    if (!a.defined()) throw Error("captured function: an input is undefined");
+    // A replay has no backward: outputs that need one come from the eager function.
+    eager = eager || (options_.outputs_need_grad && grad_enabled() && a.requires_grad());
+  }
+  if (eager) {
+    {
+      std::lock_guard lock(cache_->m);
+      ++cache_->stats.eager_calls;
+    }
+    return eagerly();
+  }
+  // Inputs are computed first: a replay reads their buffers, and the signature their layout.
+  std::vector<NodePtr> in_nodes;
+  for (const Array& a : all) in_nodes.push_back(a.node());
+  realize_and_wait(in_nodes);
+  std::shared_ptr<const Recording> recording;
+  bool known = false;
+  {
+    std::lock_guard lock(cache_->m);
+    for (auto it = cache_->entries.begin(); it != cache_->entries.end(); ++it)
+      if (matches(it->signature, in_nodes)) {
+        cache_->entries.splice(cache_->entries.begin(), cache_->entries, it);
+        recording = it->recording;
+        known = true;
+        if (recording) ++cache_->stats.replays;
+        else ++cache_->stats.eager_calls;
+        break;
+      }
+  }
+  if (known && !recording) return eagerly();
+  if (recording) {
+    std::vector<NodePtr> out_nodes;
+    std::vector<Array> outs;
+    for (const OutputSpec& o : recording->outputs) {
+      auto node = std::make_shared<Node>(o.op, OpAttrs{}, std::vector<NodePtr>{}, o.shape, o.dtype,
+                                         recording->device, o.loc);
+      out_nodes.push_back(node);
+      outs.push_back(Array(std::move(node)));
+    }
+    const Device device = recording->device;
+    const std::string& name = recording->name;
+    std::vector<NodePtr> task_outputs = out_nodes;
+    run_on_queue(
+        device,
+        [recording, in = std::move(in_nodes), out = std::move(out_nodes)] { replay(*recording, in, out); },
+        std::move(task_outputs), {}, name);
+    return outs;
+  }
+  // Record: run the function with the recorder on this thread, compute its outputs, and keep
+  // the recording if every piece of work could be recorded.
+  Recorder recorder(in_nodes);
+  std::vector<Array> outs;
+  {
+    WorkRecorderScope scope(&recorder);
+    outs = fn_(inputs);
+    std::vector<NodePtr> roots;
+    for (Array& a : outs) {
+      if (!a.defined()) throw Error("captured function: it returned an undefined array");
+      if (!options_.outputs_need_grad) a = a.detach();  // as a replay's outputs
+      roots.push_back(a.node());
+    }
+    try {
+      realize_and_wait(roots);
+    } catch (const Error&) {
+      recorder.refuse("an output failed");  // the error surfaces when the output is read
+    }
+    for (const Array& a : outs) synchronize(a.device());
+  }
+  std::string name = fmt::format("captured function (recorded with {} input(s))", in_nodes.size());
+  Signature sig = signature_of(in_nodes);
+  std::shared_ptr<const Recording> made = recorder.finish(outs, name);
+  std::lock_guard lock(cache_->m);
+  if (made) ++cache_->stats.recordings;
+  else {
+    ++cache_->stats.eager_calls;
+    cache_->stats.last_refusal = recorder.refusal();
+  }
+  // An output that failed is not a property of the signature: record again next time.
+  if (made || recorder.refusal() != "an output failed") {
+    cache_->entries.push_front({std::move(sig), std::move(made)});
+    while (cache_->entries.size() > std::max<size_t>(options_.max_signatures, 1)) cache_->entries.pop_back();
+  }
+  return outs;
+}
+
+CaptureStats CapturedFunction::stats() const {
+  std::lock_guard lock(cache_->m);
+  return cache_->stats;
+}
+
+void CapturedFunction::clear() {
+  std::lock_guard lock(cache_->m);
+  cache_->entries.clear();
+}
+
+SignatureOnlyScope::SignatureOnlyScope() : previous_(active_work_recorder()) { set_active_work_recorder(nullptr); }
+SignatureOnlyScope::~SignatureOnlyScope() { set_active_work_recorder(previous_); }
+
+CapturedFunction capture(CapturedFunction::Fn fn, CaptureOptions options) {
+  return CapturedFunction(std::move(fn), std::move(options));
+}
+
+}  // namespace ember
