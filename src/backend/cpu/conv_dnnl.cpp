@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <map>
@@ -144,6 +145,7 @@ struct Entry {
   // differ, made once: creating one per call was ~10 % of a batch-1 CNN's time.
   std::array<std::optional<dnnl::reorder>, 3> reorder;
   std::array<dnnl::memory::desc, 3> reorder_scratchpad;
+  uint64_t id = 0;  // distinct per cached entry: the key of its memory objects (execute)
 };
 
 // Fills e.reorder for the layouts e.user / e.want.
@@ -158,12 +160,6 @@ void make_reorders(Entry& e) {
   }
 }
 
-// Runs e.reorder[i] from `from` into `to`.
-void run_reorder(const Entry& e, size_t i, dnnl::stream& s, const dnnl::memory& from, const dnnl::memory& to) {
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  add_scratchpad(args, e.reorder_scratchpad[i], engine());
-  e.reorder[i]->execute(s, args);
-}
 
 // `post`: post-ops for the forward primitive (every add operand per channel), or nullptr.
 // `cdt`: the operands' data type, f32 or (dnnl_bf16.h) bf16; the bias and post-op operands are f32.
@@ -290,43 +286,96 @@ Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bi
     if (!post) throw;
     e = make_entry(kind, g, a, has_bias, nullptr, cdt);  // the loops apply the post-ops
   }
+  static std::atomic<uint64_t> next_id{1};
+  e.id = next_id.fetch_add(1, std::memory_order_relaxed);
   return cache.emplace(std::make_pair(key, sig), e).first->second;
 }
 
+// The oneDNN memory objects and argument maps of one entry, made once per thread and pointed at
+// each call's buffers (set_data_handle): making them per call (a stream, up to ten memory objects
+// and three maps) was about a tenth of a batch-1 CNN forward.
+struct EntryMemories {
+  dnnl::stream stream;
+  std::array<dnnl::memory, 3> user, want;  // want: only where it differs from user
+  dnnl::memory bias, scratchpad;
+  std::array<dnnl::memory, 3> reorder_scratchpad;
+  std::unordered_map<int, dnnl::memory> args;            // the primitive's
+  std::array<std::unordered_map<int, dnnl::memory>, 3> reorder_args;
+  std::vector<std::pair<int, dnnl::memory>> channels;     // post-op operands, by arg key
+};
+
+EntryMemories& memories_of(const Entry& e, const ember_epilogue_attrs* post) {
+  thread_local std::unordered_map<uint64_t, EntryMemories> by_entry;
+  auto it = by_entry.find(e.id);
+  if (it != by_entry.end()) return it->second;
+  if (by_entry.size() > 512) by_entry.clear();  // entries of a cleared primitive cache
+  EntryMemories& m = by_entry[e.id];
+  m.stream = dnnl::stream(engine());
+  auto none = [](const dnnl::memory::desc& d) { return dnnl::memory(d, engine(), DNNL_MEMORY_NONE); };
+  for (size_t i = 0; i < 3; ++i) {
+    m.user[i] = none(e.user[i]);
+    const bool reordered = !(e.want[i] == e.user[i]);
+    if (reordered) {
+      m.want[i] = none(e.want[i]);
+      m.reorder_args[i] = {{DNNL_ARG_FROM, i < 2 ? m.user[i] : m.want[i]}, {DNNL_ARG_TO, i < 2 ? m.want[i] : m.user[i]}};
+      if (e.reorder_scratchpad[i].get_size() > 0) {
+        m.reorder_scratchpad[i] = none(e.reorder_scratchpad[i]);
+        m.reorder_args[i].emplace(DNNL_ARG_SCRATCHPAD, m.reorder_scratchpad[i]);
+      }
+    }
+    m.args.emplace(e.args[i], reordered ? m.want[i] : m.user[i]);
+  }
+  m.bias = none(e.bias);
+  if (e.scratchpad.get_size() > 0) {
+    m.scratchpad = none(e.scratchpad);
+    m.args.emplace(DNNL_ARG_SCRATCHPAD, m.scratchpad);
+  }
+  if (e.post && post)
+    for (int k = 0; k < post->n_ops; ++k)
+      if (post->ops[k].kind == EMBER_POST_ADD) {
+        const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*post, k)) | DNNL_ARG_SRC_1;
+        m.channels.emplace_back(key, none(e.channel));
+        m.args.emplace(key, m.channels.back().second);
+      }
+  return m;
+}
+
+// Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
 // Buffers for the operands in oneDNN's layouts are kept per thread and reused (GrowingBuffer): a
 // fresh allocation per call (megabytes for a batch of activations) would come back from the
 // kernel as new pages, and the page faults cost as much as the reorder itself.
-// Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
 void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias,
              const std::vector<std::vector<float>>* channel = nullptr, const ember_epilogue_attrs* post = nullptr) {
-  thread_local std::array<GrowingBuffer, 3> scratch;
-  dnnl::stream s(engine());
-  std::unordered_map<int, dnnl::memory> args;
-  const void* ins[2] = {in0, in1};
-  for (int i = 0; i < 2; ++i) {
-    dnnl::memory user(e.user[size_t(i)], engine(), const_cast<void*>(ins[i]));
-    if (e.want[size_t(i)] == e.user[size_t(i)]) {
-      args.emplace(e.args[size_t(i)], user);
-    } else {
-      dnnl::memory m(e.want[size_t(i)], engine(), scratch[size_t(i)].get(e.want[size_t(i)].get_size()));
-      run_reorder(e, size_t(i), s, user, m);
-      args.emplace(e.args[size_t(i)], m);
-    }
+  thread_local std::array<GrowingBuffer, 3> operands;
+  thread_local GrowingBuffer scratch;
+  EntryMemories& m = memories_of(e, post);
+  const void* data[3] = {in0, in1, out};
+  for (size_t i = 0; i < 3; ++i) {
+    m.user[i].set_data_handle(const_cast<void*>(data[i]));
+    if (m.want[i]) m.want[i].set_data_handle(operands[i].get(e.want[i].get_size()));
   }
-  dnnl::memory out_user(e.user[2], engine(), out);
-  std::optional<dnnl::memory> out_prim;
-  if (!(e.want[2] == e.user[2])) out_prim.emplace(e.want[2], engine(), scratch[2].get(e.want[2].get_size()));
-  args.emplace(e.args[2], out_prim ? *out_prim : out_user);
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
-  if (e.post && post)
-    for (int k = 0; k < post->n_ops; ++k)
-      if (post->ops[k].kind == EMBER_POST_ADD)
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*post, k)) | DNNL_ARG_SRC_1,
-                     dnnl::memory(e.channel, engine(), const_cast<float*>((*channel)[size_t(k)].data())));
-  add_scratchpad(args, e.scratchpad, engine());
-  e.prim.execute(s, args);
-  if (out_prim) run_reorder(e, 2, s, *out_prim, out_user);
-  s.wait();
+  // One scratch buffer serves every step in turn (they run one after the other on this thread).
+  auto point_scratchpad = [&](dnnl::memory& pad, const dnnl::memory::desc& d) {
+    if (pad) pad.set_data_handle(scratch.get(d.get_size()));
+  };
+  for (size_t i = 0; i < 2; ++i)
+    if (m.want[i]) {
+      point_scratchpad(m.reorder_scratchpad[i], e.reorder_scratchpad[i]);
+      e.reorder[i]->execute(m.stream, m.reorder_args[i]);
+    }
+  if (bias) {
+    m.bias.set_data_handle(const_cast<float*>(bias));
+    m.args[DNNL_ARG_BIAS] = m.bias;
+  }
+  for (size_t c = 0, k = 0; c < m.channels.size(); ++k)
+    if (post->ops[k].kind == EMBER_POST_ADD) m.channels[c++].second.set_data_handle(const_cast<float*>((*channel)[k].data()));
+  point_scratchpad(m.scratchpad, e.scratchpad);
+  e.prim.execute(m.stream, m.args);
+  if (m.want[2]) {
+    point_scratchpad(m.reorder_scratchpad[2], e.reorder_scratchpad[2]);
+    e.reorder[2]->execute(m.stream, m.reorder_args[2]);
+  }
+  m.stream.wait();
 }
 
 // The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time (the blocks of a
