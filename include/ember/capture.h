@@ -14,10 +14,12 @@
 // input (ember::capture_module below passes a module's parameters and buffers). Side effects
 // other than the outputs (a batch norm's running statistics in training) happen only on the
 // recording call. A call runs the function eagerly instead when an input requires a gradient
-// (with gradients enabled: a replay has no backward), or when its signature could not be
+// (with gradients enabled: a replay has no backward, unless the function takes its gradients
+// itself: CaptureOptions::outputs_need_grad), autocast is on, or its signature could not be
 // recorded: the function reads device data on the host, draws random numbers, copies between
 // devices or uses the host fallback (stats().last_refusal says why). Errors found while a
 // replay runs (an index out of range) fail its outputs, naming the op and line as eagerly.
+// Semantics in full: docs/semantics.md, "Captured functions".
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,7 @@ struct CaptureStats {
 // The recordings of one captured function (graph/capture.cpp).
 struct CaptureCache;
 
+// Copies share their recordings.
 class CapturedFunction {
  public:
   using Fn = std::function<std::vector<Array>(const std::vector<Array>&)>;
