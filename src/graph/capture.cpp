@@ -319,7 +319,6 @@ struct Signature {
   std::vector<Device> devices;
   std::vector<std::vector<int64_t>> strides;
   std::vector<std::pair<int, int64_t>> aliases;  // (earlier input with the same buffer or -1, offset delta)
-  friend bool operator==(const Signature&, const Signature&) = default;
 };
 
 // Whether `inputs` have signature `s` (without building one: this runs on every call).
