@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/library_attrs.h"
 
 namespace ember {
 
@@ -53,8 +54,5 @@ class WorkRecorderScope {
  private:
   WorkRecorder* previous_;
 };
-
-// Bytes of the attrs struct that library call `op` takes (abi.h), 0 for none.
-size_t library_attrs_size(int32_t op);
 
 }  // namespace ember

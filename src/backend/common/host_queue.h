@@ -26,6 +26,7 @@
 
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
+#include "backend/library_attrs.h"
 
 namespace ember::host {
 
@@ -225,23 +226,6 @@ inline int32_t queued_buffer_copy(ember_queue q, ember_buffer dst, size_t dst_of
     std::memmove(static_cast<char*>(dst->data) + dst_off, static_cast<const char*>(src->data) + src_off, n);
     return int32_t(EMBER_OK);
   }, 0, st);
-}
-
-// The bytes of a library call's attrs struct (copied when the call is queued).
-inline size_t library_attrs_size(int32_t op) {
-  switch (op) {
-    case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
-      return sizeof(ember_conv_attrs);
-    case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
-    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD:
-      return sizeof(ember_pool_attrs);
-    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: return sizeof(ember_sort_attrs);
-    case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD: case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
-      return sizeof(ember_scan_attrs);
-    case EMBER_LIB_FUSED_ATTENTION: case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return sizeof(ember_attention_attrs);
-    case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: return sizeof(ember_epilogue_attrs);
-    default: return 0;
-  }
 }
 
 // A library call's arguments, owned, so that the call can run after the caller's arrays are gone.

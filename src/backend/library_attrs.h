@@ -1,0 +1,31 @@
+// The size of each library call's attrs struct (abi.h), for code that copies a call to run it
+// later: the host plugins' asynchronous queue (common/host_queue.h) and the core's work recorder
+// (work_recorder.h, graph/capture.cpp). Header-only and C-ABI-only, so plugins can use it
+// without linking libember.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/abi.h"
+
+namespace ember {
+
+// Bytes of the attrs struct that library call `op` takes, 0 for none (MATMUL).
+inline size_t library_attrs_size(int32_t op) {
+  switch (op) {
+    case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
+      return sizeof(ember_conv_attrs);
+    case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
+    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD:
+      return sizeof(ember_pool_attrs);
+    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: return sizeof(ember_sort_attrs);
+    case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD: case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
+      return sizeof(ember_scan_attrs);
+    case EMBER_LIB_FUSED_ATTENTION: case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return sizeof(ember_attention_attrs);
+    case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: return sizeof(ember_epilogue_attrs);
+    default: return 0;
+  }
+}
+
+}  // namespace ember
