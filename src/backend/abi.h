@@ -224,12 +224,15 @@ enum {
   EMBER_POST_SIGMOID,   /* 1 / (1 + exp(-y))                                                    */
   EMBER_POST_GELU_ERF,  /* 0.5 y (1 + erf(y / sqrt 2))                                          */
   EMBER_POST_GELU_TANH, /* 0.5 y (1 + tanh(sqrt(2 / pi) (y + 0.044715 y^3)))                    */
+  EMBER_POST_MUL,       /* y *= in[input] at the element (an operand as EMBER_POST_ADD's)       */
   EMBER_POST_NUM_KINDS
 };
+/* Whether a post-op kind reads a tensor operand (ember_post_op.input). */
+static inline int ember_post_has_operand(int32_t kind) { return kind == EMBER_POST_ADD || kind == EMBER_POST_MUL; }
 #define EMBER_MAX_POST_OPS 8
 typedef struct ember_post_op {
   int32_t kind;  /* EMBER_POST_* */
-  int32_t input; /* EMBER_POST_ADD: index of the operand in the call's inputs */
+  int32_t input; /* EMBER_POST_ADD / MUL: index of the operand in the call's inputs */
   double alpha, beta;
 } ember_post_op;
 

@@ -71,8 +71,10 @@ Array BatchNorm::forward(const Array& x_in, Loc loc) {
       num_batches_tracked.set(add(num_batches_tracked.array(), 1));
     }
   } else {
-    mu = reshape(running_mean.array(), channel_shape);
-    var = reshape(running_var.array(), channel_shape);
+    return batch_norm_inference(x, reshape(running_mean.array(), channel_shape),
+                                reshape(running_var.array(), channel_shape),
+                                weight.defined() ? reshape(weight.array(), channel_shape) : Array(),
+                                bias.defined() ? reshape(bias.array(), channel_shape) : Array(), options.eps);
   }
   Array y = div(sub(x, mu), sqrt(add(var, options.eps)));
   if (weight.defined()) y = mul(y, reshape(weight.array(), channel_shape));
@@ -113,6 +115,14 @@ static std::vector<int> trailing_dims(const Array& x, int n, const char* op) {
   std::vector<int> dims;
   for (int d = x.rank() - n; d < x.rank(); ++d) dims.push_back(d);
   return dims;
+}
+
+Array batch_norm_inference(const Array& x, const Array& mean, const Array& var, const Array& weight, const Array& bias,
+                           double eps) {
+  Array scale = rsqrt(add(var, eps));
+  if (weight.defined()) scale = mul(scale, weight);
+  Array shift = bias.defined() ? sub(bias, mul(mean, scale)) : neg(mul(mean, scale));
+  return add(mul(x, scale), shift);
 }
 
 Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, const Array& bias, double eps, Loc loc) {

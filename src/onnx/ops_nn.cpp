@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ember/nn/conv_transpose.h"
+#include "ember/nn/norm.h"
 #include "onnx/op_registry.h"
 
 namespace ember::onnx::detail {
@@ -531,7 +532,7 @@ std::vector<Array> op_batch_norm(const OpContext& c) {
     outs.push_back(reshape(add(mul(c.input(4), momentum), mul(reshape(bv, Shape{-1}), 1 - momentum)), c.input(4).shape()));
     return outs;
   }
-  return {add(mul(div(sub(x, mu), sqrt(add(var, eps))), scale), bias)};
+  return {nn::batch_norm_inference(x, mu, var, scale, bias, eps)};
 }
 
 std::vector<Array> op_instance_norm(const OpContext& c) {

@@ -94,12 +94,14 @@ std::optional<ember_post_op> match(const Node& c, const Node* cur, const Node& h
         if (self == 0) return post(EMBER_POST_LINEAR, 1.0, -*v);  // x - c
         return std::nullopt;
       }
-      if (c.op != Op::Add || operands.size() >= kMaxOperands) return std::nullopt;
+      // A tensor operand (broadcast to the output: a bias, an inference batch norm's per-channel
+      // scale and shift, a residual).
+      if (c.op == Op::Sub || operands.size() >= kMaxOperands) return std::nullopt;
       if (other->dtype != head.dtype || other->device != head.device || other->shape.rank() > head.shape.rank())
         return std::nullopt;
       if (other->is_pending() && other->op == Op::Full) return std::nullopt;  // folded constants have no buffer
       operands.push_back(other);
-      return post(EMBER_POST_ADD, 0, 0, first_operand + int32_t(operands.size()) - 1);
+      return post(c.op == Op::Add ? EMBER_POST_ADD : EMBER_POST_MUL, 0, 0, first_operand + int32_t(operands.size()) - 1);
     }
     default:
       return std::nullopt;

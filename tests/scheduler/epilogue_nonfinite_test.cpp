@@ -29,14 +29,14 @@ struct Guard {  // restores fusion and the epilogue rewrite
   }
 };
 
-// Values in [-1, 1] with every `stride`-th one replaced by a special value.
+// Values in [-1, 1] with every `stride`-th one replaced by a special value (none for stride 0).
 std::vector<float> with_specials(int64_t n, uint32_t seed, int64_t stride) {
   static const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 1e30f, -1e30f, 0.0f, -40.0f, 40.0f};
   std::mt19937 g(seed);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    v[size_t(i)] = i % stride == 3 ? specials[size_t(i / stride) % std::size(specials)] : u(g);
+    v[size_t(i)] = stride > 0 && i % stride == 3 ? specials[size_t(i / stride) % std::size(specials)] : u(g);
   return v;
 }
 
@@ -73,7 +73,8 @@ struct NamedChain {
   Chain f;
 };
 
-// Every post-op kind, alone and in chains (repeated kinds included).
+// Every post-op kind, alone and in chains (repeated kinds included). Operands: o[0] per column or
+// channel, o[1] of the output's shape, o[2] per column or channel.
 std::vector<NamedChain> chains() {
   return {
       {"relu", [](const Array& y, const std::vector<Array>&) { return relu(y); }},
@@ -98,6 +99,14 @@ std::vector<NamedChain> chains() {
       {"negative scale relu", [](const Array& y, const std::vector<Array>&) { return relu(mul(y, -0.5)); }},
       {"gelu scale", [](const Array& y, const std::vector<Array>&) { return mul(gelu(y), 3.0); }},
       {"gelu_tanh scale", [](const Array& y, const std::vector<Array>&) { return mul(gelu_tanh(y), 3.0); }},
+      // Tensor multiplies: a per-channel (per-column) scale, an inference batch norm (scale,
+      // shift, relu; oneDNN's binary post-ops on the CPU), two scales, and a full-tensor product.
+      {"channel scale", [](const Array& y, const std::vector<Array>& o) { return mul(y, o[0]); }},
+      {"batch norm relu", [](const Array& y, const std::vector<Array>& o) { return relu(add(mul(y, o[0]), o[2])); }},
+      {"two channel scales", [](const Array& y, const std::vector<Array>& o) { return mul(mul(o[0], y), o[2]); }},
+      {"batch norm residual relu",
+       [](const Array& y, const std::vector<Array>& o) { return relu(add(add(mul(y, o[0]), o[2]), o[1])); }},
+      {"full product", [](const Array& y, const std::vector<Array>& o) { return mul(y, o[1]); }},
   };
 }
 
@@ -150,7 +159,8 @@ TEST_P(EpilogueNonFiniteMatmul, EveryPostOpKeepsNonFiniteValues) {
   auto operands = [](Device d, const Shape& s) {
     const int64_t n = s[s.rank() - 1];
     return std::vector<Array>{from_vector<float>(with_specials(n, 3, 5), {n}, d),
-                              from_vector<float>(with_specials(s.numel(), 4, 13), s, d)};
+                              from_vector<float>(with_specials(s.numel(), 4, 13), s, d),
+                              from_vector<float>(with_specials(n, 9, 4), {n}, d)};
   };
   check_all(head, operands);
 }
@@ -170,6 +180,7 @@ struct ConvCase {
   int64_t n, c, h, o, k;
   Conv2dOptions opts;
   std::string name;
+  bool finite_head = false;  // x and w finite: oneDNN's convolution and post-ops (else the f64 loops)
 };
 
 class EpilogueNonFiniteConv : public ::testing::TestWithParam<ConvCase> {};
@@ -178,14 +189,15 @@ TEST_P(EpilogueNonFiniteConv, EveryPostOpKeepsNonFiniteValues) {
   const ConvCase g = GetParam();
   const Shape xs{g.n, g.c, g.h, g.h}, ws{g.o, g.c / g.opts.groups, g.k, g.k};
   auto head = [&](Device d) {
-    Array x = from_vector<float>(with_specials(xs.numel(), 5, 97), xs, d).eval();
-    Array w = from_vector<float>(with_specials(ws.numel(), 6, 89), ws, d).eval();
+    Array x = from_vector<float>(with_specials(xs.numel(), 5, g.finite_head ? 0 : 97), xs, d).eval();
+    Array w = from_vector<float>(with_specials(ws.numel(), 6, g.finite_head ? 0 : 89), ws, d).eval();
     return conv2d(x, w, g.opts);
   };
   auto operands = [](Device d, const Shape& s) {
     const int64_t o = s[1];
     return std::vector<Array>{reshape(from_vector<float>(with_specials(o, 7, 5), {o}, d).eval(), {o, 1, 1}),
-                              from_vector<float>(with_specials(s.numel(), 8, 101), s, d)};
+                              from_vector<float>(with_specials(s.numel(), 8, 101), s, d),
+                              reshape(from_vector<float>(with_specials(o, 10, 4), {o}, d).eval(), {o, 1, 1})};
   };
   check_all(head, operands);
 }
@@ -194,7 +206,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EpilogueNonFiniteConv,
                          ::testing::Values(ConvCase{2, 3, 10, 8, 3, {.padding = 1}, "direct"},
                                            ConvCase{2, 16, 9, 16, 3, {}, "sixteen_channels"},
                                            ConvCase{2, 8, 9, 8, 3, {.padding = 1, .groups = 8}, "depthwise"},
-                                           ConvCase{2, 8, 7, 16, 1, {}, "pointwise"}),
+                                           ConvCase{2, 8, 7, 16, 1, {}, "pointwise"},
+                                           ConvCase{2, 16, 9, 16, 3, {.padding = 1}, "finite_operands_onednn", true},
+                                           ConvCase{2, 3, 10, 8, 3, {.padding = 1}, "finite_operands_direct", true}),
                          [](const ::testing::TestParamInfo<ConvCase>& i) { return i.param.name; });
 
 }  // namespace

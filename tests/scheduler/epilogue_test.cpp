@@ -170,6 +170,26 @@ TEST(EpilogueTest, Conv2dBiasRelu) {
         {{{2, 16, 8, 8}, 37}, {{16, 16, 3, 3}, 38}, {{16}, 39}, {{2, 16, 8, 8}, 40}});
 }
 
+TEST(EpilogueTest, TensorMultiplies) {
+  // An inference batch norm after a convolution: y * scale + shift per channel, relu (oneDNN's
+  // binary post-ops), then with a residual (the loops after the convolution); 16 channels.
+  check([](const std::vector<Array>& x) {
+    return relu(add(mul(conv2d(x[0], x[1], {.padding = 1}), reshape(x[2], {8, 1, 1})), reshape(x[3], {8, 1, 1})));
+  }, {{{2, 3, 10, 10}, 60}, {{8, 3, 3, 3}, 61}, {{8}, 62}, {{8}, 63}});
+  check([](const std::vector<Array>& x) {
+    Array bn = add(mul(reshape(x[2], {16, 1, 1}), conv2d(x[0], x[1], {.padding = 1})), reshape(x[3], {16, 1, 1}));
+    return relu(add(bn, x[4]));
+  }, {{{2, 16, 8, 8}, 64}, {{16, 16, 3, 3}, 65}, {{16}, 66}, {{16}, 67}, {{2, 16, 8, 8}, 68}});
+  // A matmul scaled per column, and by a full tensor (a gate).
+  check([](const std::vector<Array>& x) { return add(mul(matmul(x[0], x[1]), x[2]), x[3]); },
+        {{{40, 32}, 69}, {{32, 24}, 70}, {{24}, 71}, {{24}, 72}});
+  check([](const std::vector<Array>& x) { return mul(matmul(x[0], x[1]), x[2]); },
+        {{{3, 32}, 73}, {{32, 24}, 74}, {{3, 24}, 75}});
+  // A difference with a tensor stays a separate kernel.
+  check([](const std::vector<Array>& x) { return sub(matmul(x[0], x[1]), x[2]); },
+        {{{8, 4}, 76}, {{4, 6}, 77}, {{6}, 78}}, false);
+}
+
 TEST(EpilogueTest, ValueNeededElsewhereIsNotFolded) {
   Guard guard;
   for (DType dt : {DType::F32, DType::F64}) {

@@ -21,6 +21,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
+#include "backend/cpu/parallel_for.h"
 #include "ember/dtype.h"
 
 #ifndef EMBER_CPU_ATTENTION_DECLS
@@ -266,16 +267,21 @@ void attention_impl(const Args<T>& a) {
   [[maybe_unused]] const bool parallel =
       tasks > 1 && a.L * std::max<int64_t>(a.S, 1) * (a.E + a.Ev) * a.B >= (int64_t(1) << 15) &&
       !omp_in_parallel();
-#pragma omp parallel if (parallel)
-  {
-    const size_t nqe = static_cast<size_t>(kBlockQ * std::max<int64_t>(a.E, 1)), ns = kBlockQ * kBlockK,
-                 nacc = static_cast<size_t>(kBlockQ * a.Evp), nk = kBlockK, nq = kBlockQ;
-    std::vector<T> qs(nqe), s(ns), acc(nacc), mrow(nk), m(nq), l(nq);
-#pragma omp for schedule(dynamic)
-    for (int64_t t = 0; t < tasks; ++t)
-      attention_block(a, t / nqb, (t % nqb) * kBlockQ, qs.data(), s.data(), acc.data(), mrow.data(), m.data(),
-                      l.data());
-  }
+  struct Scratch {
+    std::vector<T> qs, s, acc, mrow, m, l;
+  };
+  parallel_for_with(
+      parallel, tasks,
+      [&] {
+        return Scratch{std::vector<T>(static_cast<size_t>(kBlockQ * std::max<int64_t>(a.E, 1))),
+                       std::vector<T>(kBlockQ * kBlockK), std::vector<T>(static_cast<size_t>(kBlockQ * a.Evp)),
+                       std::vector<T>(kBlockK), std::vector<T>(kBlockQ), std::vector<T>(kBlockQ)};
+      },
+      [&](Scratch& w, int64_t t) {
+        attention_block(a, t / nqb, (t % nqb) * kBlockQ, w.qs.data(), w.s.data(), w.acc.data(), w.mrow.data(),
+                        w.m.data(), w.l.data());
+      },
+      Schedule::Dynamic);
 }
 
 // Scores of a block (rows x cols, raw q.k) into probabilities p = exp(s * scale [+ mask] - lse),
@@ -429,14 +435,13 @@ void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor
   // k transposed to [B, E, Sp] and v to [B, S, Evp], zero padded, in T.
   std::vector<T> kt(size_t(a.B * a.E * a.Sp), T(0)), vp(size_t(a.B * a.S * a.Evp), T(0));
   const int64_t B = a.B, S = a.S, E = a.E, Ev = a.Ev, Sp = a.Sp, Evp = a.Evp;
-#pragma omp parallel for if (B * S * (E + Ev) >= (int64_t(1) << 15) && !omp_in_parallel()) schedule(static)
-  for (int64_t bj = 0; bj < B * S; ++bj) {
+  parallel_for(B * S * (E + Ev) >= (int64_t(1) << 15) && !omp_in_parallel(), B * S, [&](int64_t bj) {
     const int64_t b = bj / S, j = bj % S;
     std::vector<T> row(size_t(std::max<int64_t>(E, 1)));
     if (E > 0) attn::read_row(k, b, j, 0, E, row.data());
     for (int64_t e = 0; e < E; ++e) kt[size_t((b * E + e) * Sp + j)] = row[size_t(e)];
     if (Ev > 0) attn::read_row(v, b, j, 0, Ev, vp.data() + (b * S + j) * Evp);
-  }
+  });
   a.kt = kt.data();
   a.vp = vp.data();
   a.q = &q;
@@ -464,8 +469,7 @@ void pack(const ember_tensor_desc& d, int64_t B, int64_t rows, int64_t cols, int
           bool transposed, std::vector<T>& dst) {
   const int64_t outer = transposed ? cols : rows_padded;
   dst.assign(size_t(B * outer * ld), T(0));
-#pragma omp parallel for if (B * rows * cols >= (int64_t(1) << 15) && !omp_in_parallel()) schedule(static)
-  for (int64_t br = 0; br < B * rows; ++br) {
+  parallel_for(B * rows * cols >= (int64_t(1) << 15) && !omp_in_parallel(), B * rows, [&](int64_t br) {
     const int64_t b = br / rows, r = br % rows;
     if (!transposed) {
       attn::read_row(d, b, r, 0, cols, dst.data() + (b * rows_padded + r) * ld);
@@ -474,7 +478,7 @@ void pack(const ember_tensor_desc& d, int64_t B, int64_t rows, int64_t cols, int
       attn::read_row(d, b, r, 0, cols, row.data());
       for (int64_t c = 0; c < cols; ++c) dst[size_t((b * cols + c) * ld + r)] = row[size_t(c)];
     }
-  }
+  });
 }
 
 template <class T>

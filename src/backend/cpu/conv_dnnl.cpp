@@ -9,8 +9,12 @@
 //    turn an infinite weight into NaN in outputs whose sum is +-inf (measured: 694 of 1568 outputs
 //    of a 16-channel 3x3 convolution with a few infinite weights and inputs), so a vectorized scan
 //    of the operands (convert.h all_finite) picks the loops, which sum in f64 like the reference.
-// EMBER_LIB_CONV2D_EPILOGUE: the forward convolution with post-ops, as oneDNN post-ops (eltwise, and
-// binary adds of per-channel operands) when all of them are, else post_ops.h's loops on the output.
+// EMBER_LIB_CONV2D_EPILOGUE: the forward convolution with post-ops: oneDNN eltwise post-ops when the
+// chain has only those and oneDNN computes them as Ember does (dnnl_post_ops.h), else post_ops.h's
+// loops over each output plane right after the convolution. Chains with tensor operands (a
+// per-channel scale and shift: an inference batch norm; a residual) always take the loops: oneDNN
+// 2.6's per-channel binary post-ops made the convolutions of the exported CNN 2-3x slower
+// (3 -> 8 channels, 16x16, batch 32: 58 -> 200 us), while the loops add about a tenth.
 // Primitive descriptors and primitives are cached by geometry, as matmul_dnnl.cpp does; each
 // execution brings its own scratchpad (dnnl_scratchpad.h: a primitive may run on another thread
 // than the one that created it).
@@ -138,7 +142,6 @@ struct Entry {
   std::array<int, 3> args;
   std::array<dnnl::memory::desc, 3> user, want;
   dnnl::memory::desc bias;
-  dnnl::memory::desc channel;  // a per-channel post-op operand [1, O, 1, 1]
   dnnl::memory::desc scratchpad;
   bool post = false;           // the forward primitive runs the call's post-ops
   // Reorders between `user` and `want` (inputs: user -> want; output: want -> user) where they
@@ -161,7 +164,7 @@ void make_reorders(Entry& e) {
 }
 
 
-// `post`: post-ops for the forward primitive (every add operand per channel), or nullptr.
+// `post`: eltwise post-ops for the forward primitive (none with a tensor operand), or nullptr.
 // `cdt`: the operands' data type, f32 or (dnnl_bf16.h) bf16; the bias and post-op operands are f32.
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg,
                  const ember_epilogue_attrs* post, dt cdt) {
@@ -186,14 +189,11 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
                                                        any(dst), strides, dil, pad_l, pad_r);
   Entry e;
   e.bias = bias_md;
-  e.channel = dnnl::memory::desc({1, g.O, 1, 1}, dt::f32, tag::nchw);
   dnnl::primitive_attr attr = user_scratchpad_attr();
   if (post) {
     dnnl::post_ops po;
     for (int k = 0; k < post->n_ops; ++k) {
-      const ember_post_op& op = post->ops[k];
-      if (op.kind == EMBER_POST_ADD) po.append_binary(dnnl::algorithm::binary_add, e.channel);
-      else append_eltwise_post_op(po, op);
+      append_eltwise_post_op(po, post->ops[k]);
     }
     attr.set_post_ops(po);
     e.post = true;
@@ -301,10 +301,9 @@ struct EntryMemories {
   std::array<dnnl::memory, 3> reorder_scratchpad;
   std::unordered_map<int, dnnl::memory> args;            // the primitive's
   std::array<std::unordered_map<int, dnnl::memory>, 3> reorder_args;
-  std::vector<std::pair<int, dnnl::memory>> channels;     // post-op operands, by arg key
 };
 
-EntryMemories& memories_of(const Entry& e, const ember_epilogue_attrs* post) {
+EntryMemories& memories_of(const Entry& e) {
   thread_local std::unordered_map<uint64_t, EntryMemories> by_entry;
   auto it = by_entry.find(e.id);
   if (it != by_entry.end()) return it->second;
@@ -330,13 +329,6 @@ EntryMemories& memories_of(const Entry& e, const ember_epilogue_attrs* post) {
     m.scratchpad = none(e.scratchpad);
     m.args.emplace(DNNL_ARG_SCRATCHPAD, m.scratchpad);
   }
-  if (e.post && post)
-    for (int k = 0; k < post->n_ops; ++k)
-      if (post->ops[k].kind == EMBER_POST_ADD) {
-        const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*post, k)) | DNNL_ARG_SRC_1;
-        m.channels.emplace_back(key, none(e.channel));
-        m.args.emplace(key, m.channels.back().second);
-      }
   return m;
 }
 
@@ -344,11 +336,10 @@ EntryMemories& memories_of(const Entry& e, const ember_epilogue_attrs* post) {
 // Buffers for the operands in oneDNN's layouts are kept per thread and reused (GrowingBuffer): a
 // fresh allocation per call (megabytes for a batch of activations) would come back from the
 // kernel as new pages, and the page faults cost as much as the reorder itself.
-void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias,
-             const std::vector<std::vector<float>>* channel = nullptr, const ember_epilogue_attrs* post = nullptr) {
+void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias) {
   thread_local std::array<GrowingBuffer, 3> operands;
   thread_local GrowingBuffer scratch;
-  EntryMemories& m = memories_of(e, post);
+  EntryMemories& m = memories_of(e);
   const void* data[3] = {in0, in1, out};
   for (size_t i = 0; i < 3; ++i) {
     m.user[i].set_data_handle(const_cast<void*>(data[i]));
@@ -367,8 +358,6 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     m.bias.set_data_handle(const_cast<float*>(bias));
     m.args[DNNL_ARG_BIAS] = m.bias;
   }
-  for (size_t c = 0, k = 0; c < m.channels.size(); ++k)
-    if (post->ops[k].kind == EMBER_POST_ADD) m.channels[c++].second.set_data_handle(const_cast<float*>((*channel)[k].data()));
   point_scratchpad(m.scratchpad, e.scratchpad);
   e.prim.execute(m.stream, m.args);
   if (m.want[2]) {
@@ -384,12 +373,42 @@ template <class T>
 void post_ops_4d(const ember_epilogue_attrs& e, const ember_tensor_desc* in, const ember_tensor_desc& y) {
   T* base = static_cast<T*>(y.buffer->data) + y.offset;
   const int64_t blocks = y.shape[0] * y.shape[1];
+  // Whole planes as one row when the output is dense along (OH, OW) and every operand is too or is
+  // broadcast over both (a per-channel scale or shift): rows of OW values are too short to vectorize.
+  const int64_t plane = y.shape[2] * y.shape[3];
+  auto dense = [](const ember_tensor_desc& t) { return t.strides[3] == 1 && (t.shape[2] == 1 || t.strides[2] == t.shape[3]); };
+  auto spread = [](const ember_tensor_desc& t) {
+    return (t.strides[2] == 0 || t.shape[2] == 1) && (t.strides[3] == 0 || t.shape[3] == 1);
+  };
+  bool planes = dense(y);
+  for (int k = 0; planes && k < e.n_ops; ++k)
+    if (ember_post_has_operand(e.ops[k].kind)) planes = dense(in[e.ops[k].input]) || spread(in[e.ops[k].input]);
+  if (planes) {
+    run_tasks(blocks, blocks * plane, [&](int64_t b0, int64_t b1) {
+      PostScratch<T> s;
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t n = b / y.shape[1], o = b % y.shape[1];
+        T* row = base + n * y.strides[0] + o * y.strides[1];
+        for (int k = 0; k < e.n_ops; ++k) {
+          const T* arg = nullptr;
+          int64_t cs = 0;
+          if (ember_post_has_operand(e.ops[k].kind)) {
+            const ember_tensor_desc& t = in[e.ops[k].input];
+            arg = static_cast<const T*>(t.buffer->data) + t.offset + n * t.strides[0] + o * t.strides[1];
+            cs = spread(t) ? 0 : 1;
+          }
+          post_op_row(e.ops[k], row, plane, arg, cs, s);
+        }
+      }
+    });
+    return;
+  }
   run_tasks(blocks, blocks * y.shape[2] * y.shape[3], [&](int64_t b0, int64_t b1) {
     std::array<PostArg<T>, EMBER_MAX_POST_OPS> args{};
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n = b / y.shape[1], o = b % y.shape[1];
       for (int k = 0; k < e.n_ops; ++k) {
-        if (e.ops[k].kind != EMBER_POST_ADD) continue;
+        if (!ember_post_has_operand(e.ops[k].kind)) continue;
         const ember_tensor_desc& t = in[e.ops[k].input];
         args[size_t(k)] = {static_cast<const T*>(t.buffer->data) + t.offset + n * t.strides[0] + o * t.strides[1],
                            t.strides[2], t.strides[3]};
@@ -438,7 +457,7 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     const int32_t base = post->has_bias ? 3 : 2;
     if (n_in < base) return set_status(st, EMBER_ERR_INVALID, "conv2d epilogue: %d inputs", n_in);
     for (int k = 0; k < post->n_ops; ++k)
-      if (post->ops[k].kind == EMBER_POST_ADD && post->ops[k].input < base)
+      if (ember_post_has_operand(post->ops[k].kind) && post->ops[k].input < base)
         return set_status(st, EMBER_ERR_INVALID, "conv2d epilogue: post-op operand %d is a convolution input",
                           post->ops[k].input);
     n_in = base;
@@ -476,20 +495,10 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     return set_status(st, EMBER_ERR_UNSUPPORTED, "conv2d: dtype %d is not floating", out.dtype);
   try {
     const Kind kind = fwd ? kFwd : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? kBwdData : kBwdWeights;
-    // oneDNN runs the post-ops when every added operand is per channel (a bias-like [O, 1, 1]).
-    bool per_channel = post != nullptr && dnnl_post_ops_faithful(*post);
-    std::vector<std::vector<float>> channel;
-    for (int k = 0; post && k < post->n_ops; ++k) {
-      channel.emplace_back();
-      if (post->ops[k].kind != EMBER_POST_ADD) continue;
-      const ember_tensor_desc& t = in[post->ops[k].input];
-      if (t.strides[0] != 0 && t.shape[0] != 1) per_channel = false;
-      if ((t.strides[2] != 0 && t.shape[2] != 1) || (t.strides[3] != 0 && t.shape[3] != 1)) per_channel = false;
-      if (!per_channel) continue;
-      std::vector<float>& c = channel.back();
-      c.resize(size_t(g.O));
-      for (int64_t o = 0; o < g.O; ++o) c[size_t(o)] = static_cast<const float*>(t.buffer->data)[t.offset + o * t.strides[1]];
-    }
+    // oneDNN runs the post-ops when they are all eltwise and faithful (see the file comment).
+    bool in_dnnl = post != nullptr && dnnl_post_ops_faithful(*post);
+    for (int k = 0; post && k < post->n_ops; ++k)
+      if (ember_post_has_operand(post->ops[k].kind)) in_dnnl = false;
     const int64_t n0 = desc_numel(in[0]), n1 = desc_numel(in[1]);
     if (out.dtype == EMBER_BF16 && !post && dnnl_native_bf16()) {
       Dense16 i0(in[0]), i1(in[1]);
@@ -508,13 +517,13 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
       return rc;
     }
-    const Entry e = entry(kind, g, a, fwd && n_in == 3, per_channel ? post : nullptr);
+    const Entry e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     OutF32 o(out);
-    execute(e, i0.p, i1.p, o.p, b.p, &channel, per_channel ? post : nullptr);
+    execute(e, i0.p, i1.p, o.p, b.p);
     o.finish();
-    if (post && !(per_channel && e.post)) post_ops_4d(*post, post_in, out);
+    if (post && !(in_dnnl && e.post)) post_ops_4d(*post, post_in, out);
   } catch (const dnnl::error& err) {
     return set_status(st, EMBER_ERR_INTERNAL, "conv2d: oneDNN failed: %s (status %d)", err.what(), int(err.status));
   }

@@ -11,6 +11,7 @@
 
 #include "backend/abi.h"
 #include "backend/cpu/convert.h"
+#include "backend/cpu/parallel_for.h"
 #include "ember/dtype.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -139,22 +140,22 @@ constexpr int64_t kBlock = int64_t(1) << 15;
 
 void widen_to_f32(int32_t dtype, const uint16_t* src, float* dst, int64_t n) {
   const bool bf16 = dtype == EMBER_BF16;
-#pragma omp parallel for if (threads_worth(n)) schedule(static)
-  for (int64_t b = 0; b < n; b += kBlock) {
+  parallel_for(threads_worth(n), (n + kBlock - 1) / kBlock, [&](int64_t blk) {
+    const int64_t b = blk * kBlock;
     const size_t m = size_t(n - b < kBlock ? n - b : kBlock);
     if (bf16) HWY_DYNAMIC_DISPATCH(WidenBf16)(src + b, dst + b, m);
     else HWY_DYNAMIC_DISPATCH(WidenF16)(src + b, dst + b, m);
-  }
+  });
 }
 
 void narrow_from_f32(int32_t dtype, const float* src, uint16_t* dst, int64_t n) {
   const bool bf16 = dtype == EMBER_BF16;
-#pragma omp parallel for if (threads_worth(n)) schedule(static)
-  for (int64_t b = 0; b < n; b += kBlock) {
+  parallel_for(threads_worth(n), (n + kBlock - 1) / kBlock, [&](int64_t blk) {
+    const int64_t b = blk * kBlock;
     const size_t m = size_t(n - b < kBlock ? n - b : kBlock);
     if (bf16) HWY_DYNAMIC_DISPATCH(NarrowBf16)(src + b, dst + b, m);
     else HWY_DYNAMIC_DISPATCH(NarrowF16)(src + b, dst + b, m);
-  }
+  });
 }
 
 bool all_finite(int32_t dtype, const void* data, int64_t n) {

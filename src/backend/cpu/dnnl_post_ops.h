@@ -1,6 +1,6 @@
 // The oneDNN eltwise algorithm of each epilogue post-op kind (abi.h EMBER_POST_*), shared by the
 // matmul and convolution primitives that run contraction epilogues (matmul_dnnl.cpp,
-// conv_dnnl.cpp). Binary adds are set up by callers; append_eltwise_post_op adds every other kind.
+// conv_dnnl.cpp). Binary adds and multiplies are set up by callers; append_eltwise_post_op adds every other kind.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -22,7 +22,7 @@ inline dnnl::algorithm eltwise_alg(int32_t kind) {
   }
 }
 
-// Appends post-op `op` (not EMBER_POST_ADD) to `po`.
+// Appends post-op `op` (not EMBER_POST_ADD / MUL) to `po`.
 // relu: oneDNN's eltwise_relu (alpha 0) is max(y, 0) in its JIT kernels, which turns NaN into 0
 // (measured: relu(conv2d(x, w with NaN)) gave no NaN in 200,704 outputs), while Ember's relu keeps
 // NaN. elu with alpha 0 is y > 0 ? y : 0 * (exp(y) - 1): y for y > 0, NaN for NaN, -0 for y <= 0
@@ -55,7 +55,7 @@ inline bool dnnl_post_ops_faithful(const ember_epilogue_attrs& attrs) {
   std::vector<dnnl::algorithm> seen;
   for (int k = 0; k < attrs.n_ops; ++k) {
     const ember_post_op& op = attrs.ops[k];
-    if (op.kind == EMBER_POST_ADD) continue;
+    if (ember_post_has_operand(op.kind)) continue;
     if (op.kind == EMBER_POST_GELU_ERF) return false;
     if (op.kind == EMBER_POST_LINEAR && op.alpha == 1 && op.beta == 0 && std::signbit(op.beta)) return false;
     std::vector<dnnl::algorithm> algs;

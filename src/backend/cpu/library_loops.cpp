@@ -12,6 +12,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/library.h"
+#include "backend/cpu/parallel_for.h"
 #include "ember/dtype.h"
 
 namespace ember::cpu {
@@ -115,12 +116,11 @@ std::vector<T> pack_dense(const ember_tensor_desc& d) {
   // Row by row along the last dim: one offset computation per row, not per element.
   const int64_t cols = d.rank == 0 ? 1 : d.shape[d.rank - 1];
   const int64_t step = d.rank == 0 ? 0 : d.strides[d.rank - 1];
-#pragma omp parallel for if (parallel_worth(n)) schedule(static)
-  for (int64_t r = 0; r < n / cols; ++r) {
+  parallel_for(parallel_worth(n), n / cols, [&](int64_t r) {
     const int64_t base = offset_of(d, r * cols);
     T* out = v.data() + r * cols;
     for (int64_t j = 0; j < cols; ++j) out[j] = T(load_f(p, d.dtype, base + j * step));
-  }
+  });
   return v;
 }
 template <class T>
@@ -141,12 +141,11 @@ void unpack_dense(const std::vector<T>& v, const ember_tensor_desc& d) {
   }
   const int64_t cols = d.rank == 0 ? 1 : d.shape[d.rank - 1];
   const int64_t step = d.rank == 0 ? 0 : d.strides[d.rank - 1];
-#pragma omp parallel for if (parallel_worth(n)) schedule(static)
-  for (int64_t r = 0; r < n / cols; ++r) {
+  parallel_for(parallel_worth(n), n / cols, [&](int64_t r) {
     const int64_t base = offset_of(d, r * cols);
     const T* in = v.data() + r * cols;
     for (int64_t j = 0; j < cols; ++j) store_f(p, d.dtype, base + j * step, double(in[j]));
-  }
+  });
 }
 template std::vector<float> pack_dense<float>(const ember_tensor_desc&);
 template std::vector<double> pack_dense<double>(const ember_tensor_desc&);
@@ -159,8 +158,7 @@ void conv2d_f64(const double* x, const double* w, const double* bias, double* y,
                 const int64_t ws[4], const int64_t ys[4], const ember_conv_attrs& a) {
   const int64_t N = ys[0], O = ys[1], OH = ys[2], OW = ys[3], C = xs[1], H = xs[2], W = xs[3];
   const int64_t Cg = ws[1], KH = ws[2], KW = ws[3], Og = O / a.groups;
-#pragma omp parallel for if (parallel_worth(N * O * OH * OW * Cg * KH * KW)) schedule(static)
-  for (int64_t p = 0; p < N * O; ++p) {
+  parallel_for(parallel_worth(N * O * OH * OW * Cg * KH * KW), N * O, [&](int64_t p) {
     const int64_t n = p / O, o = p % O, g = o / Og;
     double* out = y + p * OH * OW;
     std::fill(out, out + OH * OW, bias ? bias[o] : 0.0);
@@ -179,7 +177,7 @@ void conv2d_f64(const double* x, const double* w, const double* bias, double* y,
           }
         }
     }
-  }
+  });
 }
 
 // One input plane (n, c) per iteration: every output tap that read it.
@@ -187,8 +185,7 @@ void conv2d_backward_data_f64(const double* dy, const double* w, double* dx, con
                               const int64_t ws[4], const int64_t dys[4], const ember_conv_attrs& a) {
   const int64_t N = dxs[0], C = dxs[1], H = dxs[2], W = dxs[3], O = dys[1], OH = dys[2], OW = dys[3];
   const int64_t Cg = ws[1], KH = ws[2], KW = ws[3], Og = O / a.groups;
-#pragma omp parallel for if (parallel_worth(N * O * OH * OW * Cg * KH * KW)) schedule(static)
-  for (int64_t p = 0; p < N * C; ++p) {
+  parallel_for(parallel_worth(N * O * OH * OW * Cg * KH * KW), N * C, [&](int64_t p) {
     const int64_t n = p / C, ci = p % C, g = ci / Cg, c = ci % Cg;
     double* out = dx + p * H * W;
     std::fill(out, out + H * W, 0.0);
@@ -207,7 +204,7 @@ void conv2d_backward_data_f64(const double* dy, const double* w, double* dx, con
           }
         }
     }
-  }
+  });
 }
 
 // One filter (o, c) per iteration.
@@ -215,8 +212,7 @@ void conv2d_backward_weights_f64(const double* x, const double* dy, double* dw, 
                                  const int64_t dws[4], const int64_t dys[4], const ember_conv_attrs& a) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = dys[1], OH = dys[2], OW = dys[3];
   const int64_t Cg = dws[1], KH = dws[2], KW = dws[3], Og = O / a.groups;
-#pragma omp parallel for if (parallel_worth(N * O * OH * OW * Cg * KH * KW)) schedule(static)
-  for (int64_t p = 0; p < O * Cg; ++p) {
+  parallel_for(parallel_worth(N * O * OH * OW * Cg * KH * KW), O * Cg, [&](int64_t p) {
     const int64_t o = p / Cg, c = p % Cg, g = o / Og;
     for (int64_t kh = 0; kh < KH; ++kh)
       for (int64_t kw = 0; kw < KW; ++kw) {
@@ -235,7 +231,7 @@ void conv2d_backward_weights_f64(const double* x, const double* dy, double* dw, 
         }
         dw[(p * KH + kh) * KW + kw] = acc;
       }
-  }
+  });
 }
 
 // ---- pooling loops -----------------------------------------------------------------------------
@@ -247,8 +243,7 @@ struct PoolGeom {
 
 // Max pooling over dense double planes: values (if vals) and/or flat indices (if idx).
 void max_pool_loop(const double* x, const PoolGeom& g, const ember_pool_attrs& a, double* vals, int64_t* idx) {
-#pragma omp parallel for if (parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.N * g.C; ++p) {
+  parallel_for(parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.N * g.C, [&](int64_t p) {
     const double* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
@@ -269,7 +264,7 @@ void max_pool_loop(const double* x, const PoolGeom& g, const ember_pool_attrs& a
         if (vals) vals[o] = best;
         if (idx) idx[o] = arg < 0 ? 0 : arg;
       }
-  }
+  });
 }
 
 double avg_divisor(const ember_pool_attrs& a, const PoolGeom& g, int64_t h0, int64_t w0) {
@@ -284,8 +279,7 @@ double avg_divisor(const ember_pool_attrs& a, const PoolGeom& g, int64_t h0, int
 }
 
 void avg_pool_loop(const double* x, const PoolGeom& g, const ember_pool_attrs& a, double* y) {
-#pragma omp parallel for if (parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.N * g.C; ++p) {
+  parallel_for(parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.N * g.C, [&](int64_t p) {
     const double* xp = x + p * g.H * g.W;
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
@@ -296,13 +290,12 @@ void avg_pool_loop(const double* x, const PoolGeom& g, const ember_pool_attrs& a
         const double div = avg_divisor(a, g, h0, w0);
         y[(p * g.OH + oh) * g.OW + ow] = div > 0 ? s / div : 0.0;
       }
-  }
+  });
 }
 
 // dx plane (n, c) gathers the share of every window that covers each element.
 void avg_pool_backward_loop(const double* dy, const PoolGeom& g, const ember_pool_attrs& a, double* dx) {
-#pragma omp parallel for if (parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1])) schedule(static)
-  for (int64_t p = 0; p < g.N * g.C; ++p) {
+  parallel_for(parallel_worth(g.N * g.C * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.N * g.C, [&](int64_t p) {
     double* out = dx + p * g.H * g.W;
     std::fill(out, out + g.H * g.W, 0.0);
     const double* gp = dy + p * g.OH * g.OW;
@@ -315,7 +308,7 @@ void avg_pool_backward_loop(const double* dy, const PoolGeom& g, const ember_poo
         for (int64_t ih = std::max<int64_t>(h0, 0); ih < std::min(h0 + a.kernel[0], g.H); ++ih)
           for (int64_t iw = std::max<int64_t>(w0, 0); iw < std::min(w0 + a.kernel[1], g.W); ++iw) out[ih * g.W + iw] += v;
       }
-  }
+  });
 }
 
 }  // namespace
@@ -387,11 +380,9 @@ void sort_rows(const ember_tensor_desc& x, const ember_tensor_desc& y, const emb
   const void* px = x.buffer ? x.buffer->data : nullptr;
   int64_t* py = static_cast<int64_t*>(y.buffer->data);
   const bool fl = is_float(x.dtype);
-#pragma omp parallel if (parallel_worth(rows * len * 8) && rows > 1)
-  {
-    std::vector<Keyed<K>> row(static_cast<size_t>(len));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
+  parallel_for_with(parallel_worth(rows * len * 8) && rows > 1, rows,
+                    [&] { return std::vector<Keyed<K>>(static_cast<size_t>(len)); },
+                    [&](std::vector<Keyed<K>>& row, int64_t r) {
       int64_t ox, oy;
       row_offsets(x, y, dim, r, ox, oy);
       for (int64_t i = 0; i < len; ++i) {
@@ -407,8 +398,7 @@ void sort_rows(const ember_tensor_desc& x, const ember_tensor_desc& y, const emb
       if (topk && n_out < len) std::partial_sort(row.begin(), row.begin() + n_out, row.end(), cmp);
       else std::sort(row.begin(), row.end(), cmp);
       for (int64_t i = 0; i < n_out; ++i) py[oy + i * y.strides[dim]] = row[size_t(i)].index;
-    }
-  }
+  });
 }
 
 template <class K>
@@ -419,8 +409,7 @@ void scan_rows(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
   const void* px = x.buffer->data;
   void* py = y.buffer->data;
   const int64_t sx = x.strides[dim], sy = y.strides[dim];
-#pragma omp parallel for if (parallel_worth(rows * len) && rows > 1) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(parallel_worth(rows * len) && rows > 1, rows, [&](int64_t r) {
     int64_t ox, oy;
     row_offsets(x, y, dim, r, ox, oy);
     auto get = [&](int64_t i) { return std::is_floating_point_v<K> ? K(load_f(px, x.dtype, ox + i * sx)) : K(load_i(px, x.dtype, ox + i * sx)); };
@@ -435,7 +424,7 @@ void scan_rows(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
         if constexpr (std::is_floating_point_v<K>) store_f(py, y.dtype, oy + i * sy, acc);
         else store_i(py, y.dtype, oy + i * sy, int64_t(acc));
       }
-      continue;
+      return;  // (this row's loop body)
     }
     const bool is_max = op == EMBER_LIB_CUMMAX_INDICES;
     K best{};
@@ -453,7 +442,7 @@ void scan_rows(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
       }
       static_cast<int64_t*>(py)[oy + i * sy] = arg;
     }
-  }
+  });
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 //    rounding); f16, and bf16 elsewhere: operands widened to f32 (convert.h), oneDNN, the result
 //    rounded to nearest even.
 //  - f64 (accumulated in f64) and integers (accumulated in i64, wrapping): a row-blocked loop.
-// EMBER_LIB_MATMUL_EPILOGUE (f32, f64) adds post-ops: oneDNN post-ops (binary add with a broadcast
+// EMBER_LIB_MATMUL_EPILOGUE (f32, f64) adds post-ops: oneDNN post-ops (binary add or multiply with a broadcast
 // operand, eltwise) in the oneDNN path, else post_ops.h's row loops right after each product.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
@@ -32,6 +32,7 @@
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/parallel_for.h"
 #include "backend/cpu/post_ops.h"
 #include "ember/dtype.h"
 
@@ -67,13 +68,13 @@ bool plain_strides(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
 }
 
 // Key: M, N, K, the six strides of a, b, c, then the post-ops: count, and per op its kind, alpha
-// and beta (bits), and for a binary add the operand's dims and strides.
+// and beta (bits), and for a binary add or multiply the operand's dims and strides.
 using Key = std::vector<int64_t>;
 
 struct Prim {
   dnnl::matmul prim;
   bool post = false;  // the post-ops run inside the primitive
-  std::vector<dnnl::memory::desc> operands;  // per post-op (binary adds only)
+  std::vector<dnnl::memory::desc> operands;  // per post-op (binary ops only)
   dnnl::memory::desc scratchpad;
 };
 
@@ -91,9 +92,9 @@ Prim make_prim(const Key& key) {
     size_t at = 10;
     for (int64_t k = 0; k < n_ops; ++k, at += 7) {
       const int32_t kind = int32_t(key[at]);
-      if (kind == EMBER_POST_ADD) {
+      if (ember_post_has_operand(kind)) {
         dnnl::memory::desc md({key[at + 3], key[at + 4]}, dt::f32, {key[at + 5], key[at + 6]});
-        po.append_binary(dnnl::algorithm::binary_add, md);
+        po.append_binary(kind == EMBER_POST_ADD ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul, md);
         p.operands.push_back(md);
       } else {
         ember_post_op op{};
@@ -148,7 +149,7 @@ struct EpiBlock {
   std::array<PostArg<T>, EMBER_MAX_POST_OPS> args() const {
     std::array<PostArg<T>, EMBER_MAX_POST_OPS> r{};
     for (int k = 0; k < attrs->n_ops; ++k)
-      if (attrs->ops[k].kind == EMBER_POST_ADD)
+      if (ember_post_has_operand(attrs->ops[k].kind))
         r[size_t(k)] = {static_cast<const T*>(in[attrs->ops[k].input].buffer->data) + off[size_t(k)],
                         rs[size_t(k)], cs[size_t(k)]};
     return r;
@@ -184,12 +185,30 @@ void pack(Mat<const T> m, int64_t rows, int64_t cols, D* out, F convert) {
 
 // C (plain, f32) = A B with oneDNN, then the post-ops of `epi` (if any); operands in other
 // layouts are packed.
+// Products up to this many multiply-adds take the loops whatever M is: oneDNN's per-call setup
+// (key, primitive lookup, memory objects, stream: about 1.4 us) was 95 % of attention's per-head
+// products in the exported transformer (7 tokens, head size 8: 392 multiply-adds each, 64 of them
+// per batch-32 matmul, 88 us per matmul).
+constexpr int64_t kTinyProductMacs = 16384;
+
 void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const float> B, Mat<float> C,
               const EpiBlock* epi = nullptr) {
-  // A few rows (batch-1 inference, matrix-vector): plain loops beat oneDNN's per-call setup.
-  if (M <= 4 && small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs)) {
-    if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
-    return;
+  // A few rows (batch-1 inference, matrix-vector) or a tiny product: plain loops beat oneDNN's
+  // per-call setup. They write rows of C (c[i * rs + j]) and read B row- or column-major: a tiny
+  // product packs a B of any other layout (a transposed view of heads, say) first.
+  const bool tiny = M * N * K <= kTinyProductMacs;
+  if ((M <= 4 || tiny) && (C.cs == 1 || N == 1)) {
+    bool done = small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs);
+    if (!done && tiny) {
+      thread_local std::vector<float> packed;
+      packed.resize(size_t(K * N));
+      pack(B, K, N, packed.data(), [](float x) { return x; });
+      done = small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, packed.data(), N, 1, C.data, C.rs);
+    }
+    if (done) {
+      if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
+      return;
+    }
   }
   // Matrix-vector (one column of B): dot products of a's rows with it, at the speed of reading a.
   if (N == 1 && gemv_n1_f32(M, K, A.data, A.rs, A.cs, B.data, B.rs, C.data, C.rs)) {
@@ -216,7 +235,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
     for (int k = 0; k < epi->attrs->n_ops; ++k) {
       const ember_post_op& op = epi->attrs->ops[k];
       int64_t d0 = 0, d1 = 0, s0 = 0, s1 = 0;
-      if (op.kind == EMBER_POST_ADD) {
+      if (ember_post_has_operand(op.kind)) {
         d0 = epi->rs[size_t(k)] == 0 ? 1 : M;
         d1 = epi->cs[size_t(k)] == 0 ? 1 : N;
         s0 = epi->rs[size_t(k)];
@@ -238,7 +257,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
   if (prim.post) {
     auto ops = epi->args<float>();
     for (int k = 0; k < epi->attrs->n_ops; ++k)
-      if (epi->attrs->ops[k].kind == EMBER_POST_ADD)
+      if (ember_post_has_operand(epi->attrs->ops[k].kind))
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_op_index(*epi->attrs, k)) | DNNL_ARG_SRC_1,
                      dnnl::memory(prim.operands[size_t(k)], engine(), const_cast<float*>(ops[size_t(k)].p)));
   }
@@ -292,12 +311,8 @@ bool gemm_bf16(int64_t M, int64_t N, int64_t K, Mat<const uint16_t> A, Mat<const
 // kBool: bytes are booleans (read as != 0, stored as 0/1).
 template <class T, class Acc, bool kBool = false>
 void gemm_loop(int64_t M, int64_t N, int64_t K, Mat<const T> A, Mat<const T> B, Mat<T> C) {
-  [[maybe_unused]] const bool par = M > 1 && M * N * K >= (int64_t(1) << 18) && !omp_in_parallel();
-#pragma omp parallel if (par)
-  {
-    std::vector<Acc> acc(static_cast<size_t>(N));
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < M; ++i) {
+  const bool par = M > 1 && M * N * K >= (int64_t(1) << 18) && !omp_in_parallel();
+  parallel_for_with(par, M, [&] { return std::vector<Acc>(static_cast<size_t>(N)); }, [&](std::vector<Acc>& acc, int64_t i) {
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t k = 0; k < K; ++k) {
         const T* b = B.data + k * B.rs;
@@ -317,8 +332,7 @@ void gemm_loop(int64_t M, int64_t N, int64_t K, Mat<const T> A, Mat<const T> B, 
         if constexpr (kBool) C.data[i * C.rs + j * C.cs] = acc[size_t(j)] != 0;
         else C.data[i * C.rs + j * C.cs] = T(acc[size_t(j)]);
       }
-    }
-  }
+  });
 }
 
 template <class T>
@@ -488,14 +502,14 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     return set_status(st, EMBER_ERR_INVALID, "%s: missing buffer", what);
   bool inside = in_bounds(a) && in_bounds(b) && in_bounds(c);
   for (int k = 0; epi && k < epi->n_ops; ++k)
-    if (epi->ops[k].kind == EMBER_POST_ADD) inside = inside && in_bounds(in[epi->ops[k].input]);
+    if (ember_post_has_operand(epi->ops[k].kind)) inside = inside && in_bounds(in[epi->ops[k].input]);
   if (!inside) return set_status(st, EMBER_ERR_INVALID, "%s: an operand view reaches outside its buffer", what);
   EpiBlock blk;
   if (epi) {
     blk.attrs = epi;
     blk.in = in;
     for (int k = 0; k < epi->n_ops; ++k)
-      if (epi->ops[k].kind == EMBER_POST_ADD) blk.cs[size_t(k)] = in[epi->ops[k].input].strides[r - 1];
+      if (ember_post_has_operand(epi->ops[k].kind)) blk.cs[size_t(k)] = in[epi->ops[k].input].strides[r - 1];
   }
   try {
     if (K == 0) {
@@ -509,7 +523,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     int64_t ars = 0, crs = 0;
     bool fold = batches > 1 && b_shared && fold_rows(a, ars) && fold_rows(c, crs);
     for (int k = 0; fold && epi && k < epi->n_ops; ++k)
-      if (epi->ops[k].kind == EMBER_POST_ADD) {
+      if (ember_post_has_operand(epi->ops[k].kind)) {
         const ember_tensor_desc& t = in[epi->ops[k].input];
         fold = fold_rows(t, blk.rs[size_t(k)]);
         blk.off[size_t(k)] = t.offset;
@@ -528,7 +542,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     auto entry = [&](int64_t bt, EpiBlock& blk) {
       int64_t oa = a.offset, ob = b.offset, oc = c.offset, rem = bt;
       for (int k = 0; epi && k < epi->n_ops; ++k)
-        if (epi->ops[k].kind == EMBER_POST_ADD) {
+        if (ember_post_has_operand(epi->ops[k].kind)) {
           const ember_tensor_desc& t = in[epi->ops[k].input];
           blk.off[size_t(k)] = t.offset;
           blk.rs[size_t(k)] = t.strides[r - 2];
@@ -540,7 +554,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         ob += i * b.strides[d];
         oc += i * c.strides[d];
         for (int k = 0; epi && k < epi->n_ops; ++k)
-          if (epi->ops[k].kind == EMBER_POST_ADD) blk.off[size_t(k)] += i * in[epi->ops[k].input].strides[d];
+          if (ember_post_has_operand(epi->ops[k].kind)) blk.off[size_t(k)] += i * in[epi->ops[k].input].strides[d];
       }
       if (K == 0) {
         if (c.dtype == EMBER_F32) blk.apply(static_cast<float*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
@@ -554,12 +568,10 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     // threads and each product runs on one (oneDNN runs serially inside a parallel region), rather
     // than every small product forked over all threads in turn. Measured on the bf16 encoder step
     // at 2 threads: its batched matmuls took 2.7-6.5x their 1-thread time before this.
-    [[maybe_unused]] const bool split = batches > 1 && M * N * K < kBatchSplitMacs && omp_get_max_threads() > 1 &&
-                                        !omp_in_parallel();
+    const bool split = batches > 1 && M * N * K < kBatchSplitMacs && omp_get_max_threads() > 1 && !omp_in_parallel();
     std::exception_ptr failure;
     std::mutex failure_mutex;
-#pragma omp parallel for schedule(static) if (split)
-    for (int64_t bt = 0; bt < batches; ++bt) {
+    parallel_for(split, batches, [&](int64_t bt) {
       EpiBlock local = blk;
       try {
         entry(bt, local);
@@ -567,7 +579,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         std::lock_guard lock(failure_mutex);
         if (!failure) failure = std::current_exception();
       }
-    }
+    });
     if (failure) std::rethrow_exception(failure);
   } catch (const dnnl::error& e) {
     return set_status(st, EMBER_ERR_INTERNAL, "%s: oneDNN failed: %s (status %d)", what, e.what(), int(e.status));

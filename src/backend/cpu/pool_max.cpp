@@ -18,6 +18,7 @@
 
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
+#include "backend/cpu/parallel_for.h"
 #include "ember/dtype.h"
 
 namespace ember::cpu {
@@ -52,8 +53,7 @@ struct Dense {
 // 2x2 windows at stride 2 without padding (the common case): two rows at a time.
 template <class T>
 void max_2x2(const T* x, const Geom& g, T* y) {
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
+  parallel_for(worth_threads(g.P * g.OH * g.OW * 4), g.P, [&](int64_t p) {
     const T* xp = x + p * g.H * g.W;
     T* yp = y + p * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -69,7 +69,7 @@ void max_2x2(const T* x, const Geom& g, T* y) {
         yp[oh * g.OW + ow] = m;
       }
     }
-  }
+  });
 }
 
 // The rule of every path here and of the reference: a window's maximum is its first maximum in
@@ -106,11 +106,8 @@ inline void row_max(const T* row, const Geom& g, const ember_pool_attrs& a, T* o
 template <class T>
 void max_forward_separable(const T* x, const Geom& g, const ember_pool_attrs& a, T* y) {
   const int64_t sh = a.stride[0], ph = a.pad_begin[0];
-#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
-  {
-    std::vector<T> rows(size_t(g.H * g.OW));
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < g.P; ++p) {
+  parallel_for_with(worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.P,
+                    [&] { return std::vector<T>(size_t(g.H * g.OW)); }, [&](std::vector<T>& rows, int64_t p) {
       const T* xp = x + p * g.H * g.W;
       for (int64_t ih = 0; ih < g.H; ++ih) {
         T* out = rows.data() + ih * g.OW;
@@ -130,8 +127,7 @@ void max_forward_separable(const T* x, const Geom& g, const ember_pool_attrs& a,
           for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = take_max(yr[ow], hr[ow]);
         }
       }
-    }
-  }
+  });
 }
 
 template <class T>
@@ -221,16 +217,13 @@ class WindowArgs {
 
 template <class T, class I>
 void max_indices_as(const T* x, const Geom& g, const ember_pool_attrs& a, int64_t* idx) {
-#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
-  {
-    WindowArgs<T, I> args(g, a);
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < g.P; ++p)
-      args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
-        int64_t* out = idx + (p * g.OH + oh) * g.OW;
-        for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = arg[ow] < 0 ? 0 : int64_t(arg[ow]);
-      });
-  }
+  parallel_for_with(worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.P,
+                    [&] { return WindowArgs<T, I>(g, a); }, [&](WindowArgs<T, I>& args, int64_t p) {
+    args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
+      int64_t* out = idx + (p * g.OH + oh) * g.OW;
+      for (int64_t ow = 0; ow < g.OW; ++ow) out[ow] = arg[ow] < 0 ? 0 : int64_t(arg[ow]);
+    });
+  });
 }
 
 template <class T>
@@ -263,8 +256,7 @@ inline int arg4(T a, T b, T c, T d) {
 template <class T>
 void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
+  parallel_for(worth_threads(g.P * g.OH * g.OW * 4), g.P, [&](int64_t p) {
     const T* xp = x + p * g.H * g.W;
     const T* gp = dy + p * g.OH * g.OW;
     T* out = dx + p * g.H * g.W;
@@ -286,26 +278,22 @@ void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
         o1[c + 1] = at(3);
       }
     }
-  }
+  });
 }
 
 template <class T, class I>
 void max_backward_as(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
-#pragma omp parallel if (worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]))
-  {
-    WindowArgs<T, I> args(g, a);
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < g.P; ++p) {
-      const T* gp = dy + p * g.OH * g.OW;
-      T* out = dx + p * g.H * g.W;
-      std::fill(out, out + g.H * g.W, T(0));
-      // Windows in row-major order, so overlapping windows add in the same order on every path.
-      args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
-        for (int64_t ow = 0; ow < g.OW; ++ow)
-          if (arg[ow] >= 0) out[arg[ow]] += gp[oh * g.OW + ow];
-      });
-    }
-  }
+  parallel_for_with(worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.P,
+                    [&] { return WindowArgs<T, I>(g, a); }, [&](WindowArgs<T, I>& args, int64_t p) {
+    const T* gp = dy + p * g.OH * g.OW;
+    T* out = dx + p * g.H * g.W;
+    std::fill(out, out + g.H * g.W, T(0));
+    // Windows in row-major order, so overlapping windows add in the same order on every path.
+    args.plane(x + p * g.H * g.W, [&](int64_t oh, const I* arg) {
+      for (int64_t ow = 0; ow < g.OW; ++ow)
+        if (arg[ow] >= 0) out[arg[ow]] += gp[oh * g.OW + ow];
+    });
+  });
 }
 
 template <class T>
@@ -339,8 +327,7 @@ struct F16Bits {
 
 template <class B>
 void max_2x2_bits(const uint16_t* x, const Geom& g, uint16_t* y) {
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
+  parallel_for(worth_threads(g.P * g.OH * g.OW * 4), g.P, [&](int64_t p) {
     const uint16_t* xp = x + p * g.H * g.W;
     uint16_t* yp = y + p * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -358,13 +345,12 @@ void max_2x2_bits(const uint16_t* x, const Geom& g, uint16_t* y) {
         yp[oh * g.OW + ow] = B::bits(first_nan != first_nan ? first_nan : m);
       }
     }
-  }
+  });
 }
 
 template <class B>
 void max_backward_2x2_bits(const uint16_t* dy, const uint16_t* x, const Geom& g, uint16_t* dx) {
-#pragma omp parallel for if (worth_threads(g.P * g.OH * g.OW * 4)) schedule(static)
-  for (int64_t p = 0; p < g.P; ++p) {
+  parallel_for(worth_threads(g.P * g.OH * g.OW * 4), g.P, [&](int64_t p) {
     const uint16_t* xp = x + p * g.H * g.W;
     const uint16_t* gp = dy + p * g.OH * g.OW;
     uint16_t* out = dx + p * g.H * g.W;
@@ -386,7 +372,7 @@ void max_backward_2x2_bits(const uint16_t* dy, const uint16_t* x, const Geom& g,
         o1[c + 1] = at(3);
       }
     }
-  }
+  });
 }
 
 // The 2x2 paths for contiguous 16-bit operands; false if the call is not one of them.

@@ -18,7 +18,7 @@
 
 namespace ember::cpu {
 
-// Operand of one EMBER_POST_ADD over a 2-D block: element (i, j) at p[i * rs + j * cs].
+// Operand of one EMBER_POST_ADD or MUL over a 2-D block: element (i, j) at p[i * rs + j * cs].
 template <class T>
 struct PostArg {
   const T* p = nullptr;
@@ -31,7 +31,7 @@ struct PostScratch {
   std::vector<T> row, t, e;
 };
 
-// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD).
+// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD / MUL).
 template <class T>
 inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs, PostScratch<T>& s) {
   switch (op.kind) {
@@ -43,6 +43,16 @@ inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, 
         for (int64_t j = 0; j < n; ++j) y[j] += arg[j];
       } else {
         for (int64_t j = 0; j < n; ++j) y[j] += arg[j * arg_cs];
+      }
+      break;
+    case EMBER_POST_MUL:
+      if (arg_cs == 0) {
+        const T v = arg[0];
+        for (int64_t j = 0; j < n; ++j) y[j] *= v;
+      } else if (arg_cs == 1) {
+        for (int64_t j = 0; j < n; ++j) y[j] *= arg[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) y[j] *= arg[j * arg_cs];
       }
       break;
     case EMBER_POST_LINEAR: {
@@ -116,7 +126,7 @@ inline const char* check_epilogue(const ember_epilogue_attrs* a, const ember_ten
   for (int k = 0; k < a->n_ops; ++k) {
     const ember_post_op& op = a->ops[k];
     if (op.kind < 0 || op.kind >= EMBER_POST_NUM_KINDS) return "unknown post-op";
-    if (op.kind != EMBER_POST_ADD) continue;
+    if (!ember_post_has_operand(op.kind)) continue;
     if (op.input < 0 || op.input >= n_in) return "post-op operand index out of range";
     const ember_tensor_desc& t = in[op.input];
     if (t.rank != out.rank || t.dtype != out.dtype || !t.buffer) return "post-op operand rank or dtype";

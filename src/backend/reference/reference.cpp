@@ -480,7 +480,7 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
   for (int k = 0; k < e.n_ops; ++k) {
     const ember_post_op& op = e.ops[k];
     if (op.kind < 0 || op.kind >= EMBER_POST_NUM_KINDS) return set_status(st, EMBER_ERR_INVALID, "epilogue: post-op kind %d", op.kind);
-    if (op.kind != EMBER_POST_ADD) continue;
+    if (!ember_post_has_operand(op.kind)) continue;
     if (op.input < 0 || op.input >= n_in || in[op.input].rank != y.rank || in[op.input].dtype != y.dtype)
       return set_status(st, EMBER_ERR_INVALID, "epilogue: bad operand for post-op %d", k);
     for (int d = 0; d < y.rank; ++d)
@@ -500,11 +500,13 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
     for (int k = 0; k < e.n_ops; ++k) {
       const ember_post_op& op = e.ops[k];
       switch (op.kind) {
-        case EMBER_POST_ADD: {
+        case EMBER_POST_ADD:
+        case EMBER_POST_MUL: {
           const ember_tensor_desc& t = in[op.input];
           int64_t ot = t.offset;
           for (int d = 0; d < t.rank; ++d) ot += idx[d] * t.strides[d];
-          v += load_value(t.buffer->data, ot, dt).f;
+          const double o = load_value(t.buffer->data, ot, dt).f;
+          v = op.kind == EMBER_POST_ADD ? v + o : v * o;
           break;
         }
         case EMBER_POST_LINEAR: v = op.alpha * v + op.beta; break;
@@ -512,7 +514,8 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
         case EMBER_POST_TANH: v = std::tanh(v); break;
         case EMBER_POST_SIGMOID: v = 1.0 / (1.0 + std::exp(-v)); break;
         case EMBER_POST_GELU_ERF: v = 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); break;
-        default: v = 0.5 * v * (1.0 + std::tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))); break;
+        case EMBER_POST_GELU_TANH: v = 0.5 * v * (1.0 + std::tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v))); break;
+        default: break;
       }
       v = round_to(dt, v);
     }
