@@ -254,12 +254,29 @@ std::vector<Array> op_gather(const OpContext& c) {
   const Array& idx = c.input(1);
   if (x.rank() == 0) c.fail("data must have rank >= 1, got a scalar");  // found by the fuzzer
   int axis = c.axis(c.attr_int("axis", 0), x.rank());
-  Array flat = reshape(normalize_index(idx, x.shape()[axis]), Shape{idx.numel()});
-  Array picked = index_select(x, axis, flat);
   std::vector<int64_t> shape;
   for (int d = 0; d < axis; ++d) shape.push_back(x.shape()[d]);
   for (int64_t d : idx.shape()) shape.push_back(d);
   for (int d = axis + 1; d < x.rank(); ++d) shape.push_back(x.shape()[d]);
+  // Static indices (constants, shape arithmetic) that pick one position or a run of consecutive
+  // ones give a view (a slice) instead of a gather kernel: the exported attention splits its packed
+  // q/k/v projection with Gather(index 0, 1, 2), three copies per layer otherwise.
+  if (is_static_value(idx) && idx.numel() >= 1) {
+    std::vector<int64_t> v = c.ints_input(1);
+    const int64_t n = x.shape()[axis];
+    bool run = true;
+    for (size_t k = 0; k < v.size(); ++k) {
+      const int64_t i = v[k] < 0 ? v[k] + n : v[k];
+      if (i < 0 || i >= n)
+        c.fail("index " + std::to_string(v[k]) + " is out of range for axis " + std::to_string(axis) + " of size " +
+               std::to_string(n));
+      run = run && (k == 0 || i == v[0] + int64_t(k));
+      v[k] = i;
+    }
+    if (run) return {reshape(slice(x, axis, v[0], v[0] + int64_t(v.size())), Shape(shape))};
+  }
+  Array flat = reshape(normalize_index(idx, x.shape()[axis]), Shape{idx.numel()});
+  Array picked = index_select(x, axis, flat);
   return {reshape(picked, Shape(shape))};
 }
 

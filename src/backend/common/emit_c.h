@@ -38,12 +38,15 @@ typedef struct ember_c_launch {
 typedef void (*ember_c_kernel_fn)(const ember_c_launch* launch, int64_t t0, int64_t t1);
 
 // The launch a compiled CPU reduction kernel receives (programs with ACC_* or several phases).
-// Outer and reduce dims are each coalesced by the caller (each at least one dim). Two schemes:
+// Outer and reduce dims are each coalesced by the caller (each at least one dim). Three schemes:
 //  - rows (columns = 0): task t is outer point t; each pass runs a SIMD loop along the innermost
 //    reduce dim, which has stride 1 in every argument an even phase touches;
 //  - columns (columns = 1): task t is block t % nblk (of `block` <= 256 outer points) of outer
 //    row t / nblk; lanes are consecutive outer points (stride 1 along the innermost outer dim in
-//    every argument used), each with its own accumulator, and the reduce dims are walked in order.
+//    every argument used), each with its own accumulator, and the reduce dims are walked in order;
+//  - strided columns (columns = 2): the same with lanes at any stride along the innermost outer
+//    dim (gathers): for short reduce rows (a softmax over a few keys) and layouts neither of the
+//    others takes.
 typedef struct ember_c_reduce_launch {
   int32_t outer_rank, reduce_rank;
   int32_t columns;

@@ -429,7 +429,9 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
 }
 
 // Columns: per-outer-point values are arrays over a block of consecutive outer points (lanes).
-std::string columns_body(const ember_kir_program& p, const ExprTable& t, const Analysis& a) {
+// `strided`: the lanes are cs<r> elements apart in argument r (gathers and scatters; short reduce
+// rows such as a softmax over 7 keys, where the rows scheme runs scalar tails), else adjacent.
+std::string columns_body(const ember_kir_program& p, const ExprTable& t, const Analysis& a, bool strided) {
   std::string s;
   const std::string I2 = "      ", I3 = I2 + "  ", I4 = I3 + "  ", I5 = I4 + "  ";
   auto name = [&](int32_t k) { return !a.uniform[size_t(k)] && p.insts[k].phase % 2 == 1 ? var(k) + "[j]" : var(k); };
@@ -448,9 +450,10 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
         if (is_arg(p.insts[k].op))  // the running best value of each lane
           s += I2 + "alignas(64) " + t.reg_type(p.insts[p.insts[k].a].dtype) + " best" + S(k) + "[" + S(kMaxBlock) + "];\n";
       }
-  ArgRefs even{[](int r) { return "p" + S(r) + "[q" + S(r) + " + j]"; },
+  const std::string lane = strided ? " * cs" : "";
+  ArgRefs even{[lane](int r) { return "p" + S(r) + "[q" + S(r) + " + j" + (lane.empty() ? "" : lane + S(r)) + "]"; },
                [](int r) { return "q" + S(r) + " + j * st" + S(r) + "[ro - 1]"; }};
-  ArgRefs odd{[](int r) { return "p" + S(r) + "[b" + S(r) + " + j]"; },
+  ArgRefs odd{[lane](int r) { return "p" + S(r) + "[b" + S(r) + " + j" + (lane.empty() ? "" : lane + S(r)) + "]"; },
               [](int r) { return "b" + S(r) + " + j * st" + S(r) + "[ro - 1]"; }};
   for (int pass = 0; 2 * pass <= a.max_phase; ++pass) {
     const std::vector<int32_t> accs = accs_of(p, a, 2 * pass + 1);
@@ -545,8 +548,11 @@ extern "C" __attribute__((visibility("default"))) void ember_kernel_reduce(const
     const std::string A = S(r), ST = t.storage_type(p.arg_dtypes[r]);
     src += "  " + ST + "* const p" + A + " = (" + ST + "*)L->data[" + A + "];\n";
     src += "  const int64_t* const st" + A + " = L->strides + " + A + " * R;\n";
+    src += "  const int64_t cs" + A + " = st" + A + "[ro - 1];\n";
+    src += "  (void)cs" + A + ";\n";
   }
-  src += "  if (!L->columns) {\n" + rows_body(p, t, a) + "  } else {\n" + columns_body(p, t, a) + "  }\n}\n";
+  src += "  if (!L->columns) {\n" + rows_body(p, t, a) + "  } else if (L->columns == 1) {\n" + columns_body(p, t, a, false) +
+         "  } else {\n" + columns_body(p, t, a, true) + "  }\n}\n";
   return true;
 }
 

@@ -197,6 +197,11 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, Mat<const float> A, Mat<const flo
   // per-call setup. They write rows of C (c[i * rs + j]) and read B row- or column-major: a tiny
   // product packs a B of any other layout (a transposed view of heads, say) first.
   const bool tiny = M * N * K <= kTinyProductMacs;
+  if (tiny && N <= kNarrowGemmMaxN && (C.cs == 1 || N == 1)) {
+    narrow_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs);
+    if (epi) epi->apply(C.data, C.rs, C.cs, M, N);
+    return;
+  }
   if ((M <= 4 || tiny) && (C.cs == 1 || N == 1)) {
     bool done = small_m_gemm_f32(M, N, K, A.data, A.rs, A.cs, B.data, B.rs, B.cs, C.data, C.rs);
     if (!done && tiny) {
@@ -474,6 +479,7 @@ namespace {
 // Multiply-adds of one batch entry below which the entries of a batched matmul run in parallel,
 // each on one thread.
 constexpr int64_t kBatchSplitMacs = int64_t(1) << 24;
+constexpr int64_t kPackRowsMax = int64_t(1) << 20;  // elements of a copied so that a product folds
 
 int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                     const ember_epilogue_attrs* epi, ember_status* st) {
@@ -521,7 +527,37 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     bool b_shared = true;
     for (int d = 0; d < r - 2; ++d) b_shared = b_shared && (b.strides[d] == 0 || c.shape[d] == 1);
     int64_t ars = 0, crs = 0;
-    bool fold = batches > 1 && b_shared && fold_rows(a, ars) && fold_rows(c, crs);
+    // With b shared but a's batch and row dims not one stride (a transposed view: the exported
+    // transformer's [tokens, batch, features] input projection, 7 products of 32x16x48), a small f32
+    // a is copied into rows first so that the product still folds into one.
+    ember_tensor_desc a_rows = a;
+    ember_buffer_s packed_buffer{};
+    if (batches > 1 && b_shared && K > 0 && a.dtype == EMBER_F32 && batches * M * K <= kPackRowsMax &&
+        !fold_rows(a, ars) && fold_rows(c, crs)) {
+      thread_local std::vector<float> packed;
+      packed.resize(size_t(batches * M * K));
+      const float* src = static_cast<const float*>(a.buffer->data);
+      for (int64_t bt = 0; bt < batches; ++bt) {
+        int64_t off = a.offset, rem = bt;
+        for (int d = r - 3; d >= 0; --d) {
+          off += (rem % c.shape[d]) * a.strides[d];
+          rem /= c.shape[d];
+        }
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t k = 0; k < K; ++k)
+            packed[size_t((bt * M + i) * K + k)] = src[off + i * a.strides[r - 2] + k * a.strides[r - 1]];
+      }
+      packed_buffer = {packed.data(), packed.size() * sizeof(float)};
+      a_rows.buffer = &packed_buffer;
+      a_rows.offset = 0;
+      int64_t stride = 1;
+      for (int d = r - 1; d >= 0; --d) {
+        a_rows.shape[d] = d == r - 1 ? K : d == r - 2 ? M : c.shape[d];
+        a_rows.strides[d] = stride;
+        stride *= a_rows.shape[d];
+      }
+    }
+    bool fold = batches > 1 && b_shared && fold_rows(a_rows, ars) && fold_rows(c, crs);
     for (int k = 0; fold && epi && k < epi->n_ops; ++k)
       if (ember_post_has_operand(epi->ops[k].kind)) {
         const ember_tensor_desc& t = in[epi->ops[k].input];
@@ -534,8 +570,8 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         else blk.apply(static_cast<double*>(c.buffer->data) + c.offset, crs, c.strides[r - 1], batches * M, N);
         return EMBER_OK;
       }
-      gemm_one(c.dtype, batches * M, N, K, a, a.offset, ars, a.strides[r - 1], b, b.offset, c, c.offset, crs,
-               epi ? &blk : nullptr);
+      gemm_one(c.dtype, batches * M, N, K, a_rows, a_rows.offset, ars, a_rows.strides[r - 1], b, b.offset, c, c.offset,
+               crs, epi ? &blk : nullptr);
       return EMBER_OK;
     }
     // One batch entry's product (blk: this entry's post-op offsets, a copy per thread).
