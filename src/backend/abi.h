@@ -317,6 +317,8 @@ typedef struct ember_device_properties {
   uint32_t subgroup_size;      /* 1 for host backends */
   uint32_t host_visible;   /* 1 if device memory is host memory */
   uint32_t async;          /* 1 if calls may return before their work is done */
+  uint32_t max_kernel_args; /* most arguments one KIR program may take (bindings a shader may have);
+                               0 = no limit. The fusion planner keeps kernels within it. */
 } ember_device_properties;
 
 typedef struct ember_backend_v2 {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "backend/registry.h"
 #include "ember/error.h"
 #include "graph/pointer_table.h"
 #include "graph/stats.h"
@@ -157,6 +158,61 @@ struct Planner {
   bool fuse = true;  // false: every node runs alone
   Plan plan;
 
+  // A device that binds a limited number of buffers per kernel (Vulkan: the per-shader storage
+  // buffer limit, 32 on lavapipe) reports max_kernel_args; 0 is no limit (the CPU). Under a limit
+  // each kernel keeps the values it reads from outside, as (node, index map) pairs like the
+  // lowering's arguments, and a producer joins only if the reads it trades for its own inputs',
+  // the stored outputs and the generators' arguments stay within it.
+  struct ArgBudget {
+    uint32_t limit = 0;
+    std::vector<std::pair<const Node*, std::optional<IndexMap>>> reads;
+    uint32_t other = 0;  // stored outputs, iota and seed arguments
+  };
+  std::vector<ArgBudget> budgets;  // per kernel
+  Device limit_device{};
+  uint32_t device_limit = 0;
+  bool have_limit = false;
+
+  uint32_t arg_limit(Device d) {
+    if (!have_limit || d != limit_device) {
+      const uint32_t l = Backend::get(d.kind).properties(d.index).max_kernel_args;
+      // Margin: a value read at one map in two passes of a reduction takes two arguments.
+      device_limit = l == 0 ? 0 : l > 4 ? l - 2 : 2;
+      limit_device = d;
+      have_limit = true;
+    }
+    return device_limit;
+  }
+
+  static uint32_t generator_args(const Node& n) {
+    if (op_info(n.op).kind != OpKind::Generator || n.op == Op::Full) return 0;
+    return n.op == Op::RandUniform || n.op == Op::RandNormal ? 2 : 1;
+  }
+
+  // The reads of kernel ki with n inside at map m (rd: n's reduced kernel dims), or nullopt when
+  // they, its outputs and generator arguments would pass the device's limit.
+  std::optional<ArgBudget> budget_with(int ki, Node* n, const IndexMap& m, const std::vector<int>* rd, bool store) {
+    ArgBudget b = budgets[size_t(ki)];
+    if (b.limit == 0) return b;
+    b.reads.erase(std::remove_if(b.reads.begin(), b.reads.end(), [n](const auto& r) { return r.first == n; }),
+                  b.reads.end());
+    add_reads(b, *n, m, rd);
+    b.other += (store ? 1 : 0) + generator_args(*n);
+    if (b.reads.size() + b.other > b.limit) return std::nullopt;
+    return b;
+  }
+
+  static void add_reads(ArgBudget& b, const Node& n, const IndexMap& m, const std::vector<int>* rd) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Node* in = n.inputs[i].get();
+      if (in->op == Op::Full && in->is_pending()) continue;  // a constant in the program
+      std::optional<IndexMap> im = edge_map(n, m, i, rd);
+      bool seen = false;
+      for (const auto& r : b.reads) seen = seen || (r.first == in && r.second == im);
+      if (!seen) b.reads.emplace_back(in, std::move(im));
+    }
+  }
+
   Planner(const std::vector<Node*>& o, const std::vector<Node*>& r, bool f)
       : order(o), roots(r.begin(), r.end()), fuse(f) {
     for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
@@ -214,6 +270,14 @@ struct Planner {
     k.maps[root] = m;
     k.members.push_back(root);
     k.outputs.push_back(root);
+    ArgBudget b;
+    b.limit = arg_limit(root->device);
+    if (b.limit > 0) {
+      auto rk = k.reduce_kdims.find(root);
+      add_reads(b, *root, m, rk == k.reduce_kdims.end() ? nullptr : &rk->second);
+      b.other = 1 + generator_args(*root);
+    }
+    budgets.push_back(std::move(b));
     plan.kernels.push_back(std::move(k));
     return int(plan.kernels.size()) - 1;
   }
@@ -283,6 +347,9 @@ struct Planner {
         if (row > kMaxBroadcastBackRow) return false;
       }
       if (k.extents.size() + new_extents.size() > EMBER_MAX_ITER_RANK) return false;
+      std::optional<ArgBudget> b = budget_with(ki, n, m, &rd, also_store);
+      if (!b) return false;
+      budgets[size_t(ki)] = std::move(*b);
       for (int64_t e : new_extents) {
         k.extents.push_back(e);
         k.reduce_dim.push_back(true);
@@ -290,6 +357,10 @@ struct Planner {
       for (int d : rd) k.reduce_dim[size_t(d)] = true;
       k.reduce_kdims[n] = rd;
       k.reduce_set = mine;
+    } else {
+      std::optional<ArgBudget> b = budget_with(ki, n, m, nullptr, also_store);
+      if (!b) return false;
+      budgets[size_t(ki)] = std::move(*b);
     }
     k.maps[n] = m;
     k.members.push_back(n);
@@ -351,8 +422,10 @@ struct Planner {
         } else if (absorb(n, ki, *m, store)) {
           continue;
         } else {
-          why = store ? "needed elsewhere and not stored one-to-one by its consumer's kernel"
-                      : "its reduction dims or size do not fit its consumer's kernel";
+          why = store ? "needed elsewhere and not stored one-to-one by its consumer's kernel, or past the "
+                        "device's kernel argument limit"
+                      : "its reduction dims or size do not fit its consumer's kernel, or past the device's "
+                        "kernel argument limit";
         }
       }
       if (op_info(n->op).kind == OpKind::Movement) {

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "ember/ember.h"
+#include "backend/vulkan_test_util.h"
 #include "ember/onnx/onnx.h"
 
 namespace fs = std::filesystem;
@@ -182,8 +183,10 @@ void run_corpus(Device device, const char* threshold_name, bool captured = false
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Result> results;
   CaptureTally tally;
+  const bool trace_cases = std::getenv("EMBER_ONNX_TRACE_CASES") != nullptr;  // names each case (finds a crash)
   for (const auto& d : dirs) {
     std::string name = d.filename().string();
+    if (trace_cases) std::fprintf(stderr, "case %s\n", name.c_str());
     results.push_back(run_case(d, family.count(name) ? family[name] : "?", device, captured ? &tally : nullptr));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -249,6 +252,13 @@ TEST(OnnxConformanceTest, NodeCorpusOnCpu) { run_corpus(Device::cpu(), "conforma
 TEST(OnnxConformanceTest, NodeCorpusOnCpuCaptured) { run_corpus(Device::cpu(), "conformance_threshold.txt", true); }
 
 // The reference backend (always built): the same graphs through a second set of kernels.
+// The corpus on Vulkan (lavapipe in CI): the plugin's generated kernels and library shaders, and
+// the host fallback for what the device lacks (f64 without shaderFloat64, say).
+TEST(OnnxConformanceTest, NodeCorpusOnVulkan) {
+  REQUIRE_VULKAN();
+  run_corpus(Device::vulkan(), "conformance_threshold_vulkan.txt");
+}
+
 TEST(OnnxConformanceTest, NodeCorpusOnReference) {
   run_corpus(Device::reference(), "conformance_threshold_reference.txt");
 }

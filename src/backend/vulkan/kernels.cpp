@@ -138,8 +138,22 @@ bool use_push_descriptors(const DeviceContext* d, int32_t n_args) {
          !feature_disabled("push_descriptors");
 }
 
+uint32_t max_kernel_args(const DeviceContext* d) {
+  const uint32_t bindings = d->props.limits.maxPerStageDescriptorStorageBuffers;
+  return bindings > 2 ? bindings - 2 : 1;  // bindings 0 and 1: the launch words and the error word
+}
+
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
                        std::shared_ptr<const Pipeline>* out, ember_status* st) {
+  // More storage buffers than the driver binds per shader is undefined behaviour (lavapipe, whose
+  // limit is 32, crashed in its queue thread on a 44-binding kernel); the core keeps its kernels
+  // within max_kernel_args, so this names a program that would not fit.
+  if (n_args < 0 || uint32_t(n_args) > max_kernel_args(d))
+    return set_status(st, EMBER_ERR_UNSUPPORTED,
+                      "vulkan:%d: %s takes %d buffers; this device binds at most %u per shader "
+                      "(maxPerStageDescriptorStorageBuffers %u, two of them Ember's own)",
+                      d->index, what.c_str(), int(n_args), max_kernel_args(d),
+                      d->props.limits.maxPerStageDescriptorStorageBuffers);
   dump(glsl);
   std::vector<uint32_t> spirv;
   if (int32_t rc = compile_spirv(glsl, what, spirv, st); rc != EMBER_OK) return rc;

@@ -33,6 +33,10 @@ struct Pipeline {
 // push_descriptors.
 bool use_push_descriptors(const DeviceContext* d, int32_t n_args);
 
+// Most arguments a kernel may take on this device (ember_device_properties::max_kernel_args): the
+// per-shader storage-buffer limit less the two bindings every pipeline has.
+uint32_t max_kernel_args(const DeviceContext* d);
+
 // GLSL -> SPIR-V -> pipeline; false and *st on failure (the message names `what`).
 int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args, const std::string& what,
                        std::shared_ptr<const Pipeline>* out, ember_status* st);

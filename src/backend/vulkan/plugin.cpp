@@ -45,6 +45,7 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
   p.subgroup_size = d->subgroup_size;
   p.host_visible = d->device_memory_host_visible ? 1 : 0;
   p.async = 1;
+  p.max_kernel_args = max_kernel_args(d);
   return plugin::copy_properties(p, out, st);
 }
 
