@@ -65,6 +65,27 @@ EMBER_CLONES void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] += alpha * x[j];
 }
 
+// narrow_gemm_f32 (gemv.h). Multi-versioned functions stay internal, as dot4 and axpy do; the
+// exported entry below calls this one.
+EMBER_CLONES void narrow_rows(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
+                              const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs) {
+  thread_local std::vector<float> padded;
+  padded.assign(size_t(K * 16), 0.0f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) padded[size_t(k * 16 + j)] = b[k * b_rs + j * b_cs];
+  for (int64_t i = 0; i < M; ++i) {
+    v16 acc = {};
+    for (int64_t k = 0; k < K; ++k) {
+      v16 row;
+      __builtin_memcpy(&row, padded.data() + k * 16, sizeof row);
+      acc += a[i * a_rs + k * a_cs] * row;
+    }
+    float out[16];
+    __builtin_memcpy(out, &acc, sizeof out);
+    for (int64_t j = 0; j < N; ++j) c[i * c_rs + j] = out[j];
+  }
+}
+
 }  // namespace
 
 bool small_m_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
@@ -120,23 +141,9 @@ bool small_m_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a
   return true;
 }
 
-EMBER_CLONES void narrow_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs,
-                                 const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs) {
-  thread_local std::vector<float> padded;
-  padded.assign(size_t(K * 16), 0.0f);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) padded[size_t(k * 16 + j)] = b[k * b_rs + j * b_cs];
-  for (int64_t i = 0; i < M; ++i) {
-    v16 acc = {};
-    for (int64_t k = 0; k < K; ++k) {
-      v16 row;
-      __builtin_memcpy(&row, padded.data() + k * 16, sizeof row);
-      acc += a[i * a_rs + k * a_cs] * row;
-    }
-    float out[16];
-    __builtin_memcpy(out, &acc, sizeof out);
-    for (int64_t j = 0; j < N; ++j) c[i * c_rs + j] = out[j];
-  }
+void narrow_gemm_f32(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                     int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs) {
+  narrow_rows(M, N, K, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs);
 }
 
 bool gemv_n1_f32(int64_t M, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
