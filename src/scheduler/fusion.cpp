@@ -189,17 +189,19 @@ struct Planner {
     return n.op == Op::RandUniform || n.op == Op::RandNormal ? 2 : 1;
   }
 
-  // The reads of kernel ki with n inside at map m (rd: n's reduced kernel dims), or nullopt when
-  // they, its outputs and generator arguments would pass the device's limit.
-  std::optional<ArgBudget> budget_with(int ki, Node* n, const IndexMap& m, const std::vector<int>* rd, bool store) {
+  // Takes n (at map m; rd: its reduced kernel dims) into kernel ki's budget; false, and the
+  // budget unchanged, when the kernel's reads, outputs and generator arguments would pass the
+  // device's limit. Nothing to do without a limit.
+  bool take_budget(int ki, Node* n, const IndexMap& m, const std::vector<int>* rd, bool store) {
+    if (budgets[size_t(ki)].limit == 0) return true;
     ArgBudget b = budgets[size_t(ki)];
-    if (b.limit == 0) return b;
     b.reads.erase(std::remove_if(b.reads.begin(), b.reads.end(), [n](const auto& r) { return r.first == n; }),
                   b.reads.end());
     add_reads(b, *n, m, rd);
     b.other += (store ? 1 : 0) + generator_args(*n);
-    if (b.reads.size() + b.other > b.limit) return std::nullopt;
-    return b;
+    if (b.reads.size() + b.other > b.limit) return false;
+    budgets[size_t(ki)] = std::move(b);
+    return true;
   }
 
   static void add_reads(ArgBudget& b, const Node& n, const IndexMap& m, const std::vector<int>* rd) {
@@ -347,9 +349,7 @@ struct Planner {
         if (row > kMaxBroadcastBackRow) return false;
       }
       if (k.extents.size() + new_extents.size() > EMBER_MAX_ITER_RANK) return false;
-      std::optional<ArgBudget> b = budget_with(ki, n, m, &rd, also_store);
-      if (!b) return false;
-      budgets[size_t(ki)] = std::move(*b);
+      if (!take_budget(ki, n, m, &rd, also_store)) return false;
       for (int64_t e : new_extents) {
         k.extents.push_back(e);
         k.reduce_dim.push_back(true);
@@ -357,10 +357,8 @@ struct Planner {
       for (int d : rd) k.reduce_dim[size_t(d)] = true;
       k.reduce_kdims[n] = rd;
       k.reduce_set = mine;
-    } else {
-      std::optional<ArgBudget> b = budget_with(ki, n, m, nullptr, also_store);
-      if (!b) return false;
-      budgets[size_t(ki)] = std::move(*b);
+    } else if (!take_budget(ki, n, m, nullptr, also_store)) {
+      return false;
     }
     k.maps[n] = m;
     k.members.push_back(n);

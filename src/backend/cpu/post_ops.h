@@ -31,29 +31,29 @@ struct PostScratch {
   std::vector<T> row, t, e;
 };
 
+// y[j] = f(y[j], arg[j * arg_cs]) over a row, with loops the compiler vectorizes for a broadcast
+// (arg_cs 0) and a contiguous operand.
+template <class T, class F>
+inline void operand_row(T* y, int64_t n, const T* arg, int64_t arg_cs, F f) {
+  if (arg_cs == 0) {
+    const T v = arg[0];
+    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], v);
+  } else if (arg_cs == 1) {
+    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], arg[j]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], arg[j * arg_cs]);
+  }
+}
+
 // One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD / MUL).
 template <class T>
 inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs, PostScratch<T>& s) {
   switch (op.kind) {
     case EMBER_POST_ADD:
-      if (arg_cs == 0) {
-        const T v = arg[0];
-        for (int64_t j = 0; j < n; ++j) y[j] += v;
-      } else if (arg_cs == 1) {
-        for (int64_t j = 0; j < n; ++j) y[j] += arg[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j) y[j] += arg[j * arg_cs];
-      }
+      operand_row(y, n, arg, arg_cs, [](T a, T b) { return a + b; });
       break;
     case EMBER_POST_MUL:
-      if (arg_cs == 0) {
-        const T v = arg[0];
-        for (int64_t j = 0; j < n; ++j) y[j] *= v;
-      } else if (arg_cs == 1) {
-        for (int64_t j = 0; j < n; ++j) y[j] *= arg[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j) y[j] *= arg[j * arg_cs];
-      }
+      operand_row(y, n, arg, arg_cs, [](T a, T b) { return a * b; });
       break;
     case EMBER_POST_LINEAR: {
       // x * c comes as (c, -0) and x + c as (1, c) (scheduler/epilogue.cpp): alpha * y + beta is
