@@ -168,6 +168,8 @@ TEST(CpuMatmul, BatchesWithBroadcast) {
   check(as, b, c, "shared a");
   HTensor at = make(DType::F32, {B, M, K}, {2, 0, 1}, {}, 1, rng);  // batch dim inside the matrix
   check(at, bs, c, "interleaved batch");
+  HTensor aswap = make(DType::F32, {B, M, K}, {1, 0, 2}, {}, 1, rng);  // rows and batch swapped in memory
+  check(aswap, bs, c, "batch and rows swapped (a copied into rows, then folded)");
   HTensor c4 = make(DType::F32, {2, 3, M, N}, {0, 1, 2, 3}, {}, 1, rng, 0);
   HTensor a4 = make(DType::F32, {2, 3, M, K}, {0, 1, 2, 3}, {1}, 1, rng);
   HTensor b4 = make(DType::F32, {2, 3, K, N}, {0, 1, 2, 3}, {0}, 1, rng);

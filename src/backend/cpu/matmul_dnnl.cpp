@@ -31,6 +31,7 @@
 #include "backend/cpu/dnnl_post_ops.h"
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/gemv.h"
+#include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/parallel_for.h"
 #include "backend/cpu/post_ops.h"
@@ -531,30 +532,18 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     // transformer's [tokens, batch, features] input projection, 7 products of 32x16x48), a small f32
     // a is copied into rows first so that the product still folds into one.
     ember_tensor_desc a_rows = a;
+    std::vector<float> packed_a;
     ember_buffer_s packed_buffer{};
     if (batches > 1 && b_shared && K > 0 && a.dtype == EMBER_F32 && batches * M * K <= kPackRowsMax &&
         !fold_rows(a, ars) && fold_rows(c, crs)) {
-      thread_local std::vector<float> packed;
-      packed.resize(size_t(batches * M * K));
-      const float* src = static_cast<const float*>(a.buffer->data);
-      for (int64_t bt = 0; bt < batches; ++bt) {
-        int64_t off = a.offset, rem = bt;
-        for (int d = r - 3; d >= 0; --d) {
-          off += (rem % c.shape[d]) * a.strides[d];
-          rem /= c.shape[d];
-        }
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t k = 0; k < K; ++k)
-            packed[size_t((bt * M + i) * K + k)] = src[off + i * a.strides[r - 2] + k * a.strides[r - 1]];
-      }
-      packed_buffer = {packed.data(), packed.size() * sizeof(float)};
+      packed_a = pack_dense<float>(a);  // a's shape is c's batch dims and [M, K]
+      packed_buffer = {packed_a.data(), packed_a.size() * sizeof(float)};
       a_rows.buffer = &packed_buffer;
       a_rows.offset = 0;
       int64_t stride = 1;
       for (int d = r - 1; d >= 0; --d) {
-        a_rows.shape[d] = d == r - 1 ? K : d == r - 2 ? M : c.shape[d];
         a_rows.strides[d] = stride;
-        stride *= a_rows.shape[d];
+        stride *= a.shape[d];
       }
     }
     bool fold = batches > 1 && b_shared && fold_rows(a_rows, ars) && fold_rows(c, crs);
