@@ -54,6 +54,10 @@ struct CaptureStats {
   int64_t recordings = 0;   // signatures recorded
   int64_t replays = 0;      // calls served by a replay
   int64_t eager_calls = 0;  // calls run eagerly (gradients, unrecordable signatures)
+  // Replays that skipped the work depending only on parameters (capture_module's weights and
+  // buffers: a batch norm's scale and shift), because those held the same bytes as when it last
+  // ran, and reused its results. Counted when the replay runs, on the device's queue.
+  int64_t parameter_work_reused = 0;
   std::string last_refusal; // why the last refused recording could not be replayed ("" if none)
 };
 

@@ -13,8 +13,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "backend/work_recorder.h"
@@ -46,8 +51,9 @@ struct RecordedCall {
   std::vector<ember_tensor_desc> descs;  // inputs, then outputs
   int n_inputs = 0;
   std::vector<unsigned char> attrs;
-  // The slot of each arg / desc.
+  // The slot of each arg / desc, and whether the call writes it.
   std::vector<SlotRef> slots;
+  std::vector<uint8_t> written;
   // Scratch slots allocated before this call / released after it.
   std::vector<int> allocate, release;
 };
@@ -65,6 +71,28 @@ struct OutputSpec {
   Loc loc;
 };
 
+// The results of a recording's parameter-only calls (ParameterWork) from an earlier replay, and
+// the bytes of the parameters they were computed from.
+struct ParameterResults {
+  bool valid = false;
+  std::vector<std::vector<unsigned char>> parameter_bytes;  // per ParameterWork::inputs
+  std::vector<std::shared_ptr<DeviceBuffer>> kept;          // per ParameterWork::kept
+};
+
+// Calls that read nothing but constants, parameters (the inputs from the first implicit one on:
+// capture_module's weights and buffers) and the results of such calls, and write only scratch
+// that no other call writes: an inference batch norm's scale and shift, say. A replay skips them
+// while every parameter they read holds the bytes it held when they last ran (compared in full:
+// parameters are mutable buffers, updated in place or replaced by ones at the same address), and
+// reuses their results; on devices whose memory the host cannot read in place they always run.
+struct ParameterWork {
+  std::vector<uint8_t> calls;  // per call: parameter-only
+  std::vector<int> inputs;     // the parameters those calls read
+  std::vector<int> kept;       // scratch slots they write that other calls or the outputs read
+  mutable std::mutex m;
+  mutable ParameterResults results;
+};
+
 struct Recording {
   Device device;
   std::vector<RecordedCall> calls;
@@ -72,7 +100,10 @@ struct Recording {
   std::vector<std::shared_ptr<DeviceBuffer>> constants;
   std::vector<OutputSpec> outputs;
   std::string name;  // prefixes replay errors: "captured function (recorded with 3 input(s))"
+  ParameterWork parameter_work;
 };
+
+void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<NodePtr>& inputs);
 
 // Collects the work of one recording call (thread-safe: the queue's worker and the calling
 // thread may both report).
@@ -108,6 +139,8 @@ class Recorder final : public WorkRecorder {
     c.launch.args = nullptr;  // the replay points it at its own copy of `args`
     c.args.assign(launch.args, launch.args + launch.n_args);
     c.slots.resize(c.args.size());
+    c.written.assign(stored.begin(), stored.end());
+    c.written.resize(c.args.size());
     for (size_t a = 0; a < c.args.size(); ++a) {
       if (!buffers[a]) continue;
       if (!bind(c, a, buffers[a], stored[a], c.args[a].offset)) return;
@@ -129,6 +162,8 @@ class Recorder final : public WorkRecorder {
     if (size_t bytes = library_attrs_size(op); bytes && attrs)
       c.attrs.assign(static_cast<const unsigned char*>(attrs), static_cast<const unsigned char*>(attrs) + bytes);
     c.slots.resize(c.descs.size());
+    c.written.resize(c.descs.size());
+    for (size_t d = size_t(n_inputs); d < c.descs.size(); ++d) c.written[d] = 1;
     for (size_t d = 0; d < c.descs.size(); ++d) {
       if (!c.descs[d].buffer) continue;
       auto owner = std::find_if(buffers.begin(), buffers.end(),
@@ -151,7 +186,9 @@ class Recorder final : public WorkRecorder {
 
   // The recording, once the call's outputs are computed; null (with refusal() set) when it
   // cannot be replayed.
-  std::shared_ptr<const Recording> finish(const std::vector<Array>& outputs, const std::string& name) {
+  // Inputs from n_explicit on are parameters (plan_parameter_work).
+  std::shared_ptr<const Recording> finish(const std::vector<Array>& outputs, const std::string& name,
+                                          const std::vector<NodePtr>& inputs, size_t n_explicit) {
     std::lock_guard lock(m_);
     if (!refusal_.empty()) return nullptr;
     auto r = std::make_shared<Recording>();
@@ -201,6 +238,7 @@ class Recorder final : public WorkRecorder {
         return nullptr;
       }
     r->calls = std::move(calls_);
+    plan_parameter_work(*r, n_explicit, inputs);
     return r;
   }
 
@@ -250,11 +288,122 @@ class Recorder final : public WorkRecorder {
   std::vector<RecordedCall> calls_;
 };
 
+// Finds r's parameter-only calls (ParameterWork); inputs from n_explicit on are parameters.
+void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<NodePtr>& inputs) {
+  // Larger parameters are not compared on every call: recomputing costs about what comparing does.
+  constexpr size_t kMaxParameterBytes = size_t(16) << 20;
+  ParameterWork& w = r.parameter_work;
+  const size_t n_calls = r.calls.size();
+  auto parameter = [&](int i) {
+    const Node& n = *inputs[size_t(i)];
+    if (size_t(i) < n_explicit || !n.view.buffer) return false;
+    int64_t expect = 1;  // contiguous: its bytes are one range
+    for (int d = n.shape.rank() - 1; d >= 0; --d) {
+      if (n.shape[d] != 1 && n.view.strides[size_t(d)] != expect) return false;
+      expect *= n.shape[d];
+    }
+    return true;
+  };
+  w.calls.assign(n_calls, 1);
+  for (bool changed = true; changed;) {  // drop calls until the rest only read parameter-only results
+    changed = false;
+    std::vector<uint8_t> produced(r.scratch_bytes.size(), 1);  // every writer is parameter-only
+    for (size_t c = 0; c < n_calls; ++c)
+      for (size_t a = 0; a < r.calls[c].slots.size(); ++a)
+        if (r.calls[c].written[a] && r.calls[c].slots[a].kind == SlotRef::Scratch && !w.calls[c])
+          produced[size_t(r.calls[c].slots[a].index)] = 0;
+    for (size_t c = 0; c < n_calls; ++c) {
+      if (!w.calls[c]) continue;
+      const RecordedCall& call = r.calls[c];
+      bool ok = true;
+      for (size_t a = 0; a < call.slots.size() && ok; ++a) {
+        const SlotRef sl = call.slots[a];
+        if (sl.kind == SlotRef::None || sl.kind == SlotRef::Constant) continue;
+        if (sl.kind == SlotRef::Scratch) ok = produced[size_t(sl.index)] != 0;
+        else ok = !call.written[a] && parameter(sl.index);
+      }
+      if (!ok) {
+        w.calls[c] = 0;
+        changed = true;
+      }
+    }
+  }
+  std::vector<uint8_t> read_elsewhere(r.scratch_bytes.size(), 0), written_here(r.scratch_bytes.size(), 0);
+  std::vector<uint8_t> input_read(inputs.size(), 0);
+  for (size_t c = 0; c < n_calls; ++c)
+    for (size_t a = 0; a < r.calls[c].slots.size(); ++a) {
+      const SlotRef sl = r.calls[c].slots[a];
+      if (sl.kind == SlotRef::Scratch && w.calls[c] && r.calls[c].written[a]) written_here[size_t(sl.index)] = 1;
+      if (sl.kind == SlotRef::Scratch && !w.calls[c]) read_elsewhere[size_t(sl.index)] = 1;
+      if (sl.kind == SlotRef::Input && w.calls[c]) input_read[size_t(sl.index)] = 1;
+    }
+  for (const OutputSpec& o : r.outputs)
+    if (o.slot.kind == SlotRef::Scratch) read_elsewhere[size_t(o.slot.index)] = 1;
+  size_t bytes = 0;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (input_read[i]) {
+      w.inputs.push_back(int(i));
+      bytes += size_t(inputs[i]->shape.numel()) * dtype_size(inputs[i]->dtype);
+    }
+  for (size_t sl = 0; sl < written_here.size(); ++sl)
+    if (written_here[sl] && read_elsewhere[sl]) w.kept.push_back(int(sl));
+  // Nothing to skip, or only work on constants (whose results could have been constants): a
+  // replay without parameters to compare always reuses them, which is as right.
+  static const bool enabled = [] {  // EMBER_PARAMETER_REUSE=0 turns it off (to compare)
+    const char* e = std::getenv("EMBER_PARAMETER_REUSE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled || std::find(w.calls.begin(), w.calls.end(), 1) == w.calls.end() || bytes > kMaxParameterBytes) {
+    w.inputs.clear();
+    w.kept.clear();
+    w.calls.assign(n_calls, 0);
+  }
+}
+
+// The bytes of input i (contiguous, plan_parameter_work) when the host can read them in place.
+const unsigned char* parameter_bytes(const Node& n, size_t& bytes) {
+  bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
+  const DeviceBuffer& b = *n.view.buffer;
+  const unsigned char* host = b.backend->host_bytes(b);
+  return host ? host + size_t(n.view.offset) * dtype_size(n.dtype) : nullptr;
+}
+
 // Runs a recording's calls with `inputs` (ready, laid out as when recorded) bound to its input
-// slots; sets the views of `outputs`. On the device's queue (run_on_queue).
-void replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs) {
+// slots; sets the views of `outputs`. On the device's queue (run_on_queue). Parameter-only calls
+// are skipped when their parameters have not changed since they last ran (ParameterWork).
+// Returns whether they were.
+bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs) {
   Backend& be = Backend::get(r.device.kind);
   std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size());
+  const ParameterWork& pw = r.parameter_work;
+  // Skip the parameter-only calls (reuse), or run them and keep what they made (remember).
+  bool reuse = false, remember = false;
+  ParameterResults made;
+  if (!pw.inputs.empty()) {
+    std::vector<std::pair<const unsigned char*, size_t>> now;
+    for (int i : pw.inputs) {
+      size_t bytes = 0;
+      const unsigned char* p = parameter_bytes(*inputs[size_t(i)], bytes);
+      if (!p) break;
+      now.push_back({p, bytes});
+    }
+    if (now.size() == pw.inputs.size()) {
+      std::lock_guard lock(pw.m);
+      const ParameterResults& last = pw.results;
+      reuse = last.valid;
+      for (size_t k = 0; k < now.size() && reuse; ++k)
+        reuse = last.parameter_bytes[k].size() == now[k].second &&
+                std::memcmp(last.parameter_bytes[k].data(), now[k].first, now[k].second) == 0;
+      if (reuse)
+        for (size_t k = 0; k < pw.kept.size(); ++k) scratch[size_t(pw.kept[k])] = last.kept[k];
+    }
+    remember = !reuse && now.size() == pw.inputs.size();
+    if (remember) {
+      made.valid = true;
+      for (const auto& [p, bytes] : now) made.parameter_bytes.emplace_back(p, p + bytes);
+      made.kept.resize(pw.kept.size());
+    }
+  }
   auto buffer_of = [&](SlotRef s) -> const std::shared_ptr<DeviceBuffer>& {
     switch (s.kind) {
       case SlotRef::Input: return inputs[size_t(s.index)]->view.buffer;
@@ -265,7 +414,10 @@ void replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
   auto offset_of = [&](SlotRef s) { return s.kind == SlotRef::Input ? inputs[size_t(s.index)]->view.offset : 0; };
   thread_local std::vector<ember_kir_arg> args;
   thread_local std::vector<ember_tensor_desc> descs;
-  for (const RecordedCall& c : r.calls) {
+  for (size_t ci = 0; ci < r.calls.size(); ++ci) {
+    const RecordedCall& c = r.calls[ci];
+    const bool parameter_only = !pw.calls.empty() && pw.calls[ci];
+    if (reuse && parameter_only) continue;
     for (int s : c.allocate) scratch[size_t(s)] = be.alloc(r.device, r.scratch_bytes[size_t(s)]);
     trace::Span span([&](KernelRecord& k) {
       k.name = c.program ? "replayed kernel" : "replayed library call";
@@ -296,7 +448,14 @@ void replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", c.where, e.what()));
     }
+    if (remember && parameter_only)
+      for (size_t k = 0; k < pw.kept.size(); ++k)
+        if (scratch[size_t(pw.kept[k])]) made.kept[k] = scratch[size_t(pw.kept[k])];
     for (int s : c.release) scratch[size_t(s)].reset();
+  }
+  if (remember) {
+    std::lock_guard lock(pw.m);
+    pw.results = std::move(made);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const OutputSpec& o = r.outputs[i];
@@ -308,25 +467,35 @@ void replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
     v.strides = o.strides;
     outputs[i]->view = std::move(v);
   }
+  return reuse;
 }
 
 // What a recording depends on besides the function: each input's shape, dtype, device and
 // layout (strides, and which earlier input shares its buffer at what offset), read once the
-// inputs are computed.
+// inputs are computed; and for an input made by full() (zeros, ones: a module's initial weights
+// and statistics), its value, which the kernels that read it fold in as a constant instead of
+// reading its buffer (so another value, or an array with data, needs another recording).
 struct Signature {
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   std::vector<Device> devices;
   std::vector<std::vector<int64_t>> strides;
   std::vector<std::pair<int, int64_t>> aliases;  // (earlier input with the same buffer or -1, offset delta)
+  std::vector<std::optional<std::pair<uint64_t, int64_t>>> fills;  // full()'s value (f bits, i)
 };
+
+std::optional<std::pair<uint64_t, int64_t>> fill_of(const Node& n) {
+  if (n.op != Op::Full) return std::nullopt;
+  return std::make_pair(std::bit_cast<uint64_t>(n.attrs.value.f), n.attrs.value.i);
+}
 
 // Whether `inputs` have signature `s` (without building one: this runs on every call).
 bool matches(const Signature& s, const std::vector<NodePtr>& inputs) {
   if (s.shapes.size() != inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& n = *inputs[i];
-    if (n.shape != s.shapes[i] || n.dtype != s.dtypes[i] || n.device != s.devices[i] || n.view.strides != s.strides[i])
+    if (n.shape != s.shapes[i] || n.dtype != s.dtypes[i] || n.device != s.devices[i] ||
+        n.view.strides != s.strides[i] || fill_of(n) != s.fills[i])
       return false;
     const auto [j, delta] = s.aliases[i];
     if (j >= 0 ? (inputs[size_t(j)]->view.buffer != n.view.buffer || n.view.offset - inputs[size_t(j)]->view.offset != delta)
@@ -348,6 +517,7 @@ Signature signature_of(const std::vector<NodePtr>& inputs) {
     s.dtypes.push_back(n.dtype);
     s.devices.push_back(n.device);
     s.strides.push_back(n.view.strides);
+    s.fills.push_back(fill_of(n));
     std::pair<int, int64_t> alias{-1, 0};
     for (size_t j = 0; j < i && n.view.buffer; ++j)
       if (inputs[j]->view.buffer == n.view.buffer) {
@@ -369,6 +539,7 @@ struct CaptureCache {
   };
   std::list<Entry> entries;  // most recently used first
   CaptureStats stats;
+  std::atomic<int64_t> parameter_work_reused{0};  // counted by replays, on the device's queue
 };
 
 CapturedFunction::CapturedFunction(Fn fn, CaptureOptions options)
@@ -432,7 +603,9 @@ std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs
     std::vector<NodePtr> task_outputs = out_nodes;
     run_on_queue(
         device,
-        [recording, in = std::move(in_nodes), out = std::move(out_nodes)] { replay(*recording, in, out); },
+        [recording, cache = cache_, in = std::move(in_nodes), out = std::move(out_nodes)] {
+          if (replay(*recording, in, out)) cache->parameter_work_reused.fetch_add(1, std::memory_order_relaxed);
+        },
         std::move(task_outputs), {}, name);
     return outs;
   }
@@ -458,7 +631,7 @@ std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs
   }
   std::string name = fmt::format("captured function (recorded with {} input(s))", in_nodes.size());
   Signature sig = signature_of(in_nodes);
-  std::shared_ptr<const Recording> made = recorder.finish(outs, name);
+  std::shared_ptr<const Recording> made = recorder.finish(outs, name, in_nodes, inputs.size());
   std::lock_guard lock(cache_->m);
   if (made) ++cache_->stats.recordings;
   else {
@@ -475,7 +648,9 @@ std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs
 
 CaptureStats CapturedFunction::stats() const {
   std::lock_guard lock(cache_->m);
-  return cache_->stats;
+  CaptureStats s = cache_->stats;
+  s.parameter_work_reused = cache_->parameter_work_reused.load(std::memory_order_relaxed);
+  return s;
 }
 
 void CapturedFunction::clear() {

@@ -271,6 +271,117 @@ TEST_P(CaptureTest, ConcurrentReplaysOfOneRecording) {
   EXPECT_EQ(f.stats().replays, 200) << f.stats().last_refusal;
 }
 
+// Whether replays on this device can compare parameters in place (host-visible memory), so that
+// they skip work that depends only on unchanged parameters.
+bool reuses_parameter_work(Device d) { return d.kind != DeviceKind::Vulkan; }
+
+// y = x @ (exp(p) + 1): exp(p) + 1 depends only on the parameter p (an implicit input) and is its
+// own kernel (it feeds a matmul), so a replay computes it once and reuses it while p holds the
+// same bytes. What changes p does not matter (new arrays here; a buffer written in place, or one
+// at a reused address, compare the same way): the replay compares the bytes, not the buffers.
+TEST_P(CaptureTest, ParameterOnlyWorkIsReusedUntilTheParametersChange) {
+  Array p = vec({0, 1, -1, 0.5f}, {2, 2});
+  CapturedFunction f = capture([&](const std::vector<Array>& in) { return std::vector<Array>{matmul(in[0], add(exp(p), 1.0))}; },
+                               {.implicit_inputs = [&] { return std::vector<Array>{p}; }});
+  auto check = [&](const std::vector<float>& x, const std::vector<float>& pv) {
+    const std::vector<float> got = values(f({vec(x, {1, 2})})[0]);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      const double want = double(x[0]) * (std::exp(double(pv[j])) + 1) + double(x[1]) * (std::exp(double(pv[2 + j])) + 1);
+      EXPECT_NEAR(got[j], want, 1e-5 * std::abs(want)) << j;
+    }
+  };
+  check({1, 2}, {0, 1, -1, 0.5f});  // records
+  check({3, 4}, {0, 1, -1, 0.5f});  // replays, computes exp(p) + 1
+  check({5, 6}, {0, 1, -1, 0.5f});  // reuses it
+  const int64_t reused = reuses_parameter_work(dev()) ? 1 : 0;
+  EXPECT_EQ(f.stats().parameter_work_reused, reused);
+  p = vec({2, -1, 0, 1}, {2, 2});  // a new array
+  check({1, 1}, {2, -1, 0, 1});
+  EXPECT_EQ(f.stats().parameter_work_reused, reused);
+  p = mul(p, 2.0);  // computed on the device (the old buffer may come back from the cache)
+  p.eval();
+  check({1, 1}, {4, -2, 0, 2});
+  check({2, 1}, {4, -2, 0, 2});
+  EXPECT_EQ(f.stats().parameter_work_reused, 2 * reused);
+  EXPECT_EQ(f.stats().replays, 5) << f.stats().last_refusal;
+}
+
+// An inference batch norm under capture_module: its scale and shift come from the parameters and
+// running statistics only. New running statistics (a loaded checkpoint) and new NaN / inf weights
+// are seen by the next replay; the values are computed here in double.
+TEST_P(CaptureTest, BatchNormScaleAndShiftFollowNewStatistics) {
+  nn::BatchNorm1d bn({.features = 2, .device = dev()});
+  bn.eval();
+  // Statistics and weights with data, as after training or loading (full() values are folded into
+  // kernels, so those make a recording of their own: ConstantFilledInputsAreRecordedByValue).
+  bn.weight.set(vec({1, 1}, {2}));
+  bn.bias.set(vec({0, 0}, {2}));
+  bn.running_mean.set(vec({0, 0}, {2}));
+  bn.running_var.set(vec({1, 1}, {2}));
+  CapturedFunction f = capture_module(bn, [&](const std::vector<Array>& in) { return std::vector<Array>{bn.forward(in[0])}; });
+  NoGradGuard no_grad;
+  auto check = [&](const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                   const std::vector<float>& mean, const std::vector<float>& var) {
+    const std::vector<float> got = values(f({vec(x, {2, 2})})[0]);
+    for (size_t i = 0; i < 4; ++i) {
+      const size_t c = i % 2;
+      const double a = double(w[c]) / std::sqrt(double(var[c]) + 1e-5);
+      const double want = double(x[i]) * a + (double(b[c]) - double(mean[c]) * a);
+      if (std::isnan(want)) EXPECT_TRUE(std::isnan(got[i])) << i;
+      else EXPECT_NEAR(got[i], want, 1e-5 * std::max(1.0, std::abs(want))) << i;
+    }
+  };
+  for (int call = 0; call < 3; ++call) check({1, 2, 3, 4}, {1, 1}, {0, 0}, {0, 0}, {1, 1});
+  bn.running_mean.set(vec({1, -1}, {2}));
+  bn.running_var.set(vec({4, 0.25f}, {2}));
+  for (int call = 0; call < 3; ++call) check({1, 2, 3, 4}, {1, 1}, {0, 0}, {1, -1}, {4, 0.25f});
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  bn.weight.set(vec({inf, nan}, {2}));
+  bn.bias.set(vec({0.5f, 1}, {2}));
+  for (int call = 0; call < 2; ++call) check({1, 2, 3, 4}, {inf, nan}, {0.5f, 1}, {1, -1}, {4, 0.25f});
+  EXPECT_EQ(f.stats().recordings, 1) << f.stats().last_refusal;
+  EXPECT_EQ(f.stats().replays, 7);
+}
+
+// An input made by full() is folded into the kernels that read it, not read from its buffer: a
+// recording is made per fill value, and an input with data of the same shape gets its own.
+TEST_P(CaptureTest, ConstantFilledInputsAreRecordedByValue) {
+  CapturedFunction f = capture([](const std::vector<Array>& in) { return std::vector<Array>{add(in[0], in[1])}; });
+  const Array x = vec({1, 2}, {2});
+  EXPECT_EQ(values(f({x, zeros({2}, {.device = dev()})})[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(values(f({x, ones({2}, {.device = dev()})})[0]), (std::vector<float>{2, 3}));
+  EXPECT_EQ(values(f({x, vec({5, -5}, {2})})[0]), (std::vector<float>{6, -3}));
+  EXPECT_EQ(values(f({x, zeros({2}, {.device = dev()})})[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(values(f({x, vec({-1, 1}, {2})})[0]), (std::vector<float>{0, 3}));
+  EXPECT_EQ(f.stats().recordings, 3);
+  EXPECT_EQ(f.stats().replays, 2);
+}
+
+// A function whose output depends only on parameters returns the kept result on every replay;
+// earlier outputs stay as they were when the parameters change.
+TEST_P(CaptureTest, ParameterOnlyOutputsStayCorrect) {
+  Array p = vec({0, 1}, {2});
+  CapturedFunction f = capture([&](const std::vector<Array>& in) { return std::vector<Array>{exp(p), add(in[0], 1.0)}; },
+                               {.implicit_inputs = [&] { return std::vector<Array>{p}; }});
+  std::vector<std::vector<Array>> outs;
+  for (int call = 0; call < 3; ++call) outs.push_back(f({vec({float(call), 0}, {2})}));
+  p = vec({1, 2}, {2});
+  outs.push_back(f({vec({9, 9}, {2})}));
+  auto expect_exp = [](const Array& got, std::vector<double> of) {  // a device's exp: within 2 ulps
+    const std::vector<float> g = values(got);
+    ASSERT_EQ(g.size(), of.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], std::exp(of[i]), 3e-7 * std::exp(of[i])) << i;
+  };
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE(call);
+    expect_exp(outs[size_t(call)][0], {0, 1});
+    EXPECT_EQ(values(outs[size_t(call)][1]), (std::vector<float>{float(call) + 1, 1}));
+  }
+  expect_exp(outs[3][0], {1, 2});
+  EXPECT_EQ(values(outs[3][1]), (std::vector<float>{10, 10}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, CaptureTest, ::testing::ValuesIn(testing::test_devices()), testing::device_test_name);
 
 }  // namespace

@@ -110,5 +110,37 @@ TEST(ConvDnnlTest, InfiniteAndNaNOperandsGiveTheSumsInfinitiesAndNaNs) {
   }
 }
 
+// The forward and backward-data convolutions keep their weights in oneDNN's layout between calls
+// (src/backend/cpu/reordered_weights.h), reused only for the same bytes at the same address. Here
+// the weights change between calls in every pattern that matters: fresh arrays (whose memory the
+// buffer cache hands out again at the same address), constant stretches after changes (the slot
+// stops copying, then retries), and alternation between two weights.
+TEST(ConvDnnlTest, ChangingWeightsAreNeverServedFromAnOldLayout) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  const Shape xs{1, 8, 6, 6}, ws{16, 8, 3, 3};
+  const Conv2dOptions opts{.padding = 1};
+  auto weights = [&](int k, Device d, DType dt) { return mul(det_on(ws, 0.53 + 0.01 * k, 0.7 * k, d, dt), 0.2); };
+  const Array x32 = det_on(xs, 0.37, 0.1, Device::cpu(), DType::F32);
+  const Array x64 = det_on(xs, 0.37, 0.1, Device::reference(), DType::F64);
+  const Array dy32 = det_on({1, 16, 6, 6}, 0.29, 0.4, Device::cpu(), DType::F32);
+  const Array dy64 = det_on({1, 16, 6, 6}, 0.29, 0.4, Device::reference(), DType::F64);
+  // Which weights each call uses: new ones for 6 calls, one kept for 70 (past the retry), then
+  // two alternating.
+  std::vector<int> sequence;
+  for (int k = 0; k < 6; ++k) sequence.push_back(k);
+  for (int k = 0; k < 70; ++k) sequence.push_back(6);
+  for (int k = 0; k < 8; ++k) sequence.push_back(7 + k % 2);
+  for (size_t call = 0; call < sequence.size(); ++call) {
+    const int k = sequence[call];
+    SCOPED_TRACE("call " + std::to_string(call) + ", weights " + std::to_string(k));
+    const Array w = weights(k, Device::cpu(), DType::F32);
+    const Array w64 = weights(k, Device::reference(), DType::F64);
+    EXPECT_LT(scaled_error(conv2d(x32, w, {}, opts), conv2d(x64, w64, {}, opts)), 3e-6);
+    if (call % 7 == 0)
+      EXPECT_LT(scaled_error(conv2d_backward_data(dy32, w, xs, opts), conv2d_backward_data(dy64, w64, xs, opts)), 3e-6);
+    if (HasFailure()) break;
+  }
+}
+
 }  // namespace
 }  // namespace ember

@@ -25,6 +25,7 @@
 #include <bit>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -38,6 +39,7 @@
 #include "backend/cpu/library.h"
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/post_ops.h"
+#include "backend/cpu/reordered_weights.h"
 
 namespace ember::cpu {
 
@@ -149,6 +151,7 @@ struct Entry {
   std::array<std::optional<dnnl::reorder>, 3> reorder;
   std::array<dnnl::memory::desc, 3> reorder_scratchpad;
   uint64_t id = 0;  // distinct per cached entry: the key of its memory objects (execute)
+  bool weights_second = false;  // the second operand is the weights (forward, backward-data)
 };
 
 // Fills e.reorder for the layouts e.user / e.want.
@@ -209,6 +212,7 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
       e.user = {src_u, wei_u, dst_u};
       e.want = {fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc()};
       e.scratchpad = fpd.scratchpad_desc();
+      e.weights_second = true;
       break;
     case kBwdData: {
       dnnl::convolution_backward_data::desc bd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
@@ -218,6 +222,7 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
       e.user = {dst_u, wei_u, src_u};
       e.want = {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
       e.scratchpad = pd.scratchpad_desc();
+      e.weights_second = true;
       break;
     }
     case kBwdWeights: {
@@ -263,14 +268,14 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_direct, post, cdt);
 }
 
-// A copy (oneDNN objects are shared handles), so a concurrent cache clear cannot pull it away.
-// With `post`, the entry may come back without them (Entry::post false) when oneDNN has no fast
-// kernel with these post-ops.
-Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
-            const ember_epilogue_attrs* post = nullptr, dt cdt = dt::f32) {
+// Shared, so a concurrent cache clear cannot pull it away (copying the entry instead was 4 % of a
+// batch-1 CNN forward). With `post`, the entry may come back without them (Entry::post false) when
+// oneDNN has no fast kernel with these post-ops.
+std::shared_ptr<const Entry> entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
+                                   const ember_epilogue_attrs* post = nullptr, dt cdt = dt::f32) {
   static std::mutex& mutex = *new std::mutex;
-  static std::map<std::pair<Key, std::vector<int64_t>>, Entry>& cache =
-      *new std::map<std::pair<Key, std::vector<int64_t>>, Entry>;
+  static std::map<std::pair<Key, std::vector<int64_t>>, std::shared_ptr<const Entry>>& cache =
+      *new std::map<std::pair<Key, std::vector<int64_t>>, std::shared_ptr<const Entry>>;
   const Key key{kind, g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.stride[0], a.stride[1], a.pad_begin[0],
                 a.pad_begin[1], a.pad_end[0], a.pad_end[1], a.dilation[0], a.dilation[1], a.groups, has_bias,
                 int64_t(cdt)};
@@ -282,16 +287,16 @@ Entry entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bi
   auto it = cache.find({key, sig});
   if (it != cache.end()) return it->second;
   if (cache.size() > 256) cache.clear();
-  Entry e;
+  auto e = std::make_shared<Entry>();
   try {
-    e = make_entry(kind, g, a, has_bias, post, cdt);
+    *e = make_entry(kind, g, a, has_bias, post, cdt);
   } catch (const dnnl::error&) {
     if (!post) throw;
-    e = make_entry(kind, g, a, has_bias, nullptr, cdt);  // the loops apply the post-ops
+    *e = make_entry(kind, g, a, has_bias, nullptr, cdt);  // the loops apply the post-ops
   }
   static std::atomic<uint64_t> next_id{1};
-  e.id = next_id.fetch_add(1, std::memory_order_relaxed);
-  return cache.emplace(std::make_pair(key, sig), e).first->second;
+  e->id = next_id.fetch_add(1, std::memory_order_relaxed);
+  return cache.emplace(std::make_pair(key, sig), std::move(e)).first->second;
 }
 
 // The oneDNN memory objects and argument maps of one entry, made once per thread and pointed at
@@ -338,22 +343,31 @@ EntryMemories& memories_of(const Entry& e) {
 // Runs a cached primitive on dense f32 operands, reordering from/to the plain layouts as needed.
 // Buffers for the operands in oneDNN's layouts are kept per thread and reused (GrowingBuffer): a
 // fresh allocation per call (megabytes for a batch of activations) would come back from the
-// kernel as new pages, and the page faults cost as much as the reorder itself.
+// kernel as new pages, and the page faults cost as much as the reorder itself. Weights reordered
+// by an earlier call are reused when they have not changed (reordered_weights.h).
 void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias) {
   thread_local std::array<GrowingBuffer, 3> operands;
   thread_local GrowingBuffer scratch;
+  thread_local ReorderedWeights kept_weights;
   EntryMemories& m = memories_of(e);
   const void* data[3] = {in0, in1, out};
+  ReorderedWeights::Use weights;
   for (size_t i = 0; i < 3; ++i) {
     m.user[i].set_data_handle(const_cast<void*>(data[i]));
-    if (m.want[i]) m.want[i].set_data_handle(operands[i].get(e.want[i].get_size()));
+    if (!m.want[i]) continue;
+    if (i == 1 && e.weights_second) {
+      weights = kept_weights.use(e.id, in1, e.user[1].get_size(), e.want[1].get_size(), operands[1]);
+      m.want[1].set_data_handle(weights.data);
+    } else {
+      m.want[i].set_data_handle(operands[i].get(e.want[i].get_size()));
+    }
   }
   // One scratch buffer serves every step in turn (they run one after the other on this thread).
   auto point_scratchpad = [&](dnnl::memory& pad, const dnnl::memory::desc& d) {
     if (pad) pad.set_data_handle(scratch.get(d.get_size()));
   };
   for (size_t i = 0; i < 2; ++i)
-    if (m.want[i]) {
+    if (m.want[i] && !(i == 1 && weights.ready)) {
       point_scratchpad(m.reorder_scratchpad[i], e.reorder_scratchpad[i]);
       e.reorder[i]->execute(m.stream, m.reorder_args[i]);
     }
@@ -368,6 +382,7 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     e.reorder[2]->execute(m.stream, m.reorder_args[2]);
   }
   m.stream.wait();
+  if (weights.slot) ReorderedWeights::keep(weights.slot, in1);
 }
 
 // The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time (the blocks of a
@@ -506,11 +521,11 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     if (out.dtype == EMBER_BF16 && !post && dnnl_native_bf16()) {
       Dense16 i0(in[0]), i1(in[1]);
       if (!all_finite(EMBER_BF16, i0.p, n0) || !all_finite(EMBER_BF16, i1.p, n1)) return conv_f64(op, in, n_in, out, a);
-      const Entry e = entry(kind, g, a, fwd && n_in == 3, nullptr, dt::bf16);
+      const auto e = entry(kind, g, a, fwd && n_in == 3, nullptr, dt::bf16);
       DenseF32 b;
       if (fwd && n_in == 3) b = dense_f32(in[2]);
       Out16 o(out);
-      execute(e, i0.p, i1.p, o.p, b.p);
+      execute(*e, i0.p, i1.p, o.p, b.p);
       o.finish();
       return EMBER_OK;
     }
@@ -520,13 +535,13 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
       return rc;
     }
-    const Entry e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
+    const auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     OutF32 o(out);
-    execute(e, i0.p, i1.p, o.p, b.p);
+    execute(*e, i0.p, i1.p, o.p, b.p);
     o.finish();
-    if (post && !(in_dnnl && e.post)) post_ops_4d(*post, post_in, out);
+    if (post && !(in_dnnl && e->post)) post_ops_4d(*post, post_in, out);
   } catch (const dnnl::error& err) {
     return set_status(st, EMBER_ERR_INTERNAL, "conv2d: oneDNN failed: %s (status %d)", err.what(), int(err.status));
   }

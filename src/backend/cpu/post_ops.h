@@ -31,66 +31,12 @@ struct PostScratch {
   std::vector<T> row, t, e;
 };
 
-// y[j] = f(y[j], arg[j * arg_cs]) over a row, with loops the compiler vectorizes for a broadcast
-// (arg_cs 0) and a contiguous operand.
-template <class T, class F>
-inline void operand_row(T* y, int64_t n, const T* arg, int64_t arg_cs, F f) {
-  if (arg_cs == 0) {
-    const T v = arg[0];
-    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], v);
-  } else if (arg_cs == 1) {
-    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], arg[j]);
-  } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = f(y[j], arg[j * arg_cs]);
-  }
-}
-
-// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD / MUL).
-template <class T>
-inline void post_op_row(const ember_post_op& op, T* y, int64_t n, const T* arg, int64_t arg_cs, PostScratch<T>& s) {
-  switch (op.kind) {
-    case EMBER_POST_ADD:
-      operand_row(y, n, arg, arg_cs, [](T a, T b) { return a + b; });
-      break;
-    case EMBER_POST_MUL:
-      operand_row(y, n, arg, arg_cs, [](T a, T b) { return a * b; });
-      break;
-    case EMBER_POST_LINEAR: {
-      // x * c comes as (c, -0) and x + c as (1, c) (scheduler/epilogue.cpp): alpha * y + beta is
-      // then each op exactly, zeros' signs included (x * c + -0 is x * c, also when it is -0).
-      const T alpha = T(op.alpha), beta = T(op.beta);
-      if (alpha == T(1)) {
-        for (int64_t j = 0; j < n; ++j) y[j] = y[j] + beta;
-      } else {
-        for (int64_t j = 0; j < n; ++j) y[j] = alpha * y[j] + beta;
-      }
-      break;
-    }
-    case EMBER_POST_RELU:  // max(y, 0) as KIR MAX: NaN stays NaN, -0 becomes +0
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] > T(0) || y[j] != y[j] ? y[j] : T(0);
-      break;
-    case EMBER_POST_TANH:
-      for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(y[j]);
-      break;
-    case EMBER_POST_SIGMOID:
-      for (int64_t j = 0; j < n; ++j) y[j] = T(1) / (T(1) + std::exp(-y[j]));
-      break;
-    case EMBER_POST_GELU_ERF:  // 0.5 * x * (1 + erf(x * 0.7071...)), as ops.def's gelu
-      s.t.resize(size_t(n));
-      s.e.resize(size_t(n));
-      for (int64_t j = 0; j < n; ++j) s.t[size_t(j)] = y[j] * T(0.70710678118654752440);
-      erf_array(s.t.data(), s.e.data(), size_t(n));
-      for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * y[j] * (T(1) + s.e[size_t(j)]);
-      break;
-    case EMBER_POST_GELU_TANH:
-      for (int64_t j = 0; j < n; ++j) {
-        const T x = y[j];
-        y[j] = T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
-      }
-      break;
-    default: break;
-  }
-}
+// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD / MUL, element j at
+// arg[j * arg_cs]). post_ops.cpp, compiled for AVX-512 and AVX2 too.
+void post_op_row(const ember_post_op& op, float* y, int64_t n, const float* arg, int64_t arg_cs,
+                 PostScratch<float>& s);
+void post_op_row(const ember_post_op& op, double* y, int64_t n, const double* arg, int64_t arg_cs,
+                 PostScratch<double>& s);
 
 // Applies attrs' post-ops to the M x N block c (element (i, j) at c[i * crs + j * ccs]); args[k]
 // is the operand of post-op k over the same block (unused for other kinds). The rows of a large
