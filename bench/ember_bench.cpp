@@ -442,6 +442,14 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
           b = input({s[s.rank() - 1]}, 3, 0.1);
     return std::make_unique<Fn>([x, w, b] { return nn::layer_norm(x, 1, w, b, 1e-5); });
   }
+  if (kind == "batch_norm_infer") {  // nn::BatchNorm2d in eval mode computes exactly this
+    Shape s = sh("shape");
+    const int64_t C = s[1];
+    auto channel = [C](const Array& a) { return reshape(a, {1, C, 1, 1}).eval(); };
+    Array x = input(s, 1, 2.0), w = channel(add(input({C}, 2, 0.1), 1.0)), b = channel(input({C}, 3, 0.1)),
+          m = channel(input({C}, 5, 0.2)), v = channel(add(input({C}, 4, 0.5), 1.0));
+    return std::make_unique<Fn>([x, w, b, m, v] { return nn::batch_norm_inference(x, m, v, w, b, 1e-5); });
+  }
   if (kind == "conv2d") {
     Shape xs = sh("x"), ws = sh("w");
     Array x = input(xs, 1), w = input(ws, 2, 1.0 / std::sqrt(double(ws[1] * ws[2] * ws[3]))), b = input({ws[0]}, 3);

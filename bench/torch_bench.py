@@ -431,6 +431,12 @@ def make_case_eager(kind, p):
         s = p["shape"]
         x, w, b = inp(s, 1, 2.0), inp([s[-1]], 2, 0.1) + 1.0, inp([s[-1]], 3, 0.1)
         return Fn(lambda: F.layer_norm(x, (s[-1],), w, b, 1e-5))
+    if kind == "batch_norm_infer":
+        s = p["shape"]
+        C = s[1]
+        x, w, b, m = inp(s, 1, 2.0), inp([C], 2, 0.1) + 1.0, inp([C], 3, 0.1), inp([C], 5, 0.2)
+        v = inp([C], 4, 0.5) + 1.0
+        return Fn(lambda: F.batch_norm(x, m, v, w, b, training=False, eps=1e-5))
     if kind == "conv2d":
         ws = p["w"]
         x = layout(inp(p["x"], 1))

@@ -31,6 +31,13 @@ bool& fusion_flag() {
 // Caps that keep programs and argument lists small.
 constexpr size_t kMaxMembers = 160;
 constexpr int64_t kMaxBroadcastBackRow = 16384;  // a row reduced and reused must fit in cache
+// An elementwise value read by an elementwise kernel at least kHoistRatio times per element (it is
+// broadcast: a batch norm's per-channel scale rsqrt(var + eps) * weight read at every pixel) is
+// computed by a kernel of its own once the kernel has kHoistMinPoints points: recomputed per point,
+// the batch-norm normalization of [32, 64, 28, 28] took 2.1 ms against 0.68 ms with the scale and
+// shift computed first (1 thread). Smaller kernels keep the recomputation: a launch costs more.
+constexpr int64_t kHoistRatio = 8;
+constexpr int64_t kHoistMinPoints = 16384;
 
 bool absorbable_kind(const Node& n) {
   switch (op_info(n.op).kind) {
@@ -417,6 +424,8 @@ struct Planner {
           why = "a view that is also used elsewhere";
         } else if (op_info(n->op).kind == OpKind::Movement && !edge_map(*n, *m, 0, nullptr)) {
           why = "a reshape that is not an index map of its input";
+        } else if (recomputed_per_point(*n, ki)) {
+          why = "broadcast into a much larger kernel: computed once by a kernel of its own";
         } else if (absorb(n, ki, *m, store)) {
           continue;
         } else {
@@ -434,6 +443,20 @@ struct Planner {
       if (!roots.count(n)) boundary(n, why);
       kernel_of[n] = new_kernel(n);
     }
+  }
+
+  // Whether elementwise n, read by kernel ki, would be recomputed at kHoistRatio or more points per
+  // element of its own (see kHoistRatio). Kernels with reductions keep their members: a layer
+  // norm's rsqrt(var + eps) belongs to the row it normalizes.
+  bool recomputed_per_point(const Node& n, int ki) const {
+    if (op_info(n.op).kind != OpKind::Elementwise) return false;
+    const FusedKernel& k = plan.kernels[size_t(ki)];
+    int64_t points = 1;
+    for (size_t d = 0; d < k.extents.size(); ++d) {
+      if (k.reduce_dim[d]) return false;
+      points *= k.extents[d];
+    }
+    return points >= kHoistMinPoints && points >= kHoistRatio * std::max<int64_t>(n.shape.numel(), 1);
   }
 
   // Orders kernels and lone nodes so that every step runs after the steps it reads from.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -412,6 +413,59 @@ TEST_F(CpuTier1Test, HalfProgramsMatchTier0AndReference) {
   for (int a = 0; a < 3; ++a) {
     EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
     EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
+  }
+}
+
+// Rows whose loaded arguments are contiguous or hold one value per row (stride 0 along the row:
+// a per-channel scale over NCHW pixels) run the chunked loop with splats (emit_c.cpp, contiguous
+// == 2): rows of 1 to 300 points (chunks of 128 and a remainder, odd and even), f32 and f16
+// per-row values, NaN/inf/-0 among them, an argument read both ways, and an IOTA: bit for bit
+// the values of tier 0 and of the reference backend.
+TEST_F(CpuTier1Test, RowsWithPerRowValuesMatchTier0AndReference) {
+  Tier1Scope scope(1);
+  kir::Builder b;
+  int out = b.add_arg(DType::F32), out16 = b.add_arg(DType::F16);
+  int x = b.add_arg(DType::F32), scale = b.add_arg(DType::F32), shift = b.add_arg(DType::F16), cnt = b.add_arg(DType::F32);
+  Val xv = b.load(x), sv = b.load(scale), hv = b.cast(b.load(shift), DType::F32);
+  Val y = xv * sv + hv + b.cast(b.iota(cnt), DType::F32) * 0.001;
+  b.store(out, y);
+  b.store(out16, b.round_to_dtype(b.cast(y * 0.5, DType::F16)));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t row : {1, 2, 127, 128, 129, 257, 300}) {
+    SCOPED_TRACE("row " + std::to_string(row));
+    const int64_t rows = 6;
+    HLaunch h;
+    h.outer_rank = 2;
+    h.shape = {rows, row};
+    auto arg = [&](DType dt, std::vector<int64_t> strides, int64_t elems) {
+      HArg a;
+      a.dtype = dt;
+      a.strides = std::move(strides);
+      a.bytes.assign(size_t(elems) * dtype_size(dt), 0);
+      return a;
+    };
+    h.args = {arg(DType::F32, {row, 1}, rows * row), arg(DType::F16, {row, 1}, rows * row),
+              arg(DType::F32, {row, 1}, rows * row), arg(DType::F32, {1, 0}, rows),
+              arg(DType::F16, {1, 0}, rows), arg(DType::F32, {row, 1}, rows * row)};
+    for (int64_t i = 0; i < rows * row; ++i) put(h.args[2].bytes, DType::F32, size_t(i), std::sin(0.37 * double(i)) * 3);
+    const float scales[] = {1.5f, -0.0f, inf, nan, 0.25f, -2.0f}, shifts[] = {0.5f, -0.0f, 1.0f, 2.0f, -inf, nan};
+    for (int64_t r = 0; r < rows; ++r) {
+      put(h.args[3].bytes, DType::F32, size_t(r), scales[r]);
+      put(h.args[4].bytes, DType::F16, size_t(r), shifts[r]);
+    }
+    std::string e0, e1, er;
+    set_tier(0);
+    auto t0 = run_fresh(cpu_backend(), b, h, &e0);
+    set_tier(1);
+    Stats s0 = stats();
+    auto t1 = run_fresh(cpu_backend(), b, h, &e1);
+    ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+    auto ref = run_fresh(reference_backend(), b, h, &er);
+    ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er;
+    for (int a = 0; a < 2; ++a) {
+      EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
+      EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
+    }
   }
 }
 

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <functional>
 #include <random>
 
@@ -206,6 +209,52 @@ TEST_P(FusionTest, RandomGraphsGiveTheSameResultsFusedAndUnfused) {
     std::vector<double> unfused = g.build(seed, leaves).to_vector<double>();
     EXPECT_LE(error(fused, truth), bound) << "graph " << seed << ", fused";
     EXPECT_LE(error(unfused, truth), bound) << "graph " << seed << ", unfused";
+  }
+}
+
+// A per-channel subexpression broadcast over a large elementwise kernel (an inference batch
+// norm's scale rsqrt(var + eps) * w and shift b - mean * scale over [8, 64, 8, 8]) is computed
+// once by kernels of its own instead of at every point (fusion.cpp, kHoistRatio); small kernels
+// keep it inline. Both give the unfused graph's values bit for bit, NaN, inf and -0 included.
+TEST_P(FusionTest, BroadcastSubexpressionsOfLargeKernelsAreComputedOnce) {
+  FusionGuard guard;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int64_t side : {8, 2}) {
+    SCOPED_TRACE("side " + std::to_string(side));
+    const int64_t C = 64;
+    Array x = uniform({8, C, side, side}, -3, 3, {.seed = 5, .device = d}).eval();
+    std::vector<float> w(static_cast<size_t>(C)), b = w, m = w, v = w;
+    for (int64_t c = 0; c < C; ++c) {
+      w[size_t(c)] = 0.5f + 0.01f * float(c);
+      b[size_t(c)] = -0.25f * float(c % 5);
+      m[size_t(c)] = 0.1f * float(c % 7) - 0.3f;
+      v[size_t(c)] = 0.5f + 0.02f * float(c);
+    }
+    w[1] = inf, w[2] = nan, w[3] = -0.0f, v[4] = 0, v[5] = -1, m[6] = inf, b[7] = nan, b[8] = -0.0f;
+    auto channel = [&](const std::vector<float>& p) { return from_vector(p, {1, C, 1, 1}, d).eval(); };
+    const Array wc = channel(w), bc = channel(b), mc = channel(m), vc = channel(v);
+    auto bn = [&] { return nn::batch_norm_inference(x, mc, vc, wc, bc, 1e-5); };
+    set_fusion_enabled(true);
+    EXPECT_EQ(kernels_for(bn), side == 8 ? 3 : 1);
+    const std::vector<float> fused = bn().to_vector<float>();
+    set_fusion_enabled(false);
+    const std::vector<float> unfused = bn().to_vector<float>();
+    ASSERT_EQ(fused.size(), unfused.size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i)
+      if (!(std::isnan(fused[i]) && std::isnan(unfused[i])) && std::memcmp(&fused[i], &unfused[i], 4) != 0) ++differ;
+    EXPECT_EQ(differ, 0);
+    // And the formula, per channel, in double.
+    const std::vector<float> xv = x.to_vector<float>();
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const size_t c = (i / size_t(side * side)) % size_t(C);
+      const double a = double(w[c]) / std::sqrt(double(v[c]) + 1e-5);
+      const double want = double(xv[i]) * a + (double(b[c]) - double(m[c]) * a);
+      if (std::isnan(want)) EXPECT_TRUE(std::isnan(fused[i])) << i;
+      else if (std::isinf(want)) EXPECT_EQ(double(fused[i]), want) << i;
+      else EXPECT_NEAR(fused[i], want, 1e-5 * std::max(1.0, std::abs(want))) << i;
+      if (HasFailure()) break;
+    }
   }
 }
 

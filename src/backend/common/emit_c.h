@@ -27,7 +27,8 @@ extern "C" {
 // task t covers block t % nblk of row t / nblk (rows: the outer dims in row-major order).
 typedef struct ember_c_launch {
   int32_t rank;           // >= 1
-  int32_t contiguous;     // every loaded/stored argument has innermost stride 1
+  int32_t contiguous;     // 1: every loaded/stored argument has innermost stride 1; 2: stored
+                          // ones have 1, loaded ones 1 or 0 (a value per row)
   int64_t block, nblk;
   const int64_t* shape;   // [rank]
   void* const* data;      // per argument (null if unused)

@@ -74,6 +74,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
   p.kind.resize(n);
   p.arg_in_phase[0].assign(p.arg_dtypes.size(), 0);
   p.arg_in_phase[1].assign(p.arg_dtypes.size(), 0);
+  p.arg_stored.assign(p.arg_dtypes.size(), 0);
   p.arg_uniform.assign(p.arg_dtypes.size(), 0);
   p.max_phase = 0;
   for (const ember_kir_inst& in : p.insts) p.max_phase = std::max(p.max_phase, int(in.phase));
@@ -119,6 +120,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       // IOTA only computes offsets: its argument may have no buffer.
       if (in.op == EMBER_KIR_LOAD_UNIFORM) p.arg_uniform[size_t(in.arg)] = 1;
       else if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
+      if (in.op == EMBER_KIR_STORE) p.arg_stored[size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
       return set_status(st, EMBER_ERR_INVALID, "%s: gather index %d is not i64", name, in.a);

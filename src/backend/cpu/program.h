@@ -61,6 +61,7 @@ struct Program {
   std::vector<uint8_t> arg_in_phase[2];  // argument whose memory a row ([0]: even phases) or a
                                          // per-outer-point ([1]: odd phases) instruction touches
   std::vector<uint8_t> arg_uniform;      // argument read by LOAD_UNIFORM (one element, at its offset)
+  std::vector<uint8_t> arg_stored;       // argument a STORE writes
   bool has_reduction = false;
   std::shared_ptr<Tier1> tier1;      // the compiled kernel, if the program can have one (tier1.h)
 };

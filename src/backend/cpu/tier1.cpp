@@ -593,13 +593,19 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
   if (points == 0) return true;
   CoalescedLaunch c(l);
   const int r = c.append(0, total);
-  bool contiguous = true;
-  for (int a = 0; a < na; ++a)
-    if (p.arg_in_phase[0][size_t(a)] && c.stride(a, r - 1) != 1) contiguous = false;
+  // 1: every argument is contiguous along the row; 2: the stored ones are and the loaded ones
+  // are or hold one value per row (emit_c.cpp reads those from a splat).
+  bool contiguous = true, rowwise = true;
+  for (int a = 0; a < na; ++a) {
+    if (!p.arg_in_phase[0][size_t(a)]) continue;
+    const int64_t s = c.stride(a, r - 1);
+    contiguous = contiguous && s == 1;
+    rowwise = rowwise && (s == 1 || (s == 0 && !p.arg_stored[size_t(a)]));
+  }
   const int64_t inner = c.dim(r - 1);
   ember_c_launch cl{};
   cl.rank = r;
-  cl.contiguous = contiguous;
+  cl.contiguous = contiguous ? 1 : rowwise ? 2 : 0;
   cl.block = std::min<int64_t>(inner, 16384);
   cl.nblk = (inner + cl.block - 1) / cl.block;
   cl.shape = c.shape();
