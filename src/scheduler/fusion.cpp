@@ -446,10 +446,10 @@ struct Planner {
   }
 
   // Whether elementwise n, read by kernel ki, would be recomputed at kHoistRatio or more points per
-  // element of its own (see kHoistRatio). Kernels with reductions keep their members: a layer
-  // norm's rsqrt(var + eps) belongs to the row it normalizes.
-  bool recomputed_per_point(const Node& n, int ki) const {
-    if (op_info(n.op).kind != OpKind::Elementwise) return false;
+  // element of its own (see kHoistRatio). Values that follow from a reduction in this graph stay:
+  // a layer norm's rsqrt(var + eps) joins its row's kernel, which computes it once per row.
+  bool recomputed_per_point(Node& n, int ki) {
+    if (op_info(n.op).kind != OpKind::Elementwise || follows_reduction(&n)) return false;
     const FusedKernel& k = plan.kernels[size_t(ki)];
     int64_t points = 1;
     for (size_t d = 0; d < k.extents.size(); ++d) {
@@ -457,6 +457,23 @@ struct Planner {
       points *= k.extents[d];
     }
     return points >= kHoistMinPoints && points >= kHoistRatio * std::max<int64_t>(n.shape.numel(), 1);
+  }
+
+  // Whether n depends, through nodes of this graph, on a reduction of this graph.
+  std::unordered_map<Node*, bool> after_reduction;
+  bool follows_reduction(Node* n) {
+    auto it = after_reduction.find(n);
+    if (it != after_reduction.end()) return it->second;
+    bool r = false;
+    for (const NodePtr& in : n->inputs) {
+      if (!position.count(in.get())) continue;  // computed before this realization
+      if (op_info(in->op).kind == OpKind::Reduce || follows_reduction(in.get())) {
+        r = true;
+        break;
+      }
+    }
+    after_reduction[n] = r;
+    return r;
   }
 
   // Orders kernels and lone nodes so that every step runs after the steps it reads from.

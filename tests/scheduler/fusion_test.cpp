@@ -236,6 +236,10 @@ TEST_P(FusionTest, BroadcastSubexpressionsOfLargeKernelsAreComputedOnce) {
     auto bn = [&] { return nn::batch_norm_inference(x, mc, vc, wc, bc, 1e-5); };
     set_fusion_enabled(true);
     EXPECT_EQ(kernels_for(bn), side == 8 ? 3 : 1);
+    // Per-row values that follow from a reduction stay in the row's kernel at this size too.
+    const Array rows = reshape(x, {8 * C, side * side});
+    EXPECT_EQ(kernels_for([&] { return layer_norm_from_primitives(rows); }), 1);
+    EXPECT_EQ(kernels_for([&] { return softmax(rows, 1); }), 1);
     const std::vector<float> fused = bn().to_vector<float>();
     set_fusion_enabled(false);
     const std::vector<float> unfused = bn().to_vector<float>();

@@ -75,16 +75,29 @@ inline __attribute__((always_inline)) void post_op_row_in(const ember_post_op& o
   }
 }
 
-}  // namespace
-
-EMBER_CLONES void post_op_row(const ember_post_op& op, float* y, int64_t n, const float* arg, int64_t arg_cs,
-                              PostScratch<float>& s) {
+// The clones have internal linkage, as gemv.cpp's: their IFUNC resolvers then run through
+// IRELATIVE relocations. An exported clone was resolved through its symbol while the plugin was
+// being loaded, and under ThreadSanitizer that instrumented resolver crashed the process.
+EMBER_CLONES void row_f32(const ember_post_op& op, float* y, int64_t n, const float* arg, int64_t arg_cs,
+                          PostScratch<float>& s) {
   post_op_row_in(op, y, n, arg, arg_cs, s);
 }
 
-EMBER_CLONES void post_op_row(const ember_post_op& op, double* y, int64_t n, const double* arg, int64_t arg_cs,
-                              PostScratch<double>& s) {
+EMBER_CLONES void row_f64(const ember_post_op& op, double* y, int64_t n, const double* arg, int64_t arg_cs,
+                          PostScratch<double>& s) {
   post_op_row_in(op, y, n, arg, arg_cs, s);
+}
+
+}  // namespace
+
+void post_op_row(const ember_post_op& op, float* y, int64_t n, const float* arg, int64_t arg_cs,
+                 PostScratch<float>& s) {
+  row_f32(op, y, n, arg, arg_cs, s);
+}
+
+void post_op_row(const ember_post_op& op, double* y, int64_t n, const double* arg, int64_t arg_cs,
+                 PostScratch<double>& s) {
+  row_f64(op, y, n, arg, arg_cs, s);
 }
 
 }  // namespace ember::cpu
