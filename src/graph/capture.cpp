@@ -347,13 +347,12 @@ void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<Node
     }
   for (size_t sl = 0; sl < written_here.size(); ++sl)
     if (written_here[sl] && read_elsewhere[sl]) w.kept.push_back(int(sl));
-  // Nothing to skip, or only work on constants (whose results could have been constants): a
-  // replay without parameters to compare always reuses them, which is as right.
+  // Nothing to skip, or calls that read no parameter (only constants): those run every time.
   static const bool enabled = [] {  // EMBER_PARAMETER_REUSE=0 turns it off (to compare)
     const char* e = std::getenv("EMBER_PARAMETER_REUSE");
     return !(e && std::string(e) == "0");
   }();
-  if (!enabled || std::find(w.calls.begin(), w.calls.end(), 1) == w.calls.end() || bytes > kMaxParameterBytes) {
+  if (!enabled || w.inputs.empty() || bytes > kMaxParameterBytes) {
     w.inputs.clear();
     w.kept.clear();
     w.calls.assign(n_calls, 0);

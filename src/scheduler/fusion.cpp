@@ -459,21 +459,21 @@ struct Planner {
     return points >= kHoistMinPoints && points >= kHoistRatio * std::max<int64_t>(n.shape.numel(), 1);
   }
 
-  // Whether n depends, through nodes of this graph, on a reduction of this graph.
-  std::unordered_map<Node*, bool> after_reduction;
+  // Whether n depends, through nodes of this graph, on a reduction of this graph. Filled for every
+  // node at the first question, in one pass over `order` (inputs come before their consumers).
+  std::vector<uint8_t> after_reduction;
   bool follows_reduction(Node* n) {
-    auto it = after_reduction.find(n);
-    if (it != after_reduction.end()) return it->second;
-    bool r = false;
-    for (const NodePtr& in : n->inputs) {
-      if (!position.count(in.get())) continue;  // computed before this realization
-      if (op_info(in->op).kind == OpKind::Reduce || follows_reduction(in.get())) {
-        r = true;
-        break;
-      }
+    if (after_reduction.empty()) {
+      after_reduction.assign(order.size(), 0);
+      for (size_t i = 0; i < order.size(); ++i)
+        for (const NodePtr& in : order[i]->inputs) {
+          auto p = position.find(in.get());
+          if (p == position.end()) continue;  // computed before this realization
+          if (op_info(in->op).kind == OpKind::Reduce || after_reduction[p->second]) after_reduction[i] = 1;
+        }
     }
-    after_reduction[n] = r;
-    return r;
+    auto p = position.find(n);
+    return p != position.end() && after_reduction[p->second];
   }
 
   // Orders kernels and lone nodes so that every step runs after the steps it reads from.
