@@ -89,8 +89,13 @@ TEST(CpuReorderedWeights, TheBudgetKeepsWhatFits) {
       // Round 0: nothing kept yet. Round 1: the first four were kept; the fifth never fit, and
       // nothing was evicted for it (the others were used within the last calls).
       EXPECT_EQ(use.ready, round == 1 && k < 4) << round << " " << k;
-      if (use.slot) std::memset(use.data, 0, bytes), ReorderedWeights::keep(use.slot, ws[k].data());
-      if (!use.ready && !use.slot) EXPECT_EQ(use.data, scratch.bytes.data());
+      if (use.slot) {
+        std::memset(use.data, 0, bytes);
+        ReorderedWeights::keep(use.slot, ws[k].data());
+      }
+      if (!use.ready && !use.slot) {
+        EXPECT_EQ(use.data, scratch.bytes.data());
+      }
     }
 }
 

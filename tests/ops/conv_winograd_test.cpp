@@ -136,8 +136,9 @@ TEST(ConvDnnlTest, ChangingWeightsAreNeverServedFromAnOldLayout) {
     const Array w = weights(k, Device::cpu(), DType::F32);
     const Array w64 = weights(k, Device::reference(), DType::F64);
     EXPECT_LT(scaled_error(conv2d(x32, w, {}, opts), conv2d(x64, w64, {}, opts)), 3e-6);
-    if (call % 7 == 0)
+    if (call % 7 == 0) {
       EXPECT_LT(scaled_error(conv2d_backward_data(dy32, w, xs, opts), conv2d_backward_data(dy64, w64, xs, opts)), 3e-6);
+    }
     if (HasFailure()) break;
   }
 }
