@@ -29,6 +29,7 @@
 #include "ember/ops.h"
 #include "graph/node.h"
 #include "graph/trace.h"
+#include "scheduler/launch.h"
 
 namespace ember {
 
@@ -294,15 +295,9 @@ void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<Node
   constexpr size_t kMaxParameterBytes = size_t(16) << 20;
   ParameterWork& w = r.parameter_work;
   const size_t n_calls = r.calls.size();
-  auto parameter = [&](int i) {
+  auto parameter = [&](int i) {  // contiguous: its bytes are one range
     const Node& n = *inputs[size_t(i)];
-    if (size_t(i) < n_explicit || !n.view.buffer) return false;
-    int64_t expect = 1;  // contiguous: its bytes are one range
-    for (int d = n.shape.rank() - 1; d >= 0; --d) {
-      if (n.shape[d] != 1 && n.view.strides[size_t(d)] != expect) return false;
-      expect *= n.shape[d];
-    }
-    return true;
+    return size_t(i) >= n_explicit && n.view.buffer && is_contiguous(n.view, n.shape);
   };
   w.calls.assign(n_calls, 1);
   for (bool changed = true; changed;) {  // drop calls until the rest only read parameter-only results

@@ -371,6 +371,24 @@ TEST_F(CpuTier1Test, HalfConversionsMatchTheCore) {
   }
 }
 
+// Runs `h` on tier 0, on tier 1 (it must run there) and on the reference backend; the first
+// n_outputs arguments must agree bit for bit.
+void expect_tier1_bits_match(kir::Builder& b, const HLaunch& h, int n_outputs) {
+  std::string e0, e1, er;
+  set_tier(0);
+  auto t0 = run_fresh(cpu_backend(), b, h, &e0);
+  set_tier(1);
+  Stats s0 = stats();
+  auto t1 = run_fresh(cpu_backend(), b, h, &e1);
+  ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
+  auto ref = run_fresh(reference_backend(), b, h, &er);
+  ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er;
+  for (int a = 0; a < n_outputs; ++a) {
+    EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
+    EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
+  }
+}
+
 // A program over f16 and bf16 tensors (computed in f32, rounded after each op as the lowering
 // emits it) gives the same bits on tier 1, tier 0 and the reference backend.
 TEST_F(CpuTier1Test, HalfProgramsMatchTier0AndReference) {
@@ -401,19 +419,7 @@ TEST_F(CpuTier1Test, HalfProgramsMatchTier0AndReference) {
     std::memcpy(h.args[3].bytes.data() + 2 * i, &hv, 2);
     std::memcpy(h.args[4].bytes.data() + 2 * i, &bv, 2);
   }
-  std::string e0, e1, er;
-  set_tier(0);
-  auto t0 = run_fresh(cpu_backend(), b, h, &e0);
-  set_tier(1);
-  Stats s0 = stats();
-  auto t1 = run_fresh(cpu_backend(), b, h, &e1);
-  ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
-  auto ref = run_fresh(reference_backend(), b, h, &er);
-  ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er;
-  for (int a = 0; a < 3; ++a) {
-    EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
-    EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
-  }
+  expect_tier1_bits_match(b, h, 3);
 }
 
 // Rows whose loaded arguments are contiguous or hold one value per row (stride 0 along the row:
@@ -453,19 +459,8 @@ TEST_F(CpuTier1Test, RowsWithPerRowValuesMatchTier0AndReference) {
       put(h.args[3].bytes, DType::F32, size_t(r), scales[r]);
       put(h.args[4].bytes, DType::F16, size_t(r), shifts[r]);
     }
-    std::string e0, e1, er;
-    set_tier(0);
-    auto t0 = run_fresh(cpu_backend(), b, h, &e0);
-    set_tier(1);
-    Stats s0 = stats();
-    auto t1 = run_fresh(cpu_backend(), b, h, &e1);
-    ASSERT_EQ(stats().launches, s0.launches + 1) << "did not run on tier 1";
-    auto ref = run_fresh(reference_backend(), b, h, &er);
-    ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er;
-    for (int a = 0; a < 2; ++a) {
-      EXPECT_EQ(t1[size_t(a)], t0[size_t(a)]) << "tier 1 vs 0, argument " << a;
-      EXPECT_EQ(t1[size_t(a)], ref[size_t(a)]) << "tier 1 vs reference, argument " << a;
-    }
+    expect_tier1_bits_match(b, h, 2);
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -151,7 +151,6 @@ struct Entry {
   std::array<std::optional<dnnl::reorder>, 3> reorder;
   std::array<dnnl::memory::desc, 3> reorder_scratchpad;
   uint64_t id = 0;  // distinct per cached entry: the key of its memory objects (execute)
-  bool weights_second = false;  // the second operand is the weights (forward, backward-data)
 };
 
 // Fills e.reorder for the layouts e.user / e.want.
@@ -212,7 +211,6 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
       e.user = {src_u, wei_u, dst_u};
       e.want = {fpd.src_desc(), fpd.weights_desc(), fpd.dst_desc()};
       e.scratchpad = fpd.scratchpad_desc();
-      e.weights_second = true;
       break;
     case kBwdData: {
       dnnl::convolution_backward_data::desc bd(alg, any(src), any(wei), any(dst), strides, dil, pad_l, pad_r);
@@ -222,7 +220,6 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
       e.user = {dst_u, wei_u, src_u};
       e.want = {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()};
       e.scratchpad = pd.scratchpad_desc();
-      e.weights_second = true;
       break;
     }
     case kBwdWeights: {
@@ -355,7 +352,7 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
   for (size_t i = 0; i < 3; ++i) {
     m.user[i].set_data_handle(const_cast<void*>(data[i]));
     if (!m.want[i]) continue;
-    if (i == 1 && e.weights_second) {
+    if (i == 1 && e.args[1] == DNNL_ARG_WEIGHTS) {  // forward and backward-data
       weights = kept_weights.use(e.id, in1, e.user[1].get_size(), e.want[1].get_size(), operands[1]);
       m.want[1].set_data_handle(weights.data);
     } else {
