@@ -16,8 +16,10 @@
 // recording call. A call runs the function eagerly instead when an input requires a gradient
 // (with gradients enabled: a replay has no backward, unless the function takes its gradients
 // itself: CaptureOptions::outputs_need_grad), autocast is on, or its signature could not be
-// recorded: the function reads device data on the host, draws random numbers, copies between
-// devices or uses the host fallback (stats().last_refusal says why). Errors found while a
+// recorded: the function reads device data on the host, draws random numbers with a fixed seed,
+// copies between devices or uses the host fallback (stats().last_refusal says why). Random ops
+// that take their seeds from the global sequence (dropout, uniform() without a seed) draw anew on
+// every replay: the numbers the eager call would have drawn (manual_seed makes both repeatable). Errors found while a
 // replay runs (an index out of range) fail its outputs, naming the op and line as eagerly.
 // Semantics in full: docs/semantics.md, "Captured functions".
 #pragma once

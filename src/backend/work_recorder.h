@@ -2,7 +2,7 @@
 // replayed later without the graph (graph/capture.cpp, ember/capture.h). The scheduler reports
 // every buffer it allocates, kernel it launches and library call it makes while a recorder is
 // active on its thread; anything that cannot be replayed faithfully (a host read of device
-// data, a cross-device copy, random numbers, work moved to the host fallback) refuses the
+// data, a cross-device copy, work moved to the host fallback) refuses the
 // recording, and the caller keeps running that function eagerly. Lives in the backend layer so
 // that the backend's own host transfers can refuse too; the graph layer implements it.
 #pragma once
@@ -34,6 +34,10 @@ class WorkRecorder {
   virtual void library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                        const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
                        const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) = 0;
+  // A random op's Philox key: a one-element buffer holding `seed`, written on the host before
+  // the kernels that read it. A replay gives such buffers fresh keys (a random op drawn from the
+  // global sequence draws again), or the recording is refused (a fixed seed).
+  virtual void random_key(const std::shared_ptr<DeviceBuffer>& key, uint64_t seed, const std::string& where) = 0;
   // Work that cannot be replayed: the recording is abandoned with this reason (the work itself
   // still runs normally).
   virtual void refuse(const std::string& why) = 0;

@@ -6,8 +6,11 @@
 // new input's buffer, offsets relative to the input's), scratch (allocated by the recorded work:
 // allocated again before its first use in a replay and dropped after its last, so a replay needs
 // no more memory than the graph did, unless it is an output) or a constant (any other buffer: a
-// weight the function closes over, kept alive by the recording). Recorded work may write only
-// scratch. A replay runs as one task on the device's queue, in order with plans.
+// weight the function closes over, kept alive by the recording) or a random key (the Philox key
+// of a random op drawn from the global sequence: a replay takes as many draws as the recording
+// call did and writes the key at the same position, so it draws what the eager call would have).
+// Recorded work may write only scratch. A replay runs as one task on the device's queue, in order
+// with plans.
 #include "ember/capture.h"
 
 #include <fmt/format.h>
@@ -29,6 +32,7 @@
 #include "ember/ops.h"
 #include "graph/node.h"
 #include "graph/trace.h"
+#include "ops/random_sequence.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -36,7 +40,7 @@ namespace ember {
 namespace {
 
 struct SlotRef {
-  enum Kind : uint8_t { None, Input, Scratch, Constant } kind = None;
+  enum Kind : uint8_t { None, Input, Scratch, Constant, RandomKey } kind = None;
   int index = 0;
 };
 
@@ -102,6 +106,10 @@ struct Recording {
   std::vector<OutputSpec> outputs;
   std::string name;  // prefixes replay errors: "captured function (recorded with 3 input(s))"
   ParameterWork parameter_work;
+  // Draws the recording call took from the global random sequence, and per random key slot the
+  // draw (counted from the call's first) whose key it holds.
+  uint64_t random_draws = 0;
+  std::vector<uint64_t> random_key_draws;
 };
 
 void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<NodePtr>& inputs);
@@ -111,7 +119,7 @@ void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<Node
 class Recorder final : public WorkRecorder {
  public:
   // Input i's buffer is slot i (the first input, when several share a buffer).
-  explicit Recorder(const std::vector<NodePtr>& inputs) {
+  explicit Recorder(const std::vector<NodePtr>& inputs) : sequence_start_(random_sequence_position()) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       input_offsets_.push_back(inputs[i]->view.offset);
       if (inputs[i]->view.buffer) slots_.emplace(inputs[i]->view.buffer.get(), SlotRef{SlotRef::Input, int(i)});
@@ -175,6 +183,28 @@ class Recorder final : public WorkRecorder {
     calls_.push_back(std::move(c));
   }
 
+  void random_key(const std::shared_ptr<DeviceBuffer>& key, uint64_t seed, const std::string& where) override {
+    std::lock_guard lock(m_);
+    if (!on_device(key->device)) return;
+    // Which draw of the sequence since the call began made `seed` (searched, not passed down:
+    // the op kept only its key). Not found: a fixed seed, which a replay cannot tell from a
+    // value the function baked in (nn::Dropout's seed option counts calls on the host).
+    const RandomSequencePosition now = random_sequence_position();
+    if (restarted(now)) return refuse_locked(kRestarted);
+    constexpr uint64_t kMaxSearch = uint64_t(1) << 20;
+    std::optional<uint64_t> draw;
+    for (uint64_t d = sequence_start_.draws; d < now.draws && d - sequence_start_.draws < kMaxSearch; ++d)
+        if (random_sequence_key(now.seed, d) == seed) {
+          draw = d - sequence_start_.draws;
+          break;
+        }
+    if (!draw)
+      return refuse_locked(fmt::format("{} draws random numbers with a fixed seed (a replay would repeat them)", where));
+    slots_[key.get()] = {SlotRef::RandomKey, int(random_key_draws_.size())};
+    random_key_draws_.push_back(*draw);
+    random_keys_.push_back(key);  // held, so that no later buffer reuses the address
+  }
+
   void refuse(const std::string& why) override {
     std::lock_guard lock(m_);
     refuse_locked(why);
@@ -191,9 +221,13 @@ class Recorder final : public WorkRecorder {
   std::shared_ptr<const Recording> finish(const std::vector<Array>& outputs, const std::string& name,
                                           const std::vector<NodePtr>& inputs, size_t n_explicit) {
     std::lock_guard lock(m_);
+    const RandomSequencePosition sequence_end = random_sequence_position();
+    if (restarted(sequence_end)) refuse_locked(kRestarted);
     if (!refusal_.empty()) return nullptr;
     auto r = std::make_shared<Recording>();
     r->name = name;
+    r->random_draws = sequence_end.draws - sequence_start_.draws;
+    r->random_key_draws = random_key_draws_;
     for (const Array& o : outputs) {
       const Node& n = *o.node();
       if (n.current() != Node::State::Ready) {
@@ -244,6 +278,12 @@ class Recorder final : public WorkRecorder {
   }
 
  private:
+  // manual_seed inside the function: the eager calls would repeat its numbers, a replay would not.
+  static constexpr const char* kRestarted = "it restarts the random sequence (manual_seed)";
+  bool restarted(const RandomSequencePosition& now) const {
+    return now.restarts != sequence_start_.restarts || now.draws < sequence_start_.draws;
+  }
+
   bool on_device(Device d) {
     if (!device_) device_ = d;
     if (*device_ == d) return true;
@@ -287,6 +327,9 @@ class Recorder final : public WorkRecorder {
   std::vector<std::shared_ptr<DeviceBuffer>> scratch_;
   std::vector<std::shared_ptr<DeviceBuffer>> constants_;
   std::vector<RecordedCall> calls_;
+  RandomSequencePosition sequence_start_;
+  std::vector<uint64_t> random_key_draws_;
+  std::vector<std::shared_ptr<DeviceBuffer>> random_keys_;
 };
 
 // Finds r's parameter-only calls (ParameterWork); inputs from n_explicit on are parameters.
@@ -315,6 +358,7 @@ void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<Node
         const SlotRef sl = call.slots[a];
         if (sl.kind == SlotRef::None || sl.kind == SlotRef::Constant) continue;
         if (sl.kind == SlotRef::Scratch) ok = produced[size_t(sl.index)] != 0;
+        else if (sl.kind == SlotRef::RandomKey) ok = false;  // new numbers on every call
         else ok = !call.written[a] && parameter(sl.index);
       }
       if (!ok) {
@@ -363,12 +407,17 @@ const unsigned char* parameter_bytes(const Node& n, size_t& bytes) {
 }
 
 // Runs a recording's calls with `inputs` (ready, laid out as when recorded) bound to its input
-// slots; sets the views of `outputs`. On the device's queue (run_on_queue). Parameter-only calls
+// slots and `keys` (per random key slot) as the random ops' keys; sets the views of `outputs`. On the device's queue (run_on_queue). Parameter-only calls
 // are skipped when their parameters have not changed since they last ran (ParameterWork).
 // Returns whether they were.
-bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs) {
+bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs,
+            const std::vector<uint64_t>& keys) {
   Backend& be = Backend::get(r.device.kind);
-  std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size());
+  std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size()), key_buffers;
+  for (uint64_t key : keys) {  // written on the queue before the kernels that read them
+    key_buffers.push_back(be.alloc(r.device, sizeof key));
+    be.write(*key_buffers.back(), 0, &key, sizeof key);
+  }
   const ParameterWork& pw = r.parameter_work;
   // Skip the parameter-only calls (reuse), or run them and keep what they made (remember).
   bool reuse = false, remember = false;
@@ -402,6 +451,7 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
     switch (s.kind) {
       case SlotRef::Input: return inputs[size_t(s.index)]->view.buffer;
       case SlotRef::Scratch: return scratch[size_t(s.index)];
+      case SlotRef::RandomKey: return key_buffers[size_t(s.index)];
       default: return r.constants[size_t(s.index)];
     }
   };
@@ -594,11 +644,17 @@ std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs
     }
     const Device device = recording->device;
     const std::string& name = recording->name;
+    // The random ops' keys come from the sequence now, on this thread, as eager calls take them.
+    std::vector<uint64_t> keys;
+    if (recording->random_draws) {
+      const RandomSequencePosition at = take_random_draws(recording->random_draws);
+      for (uint64_t d : recording->random_key_draws) keys.push_back(random_sequence_key(at.seed, at.draws + d));
+    }
     std::vector<NodePtr> task_outputs = out_nodes;
     run_on_queue(
         device,
-        [recording, cache = cache_, in = std::move(in_nodes), out = std::move(out_nodes)] {
-          if (replay(*recording, in, out)) cache->parameter_work_reused.fetch_add(1, std::memory_order_relaxed);
+        [recording, cache = cache_, in = std::move(in_nodes), out = std::move(out_nodes), keys = std::move(keys)] {
+          if (replay(*recording, in, out, keys)) cache->parameter_work_reused.fetch_add(1, std::memory_order_relaxed);
         },
         std::move(task_outputs), {}, name);
     return outs;

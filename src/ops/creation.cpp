@@ -4,6 +4,7 @@
 
 #include "ember/ops_library.h"
 #include "ops/frontend.h"
+#include "ops/random_sequence.h"
 
 namespace ember {
 
@@ -59,6 +60,7 @@ Array from_buffer(const void* data, const Shape& shape, DType dtype, Device devi
 namespace {
 std::atomic<uint64_t> global_seed{0x5eed5eed5eedULL};
 std::atomic<uint64_t> draws{0};
+std::atomic<uint64_t> restarts{0};
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -75,7 +77,7 @@ Array random(Op op, const Shape& shape, double a, double b, const RandomOptions&
   OpAttrs attrs;
   attrs.f0 = a;
   attrs.f1 = b;
-  attrs.seed = opts.seed ? *opts.seed : splitmix64(global_seed.load() + draws.fetch_add(1));
+  attrs.seed = opts.seed ? *opts.seed : random_sequence_key(global_seed.load(), draws.fetch_add(1));
   return make_array(op, std::move(attrs), {}, shape, opts.dtype, opts.device, loc);
 }
 }  // namespace
@@ -83,6 +85,14 @@ Array random(Op op, const Shape& shape, double a, double b, const RandomOptions&
 void manual_seed(uint64_t seed) {
   global_seed.store(seed);
   draws.store(0);
+  restarts.fetch_add(1);
+}
+
+RandomSequencePosition random_sequence_position() { return {global_seed.load(), draws.load(), restarts.load()}; }
+uint64_t random_sequence_key(uint64_t seed, uint64_t draw) { return splitmix64(seed + draw); }
+RandomSequencePosition take_random_draws(uint64_t n) {
+  const uint64_t seed = global_seed.load();
+  return {seed, draws.fetch_add(n), restarts.load()};
 }
 
 Array uniform(const Shape& shape, double low, double high, RandomOptions opts, Loc loc) {
@@ -147,7 +157,7 @@ Array one_hot(const Array& index, int64_t num_classes, std::optional<DType> dtyp
 }
 
 static uint64_t next_seed(std::optional<uint64_t> seed) {
-  return seed ? *seed : splitmix64(global_seed.load() + draws.fetch_add(1));
+  return seed ? *seed : random_sequence_key(global_seed.load(), draws.fetch_add(1));
 }
 
 Array bernoulli(const Array& p, std::optional<uint64_t> seed, Loc loc) {

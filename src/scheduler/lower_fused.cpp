@@ -401,12 +401,12 @@ class Emitter {
 
   // A random op's Philox key: a one-element device buffer holding its seed.
   static View seed_key(const Node& n) {
-    // A replay would draw the same numbers again: random ops are not recorded.
-    if (WorkRecorder* r = active_work_recorder()) r->refuse(fmt::format("{} draws random numbers", n.where()));
     View key;
     key.buffer = backend_for(n.device).alloc(n.device, sizeof(int64_t));
     const int64_t seed = int64_t(n.attrs.seed);
     backend_for(n.device).write(*key.buffer, 0, &seed, sizeof seed);
+    // A replay writes the key it draws for this op (graph/capture.cpp).
+    if (WorkRecorder* r = active_work_recorder()) r->random_key(key.buffer, n.attrs.seed, n.where());
     return key;
   }
 

@@ -1,7 +1,8 @@
 // Captured functions (ember/capture.h): a replay gives what the eager function gives (NaN, inf
 // and -0 included) with fresh inputs, reads the module's current weights, keeps one recording per
 // signature (shapes, dtypes, layouts, aliasing), and runs eagerly where a replay would be wrong:
-// gradients, host reads of data, random numbers, training. Errors found while a replay runs fail
+// gradients, host reads of data, fixed random seeds, training; random ops drawn from the global
+// sequence draw anew on each replay, as the eager calls would. Errors found while a replay runs fail
 // its outputs with the op's name; concurrent replays of one recording do not interfere.
 #include <gtest/gtest.h>
 
@@ -142,7 +143,7 @@ TEST_P(CaptureTest, OffsetInputsReplayAtTheirOwnOffset) {
   EXPECT_EQ(f.stats().replays, 1) << f.stats().last_refusal;
 }
 
-TEST_P(CaptureTest, HostReadsAndRandomNumbersRunEagerly) {
+TEST_P(CaptureTest, HostReadsRunEagerly) {
   // A branch on a value: recording refused, every call eager (and right).
   CapturedFunction branchy = capture([](const std::vector<Array>& in) {
     return std::vector<Array>{in[0].item<float>() > 0 ? mul(in[0], 2.0) : mul(in[0], -1.0)};
@@ -153,14 +154,99 @@ TEST_P(CaptureTest, HostReadsAndRandomNumbersRunEagerly) {
   EXPECT_EQ(branchy.stats().eager_calls, 2);
   EXPECT_NE(branchy.stats().last_refusal.find("reads device data on the host"), std::string::npos)
       << branchy.stats().last_refusal;
-  // Random numbers must differ from call to call.
-  CapturedFunction noisy = capture([&](const std::vector<Array>& in) {
-    return std::vector<Array>{add(in[0], uniform({4}, 0, 1, {.device = dev()}))};
+}
+
+// One recording served `replays` calls; or, where the device has no 64-bit integers for Philox
+// (SwiftShader, lavapipe without them), the random kernel ran on the host fallback, which is
+// never recorded: the values were still compared, and the test says why it stops there.
+void expect_replayed(const CapturedFunction& f, int64_t replays) {
+  if (f.stats().recordings == 0 && f.stats().last_refusal.find("host fallback") != std::string::npos)
+    GTEST_SKIP() << "not recordable on this device: " << f.stats().last_refusal;
+  EXPECT_EQ(f.stats().recordings, 1) << f.stats().last_refusal;
+  EXPECT_EQ(f.stats().replays, replays);
+}
+
+// Random ops drawn from the global sequence are replayed with fresh keys: each call gives what
+// the eager function gives after the same manual_seed, call for call, and leaves the sequence
+// where the eager calls leave it (a draw that is never computed counts too).
+TEST_P(CaptureTest, RandomOpsDrawWhatTheEagerCallsWouldDraw) {
+  auto noisy = [&](const std::vector<Array>& in) {
+    Array unused = uniform({3}, 0, 1, {.device = dev()});  // drawn, never computed
+    Array u = uniform({4}, -1, 1, {.device = dev()});
+    Array n = normal({4}, 0, 2, {.device = dev()});
+    Array kept = nn::dropout(in[0], 0.5, /*training=*/true);
+    return std::vector<Array>{add(mul(in[0], u), n), kept};
+  };
+  const std::vector<std::vector<float>> xs = {{1, 2, 3, 4}, {-1, 0.5f, 0, 8}, {1, 1, 1, 1}};
+  auto run = [&](const CapturedFunction::Fn& f) {
+    manual_seed(1234);
+    std::vector<std::vector<float>> got;
+    for (const auto& x : xs)
+      for (const Array& a : f({vec(x, {4})})) got.push_back(values(a));
+    got.push_back(values(uniform({2}, 0, 1, {.device = dev()})));  // the sequence's next draw
+    return got;
+  };
+  const std::vector<std::vector<float>> eager = run(noisy);
+  CapturedFunction captured = capture(noisy);
+  const std::vector<std::vector<float>> replayed = run(captured);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(same_bits(replayed[i], eager[i])) << "output " << i;
+  // Fresh numbers on every call: the third call's inputs equal, its noise not the first's.
+  EXPECT_NE(eager[0], eager[4]);
+  // The dropout mask differs between calls: x = [1, 1, 1, 1] keeps 2 or 0 at each element.
+  for (float v : eager[5]) EXPECT_TRUE(v == 0 || v == 2) << v;
+  expect_replayed(captured, 2);
+}
+
+TEST_P(CaptureTest, RandomOpsWithAFixedSeedOrAReseedRunEagerly) {
+  // A fixed seed: a replay could not tell it from a host value the function baked in.
+  CapturedFunction fixed = capture([&](const std::vector<Array>& in) {
+    return std::vector<Array>{add(in[0], uniform({4}, 0, 1, {.seed = 5, .device = dev()}))};
   });
   Array z = vec({0, 0, 0, 0}, {4});
-  std::vector<float> r1 = values(noisy({z})[0]), r2 = values(noisy({z})[0]);
-  EXPECT_NE(r1, r2);
-  EXPECT_NE(noisy.stats().last_refusal.find("random"), std::string::npos) << noisy.stats().last_refusal;
+  const std::vector<float> want = values(uniform({4}, 0, 1, {.seed = 5, .device = dev()}));
+  EXPECT_EQ(values(fixed({z})[0]), want);
+  EXPECT_EQ(values(fixed({z})[0]), want);
+  EXPECT_EQ(fixed.stats().recordings, 0);
+  EXPECT_NE(fixed.stats().last_refusal.find("fixed seed"), std::string::npos) << fixed.stats().last_refusal;
+  // Restarting the sequence inside the function.
+  CapturedFunction reseeds = capture([&](const std::vector<Array>& in) {
+    manual_seed(9);
+    return std::vector<Array>{add(in[0], uniform({4}, 0, 1, {.device = dev()}))};
+  });
+  const std::vector<float> first = values(reseeds({z})[0]);
+  EXPECT_EQ(values(reseeds({z})[0]), first);
+  EXPECT_EQ(reseeds.stats().recordings, 0);
+  EXPECT_NE(reseeds.stats().last_refusal.find("manual_seed"), std::string::npos) << reseeds.stats().last_refusal;
+}
+
+// A training step with dropout, recorded with its backward: the gradient of sum(dropout(x w))
+// follows each call's own mask, as eagerly.
+TEST_P(CaptureTest, DropoutTrainingStepsAreReplayed) {
+  auto step = [&](const std::vector<Array>& in) {
+    Array w = in[1];
+    Array loss = sum(nn::dropout(matmul(in[0], w), 0.3, true));
+    return std::vector<Array>{loss, w.grad(loss.backward())};
+  };
+  Array x = vec({1, 2, 3, 4, 5, 6}, {3, 2});
+  auto run = [&](const CapturedFunction::Fn& f) {
+    manual_seed(77);
+    std::vector<std::vector<float>> got;
+    for (int call = 0; call < 4; ++call) {
+      Array w = vec({1, -1, 0.5f, 2}, {2, 2}).require_grad();
+      for (const Array& a : f({x, w})) got.push_back(values(a));
+    }
+    return got;
+  };
+  const std::vector<std::vector<float>> eager = run(step);
+  CapturedFunction captured = capture(step, {.outputs_need_grad = false});
+  const std::vector<std::vector<float>> replayed = run(captured);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(same_bits(replayed[i], eager[i])) << "output " << i;
+  bool masks_differ = false;
+  for (size_t call = 1; call < 4; ++call) masks_differ = masks_differ || eager[2 * call + 1] != eager[1];
+  EXPECT_TRUE(masks_differ);
+  expect_replayed(captured, 3);
 }
 
 TEST_P(CaptureTest, GradientsRunEagerly) {
