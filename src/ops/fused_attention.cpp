@@ -97,10 +97,14 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
   attrs.ints = {opts.causal ? 1 : 0};
   attrs.f0 = scale;
   const int64_t n_out = B * L * Ev;
-  Array packed = make_array(Op::FusedAttention, std::move(attrs), inputs, Shape{n_out + B * L}, dt, dev, loc);
+  // f16 / bf16 compute in f32, and the node keeps f32: the logsumexp that the backward reads back
+  // (one bf16 rounding of an lse near 10 moves every probability by up to 4 %), and o, which the
+  // backward's rowsum(do * o) reads; o is rounded to the dtype once, after (as PyTorch's kernels).
+  const DType stored = dt == DType::F16 || dt == DType::BF16 ? DType::F32 : dt;
+  Array packed = make_array(Op::FusedAttention, std::move(attrs), inputs, Shape{n_out + B * L}, stored, dev, loc);
   std::vector<int64_t> out_shape(qs.begin(), qs.end() - 1), lse_shape = out_shape;
   out_shape.push_back(Ev);
-  return {reshape(slice(packed, 0, 0, n_out, 1, loc), Shape(out_shape), loc),
+  return {cast(reshape(slice(packed, 0, 0, n_out, 1, loc), Shape(out_shape), loc), dt, loc),
           reshape(slice(packed, 0, n_out, n_out + B * L, 1, loc), Shape(lse_shape), loc)};
 }
 
@@ -109,23 +113,26 @@ Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAtten
 }
 
 // Gradients of the FusedAttention node (declared in rules_library.cpp). in = q [B, L, E],
-// k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; packed = the node's output; g its gradient (o's
-// and lse's). With s the masked scores and p = exp(s - lse): dv = p^T do, dp = do v^T,
+// k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; packed = the node's output (f32 for f16 / bf16
+// operands); g its gradient (o's and lse's). With s the masked scores and p = exp(s - lse): dv = p^T do, dp = do v^T,
 // ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale, dk = ds^T q * scale, dmask = ds.
 std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
                                             double scale, bool causal, const std::vector<bool>& needs) {
   const Loc loc = Loc::current();
   const Array &q = in[0], &k = in[1], &v = in[2];
+  const DType dt = q.dtype();
   const int64_t B = q.shape()[0], L = q.shape()[1], S = k.shape()[1], Ev = v.shape()[2];
   const int64_t n_out = B * L * Ev, n = n_out + B * L;
   auto part = [&](const Array& x, int64_t a, int64_t b, const Shape& s) { return reshape(slice(x, 0, a, b, 1, loc), s); };
   const Array o = part(packed, 0, n_out, Shape{B, L, Ev}), lse = part(packed, n_out, n, Shape{B, L, 1});
   const Array go = part(g, 0, n_out, Shape{B, L, Ev}), glse = part(g, n_out, n, Shape{B, L, 1});
-  // Without create_graph and without a mask gradient: the fused backward op (no L x S buffer).
+  // Without create_graph and without a mask gradient: the fused backward op (no L x S buffer). lse
+  // and d = rowsum(do * o) - dlse stay in the packed output's precision (f32 for f16 / bf16), do
+  // is in the operands' dtype.
   if (!grad_enabled() && !(in.size() > 3 && needs[3])) {
     const int64_t E = q.shape()[2];
     std::vector<Array> ins{q, k, v, reshape(lse, Shape{B, L}), reshape(sub(sum(mul(go, o), {2}, true), glse), Shape{B, L}),
-                           go};
+                           cast(go, dt, loc)};
     if (in.size() > 3) ins.push_back(in[3]);
     OpAttrs attrs;
     attrs.ints = {causal ? 1 : 0};
@@ -139,7 +146,9 @@ std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const 
     if (needs[2]) grads[2] = part(packed_grads, nq + nk, nq + nk + B * S * Ev, Shape{B, S, Ev});
     return grads;
   }
-  // Otherwise the same formulas with plain ops (differentiable again; holds L x S).
+  // Otherwise the same formulas with plain ops in the operands' dtype (differentiable again; holds
+  // L x S).
+  if (packed.dtype() != dt) return fused_attention_backward(in, cast(packed, dt, loc), cast(g, dt, loc), scale, causal, needs);
   Array s = mul(matmul(q, transpose(k, 1, 2)), scalar_like(scale, q, loc));
   if (in.size() > 3) s = add(s, in[3]);
   if (causal) {

@@ -14,11 +14,12 @@
 // online form, rescaled when the maximum grows; lse = max + log(sum), stored; then o from that
 // lse), and backward an invocation per query row for dq and one per key for dk and dv together;
 // every score is computed once per pass. Wider heads (the blocked variant): forward (1) an
-// invocation per row for lse, (2) one per (row, block of kCols columns of Ev) for o (f16 and bf16
-// recompute lse, their stored one being rounded); backward, one per (row, block of E) for dq, per
+// invocation per row for lse, (2) one per (row, block of kCols columns of Ev) for o (an f16 or
+// bf16 output recomputes lse, its stored one being rounded; the core asks for f32 output); backward, one per (row, block of E) for dq, per
 // (key, block of E) for dk, per (key, block of Ev) for dv. The dot products are unrolled in the
 // text (emit_glsl_library.h `unrolled`), so the loops over keys or queries are the only long
-// ones (lavapipe's loop budget). f16 and bf16 compute in f32 and round at the store, f32 in f32,
+// ones (lavapipe's loop budget). f16 and bf16 compute in f32 and round at the store (the forward's
+// output and the backward's lse and d may be f32 instead: the core keeps them so), f32 in f32,
 // f64 in f64 (glsl_f64_math.h's exp and log). Index arithmetic is 32-bit (uint), as GLSL array
 // indices are; a last dim of stride 1 is addressed without its stride.
 //
@@ -40,7 +41,8 @@ constexpr int kCols = 32;
 struct Ctx {
   bool unit_q = false, unit_k = false, unit_v = false, unit_g = false;  // last-dim stride 1
   const ExprTable* t;
-  uint8_t dt;
+  uint8_t dt;  // q, k, v (and do)
+  uint8_t yt;  // the output: dt, or f32 for f16 / bf16 operands (forward's [o | lse])
   std::string A, exp, log, inf, nan;
   int mask_arg = -1;  // binding of the mask, -1 without
 };
@@ -101,7 +103,7 @@ std::string acc_store(const Ctx& c, int y_arg, const std::string& first, const s
     for (size_t at = v.find("acc[u]"); at != std::string::npos; at = v.find("acc[u]"))
       v.replace(at, 6, "acc[" + S(u) + "]");
     s += "  if (nc > " + S(u) + ") " +
-         store(*c.t, c.dt, y_arg, "y_o + (" + first + " + uint(col0 + " + S(u) + ")) * y_s0", compute_dtype(c.dt), v) +
+         store(*c.t, c.yt, y_arg, "y_o + (" + first + " + uint(col0 + " + S(u) + ")) * y_s0", compute_dtype(c.dt), v) +
          "\n";
   }
   return s;
@@ -165,7 +167,7 @@ std::string regs_store(const Ctx& c, int y_arg, const std::string& acc, int64_t 
     const std::string r = acc + "[" + S(u) + "]";
     for (size_t at = v.find('@'); at != std::string::npos; at = v.find('@', at + r.size())) v.replace(at, 1, r);
     s += "  if (" + n + " > " + S(u) + ") " +
-         store(*c.t, c.dt, y_arg, "y_o + (" + first + " + " + S(u) + "u) * y_s0", compute_dtype(c.dt), v) + "\n";
+         store(*c.t, c.yt, y_arg, "y_o + (" + first + " + " + S(u) + "u) * y_s0", compute_dtype(c.dt), v) + "\n";
   }
   return s;
 }
@@ -197,13 +199,18 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
   if (n_out != 1 || (n_in != base_in && n_in != base_in + 1)) return fail(why, "fused attention: bad operand counts");
   const bool has_mask = n_in == base_in + 1;
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &y = out[0];
-  const uint8_t dt = uint8_t(q.dtype);
+  const uint8_t dt = uint8_t(q.dtype), yt = uint8_t(y.dtype);
+  // f16 / bf16 operands may keep their statistics in f32: the forward's output, the backward's
+  // lse and d (inputs 3 and 4).
+  auto widened = [&](int32_t x) { return x == EMBER_F32 && is_half(dt); };
   for (int32_t a = 0; a < n_in; ++a) {
     const bool two = !fwd && (a == 3 || a == 4);
     if (in[a].rank != (two ? 2 : 3)) return fail(why, "fused attention: bad operand ranks");
-    if (in[a].dtype != dt) return fail(why, "fused attention: operand dtypes differ");
+    if (in[a].dtype != dt && !(two && widened(in[a].dtype))) return fail(why, "fused attention: operand dtypes differ");
   }
-  if (y.rank != 1 || y.dtype != dt || !is_floating(dt)) return fail(why, "fused attention: bad output");
+  if (y.rank != 1 || !(yt == dt || (fwd && widened(yt))) || !is_floating(dt))
+    return fail(why, "fused attention: bad output");
+  const uint8_t lt = fwd ? yt : uint8_t(in[3].dtype), ddt = fwd ? yt : uint8_t(in[4].dtype);
   if (dt == EMBER_F64 && !has_f64_exp_log(target))
     return fail(why, "fused attention on float64 needs the f64 exp and log");
   const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S_ = k.shape[1], Ev = v.shape[2];
@@ -216,6 +223,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
   Ctx c;
   c.t = t.get();
   c.dt = dt;
+  c.yt = yt;
   const bool d64 = dt == EMBER_F64;
   c.A = compute_type(dt);
   c.exp = d64 ? "e_expd" : "e_expf";
@@ -230,7 +238,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
   const int y_arg = n_in;
   std::vector<uint8_t> dts;
   for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
-  dts.push_back(dt);
+  dts.push_back(yt);
 
   // The words of one pass (NC: its column blocks).
   auto params = [&](int64_t nc) {
@@ -281,7 +289,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "    if (s > mx) { sum = sum * " + c.exp + "(mx - s); mx = s; }\n";
     b += "    if (s != " + ninf + ") sum += " + c.exp + "(s - mx);\n  }\n";
     b += "  " + A + " lse = sum > " + A + "(0) ? mx + " + c.log + "(sum) : " + ninf + ";\n";
-    b += "  " + store(*t, dt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
+    b += "  " + store(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
          "\n";
     b += regs_zero(c, "acc", wv);
     b += "  if (lse > " + ninf + ")\n";
@@ -301,8 +309,8 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
       b += "  uint qa = " + at3("q", "b", "i", "0") + ", ga = " + at3("g", "b", "i", "0") + ";\n";
       b += regs_load(c, "qr", we, "E", 0, "qa", c.unit_q ? "1" : "q_s2", "  ");
       b += regs_load(c, "gr", wv, "Ev", 5, "ga", c.unit_g ? "1" : "g_s2", "  ");
-      b += "  " + A + " l = " + A + "(" + load(*t, dt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + ");\n";
-      b += "  " + A + " dd = " + A + "(" + load(*t, dt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") + ");\n";
+      b += "  " + A + " l = " + A + "(" + load(*t, lt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + ");\n";
+      b += "  " + A + " dd = " + A + "(" + load(*t, ddt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") + ");\n";
       b += regs_zero(c, "acc", we);
       b += "  for (int j = 0, jend = causal != 0 ? min(S, i + 1) : S; j < jend; ++j) {\n" +
            regs_score(c, true, we, "    ");
@@ -325,11 +333,11 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
       b += "  for (int i = causal != 0 ? j : 0; i < L; ++i) {\n" + regs_score(c, false, we, "    ");
       b += "    if (s == " + ninf + ") continue;\n";
       b += "    " + A + " pj = " + c.exp + "(s - " + A + "(" +
-           load(*t, dt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + "));\n";
+           load(*t, lt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + "));\n";
       b += "    uint ga = " + at3("g", "b", "i", "0") + ";\n";
       b += regs_load(c, "gr", wv, "Ev", 5, "ga", c.unit_g ? "1" : "g_s2", "    ");
       b += regs_dot(c, "dp", wv, "Ev", "gr", "vr[@]", "    ");
-      b += "    " + A + " ds = pj * (dp - " + A + "(" + load(*t, dt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") +
+      b += "    " + A + " ds = pj * (dp - " + A + "(" + load(*t, ddt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") +
            ")) * scale;\n";
       b += regs_axpy("ak", we, "ds", "qr[@]", "    ") + regs_axpy("av", wv, "pj", "gr[@]", "    ") + "  }\n";
       b += regs_store(c, y_arg, "ak", we, "E", "uint(B) * uint(L) * uint(E) + row * uint(E)", "@");
@@ -344,7 +352,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     {  // lse[b, i]
       std::string b = "  uint row = uint(id);\n  int i = int(row % uint(L));\n  uint b = row / uint(L);\n";
       b += row_lse(c);
-      b += "  " + store(*t, dt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
+      b += "  " + store(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
            "\n";
       passes.push_back(
           make_pass("library call fused attention (lse)", target, dts, params(1), B * L, S_ * (1 + ue), b));
@@ -352,10 +360,10 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     // o[b, i, c] = sum over the visible keys of exp(s - lse) v[b, j, c].
     const int64_t nc = blocks(Ev);
     std::string b = split("i", "L");
-    if (is_half(dt)) {
+    if (is_half(yt)) {  // the stored lse is rounded: computed again
       b += row_lse(c);
     } else {
-      b += "  " + A + " lse = " + load(*t, dt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0") + ";\n";
+      b += "  " + A + " lse = " + A + "(" + load(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0") + ");\n";
     }
     b += acc_begin(c, "Ev");
     b += "  int jend = causal != 0 ? min(S, i + 1) : S;\n";
@@ -368,14 +376,14 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "    }\n";
     b += acc_store(c, y_arg, "row * uint(Ev)", "lse > " + ninf + " ? acc[u] : " + c.nan);
     passes.push_back(make_pass("library call fused attention", target, dts, params(nc), B * L * nc,
-                               S_ * (1 + ue) * (is_half(dt) ? 2 : 1), b));
+                               S_ * (1 + ue) * (is_half(yt) ? 2 : 1), b));
     return true;
   }
   // Backward: p, dp and ds of the current (b, i, j), in the loop body (continue: p = 0).
   auto grads = [&](bool need_ds, const std::string& ind) {
     std::string s = score(c, ind);
     s += ind + "if (s == " + ninf + ") continue;\n";
-    s += ind + A + " l = " + A + "(" + load(*t, dt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + ");\n";
+    s += ind + A + " l = " + A + "(" + load(*t, lt, 3, "lse_o + b * lse_s0 + uint(i) * lse_s1") + ");\n";
     s += ind + A + " pj = " + c.exp + "(s - l);\n";
     if (need_ds) {
       s += ind + A + " dp = " + A + "(0);\n";
@@ -384,7 +392,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
                     "dp += " + A + "(" + load(*t, dt, 5, "ga + uint(cc) * g_s2") + ") * " + A + "(" +
                         load(*t, dt, 2, "vb + uint(cc) * v_s2") + ");",
                     ind, "int");
-      s += ind + A + " ds = pj * (dp - " + A + "(" + load(*t, dt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") +
+      s += ind + A + " ds = pj * (dp - " + A + "(" + load(*t, ddt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") +
            ")) * scale;\n";
     }
     return s;

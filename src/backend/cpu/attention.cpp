@@ -533,6 +533,11 @@ void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const emb
   unpack_dense(res, out);
 }
 
+// Whether `stored` is the f32 that f16 / bf16 operands of dtype `operands` compute in.
+bool widened(int32_t operands, int32_t stored) {
+  return stored == EMBER_F32 && (operands == EMBER_F16 || operands == EMBER_BF16);
+}
+
 }  // namespace
 
 int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
@@ -540,8 +545,10 @@ int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, co
   using ember::host::set_status;
   if (n_in != 6 && n_in != 7)
     return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward takes 6 or 7 inputs, got %d", n_in);
+  // lse and d (inputs 3 and 4) may be f32 where the operands are f16 / bf16.
   for (int32_t i = 0; i < n_in; ++i)
-    if (in[i].dtype != out.dtype || in[i].rank != (i == 3 || i == 4 ? 2 : 3))
+    if (!(in[i].dtype == out.dtype || ((i == 3 || i == 4) && widened(out.dtype, in[i].dtype))) ||
+        in[i].rank != (i == 3 || i == 4 ? 2 : 3))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward: input %d has a bad rank or dtype", i);
   const int64_t B = in[0].shape[0], L = in[0].shape[1], E = in[0].shape[2], S = in[1].shape[1], Ev = in[2].shape[2];
   if (out.rank != 1 || out.shape[0] != B * L * E + B * S * E + B * S * Ev || in[5].shape[1] != L || in[5].shape[2] != Ev)
@@ -560,9 +567,12 @@ int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember
   using ember::host::set_status;
   if (n_in != 3 && n_in != 4)
     return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention takes 3 or 4 inputs, got %d", n_in);
+  // The output [o | lse] has the operands' dtype, or f32 for f16 / bf16 operands.
   for (int32_t i = 0; i < n_in; ++i)
-    if (in[i].rank != 3 || in[i].dtype != out.dtype)
-      return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention input %d must be rank 3 of the output's dtype", i);
+    if (in[i].rank != 3 || in[i].dtype != in[0].dtype)
+      return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention input %d must be rank 3 of q's dtype", i);
+  if (!(out.dtype == in[0].dtype || widened(in[0].dtype, out.dtype)))
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention: the output must have q's dtype, or f32 for f16 / bf16");
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
   const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
   if (out.rank != 1 || k.shape[0] != B || v.shape[0] != B || k.shape[2] != E || v.shape[1] != S ||
