@@ -195,7 +195,7 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
 
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, const int64_t* words, size_t n_words,
                  const ember_buffer* args, const std::vector<BufferAccess>& accesses, const Work& work, bool checked,
-                 uint64_t tag, const std::string& name, ember_status* st) {
+                 uint64_t tag, const std::string& name, ember_status* st, const std::vector<ByteRange>& windows) {
   if (work.items <= 0) return EMBER_OK;
   DeviceContext* d = q->device;
   const int64_t wg = d->target.workgroup;
@@ -239,9 +239,14 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   infos.resize(n_bind);
   infos[0] = {c->block.buffer, at, bytes};
   infos[1] = {q->error_word.buffer, 0, VK_WHOLE_SIZE};
-  for (int32_t i = 0; i < pipe->n_args; ++i)
-    infos[size_t(i) + 2] = args[i] ? VkDescriptorBufferInfo{args[i]->block.buffer, 0, VK_WHOLE_SIZE}
-                                   : VkDescriptorBufferInfo{q->error_word.buffer, 0, VK_WHOLE_SIZE};
+  for (int32_t i = 0; i < pipe->n_args; ++i) {
+    const bool window = size_t(i) < windows.size() && windows[size_t(i)].end > windows[size_t(i)].begin;
+    infos[size_t(i) + 2] =
+        !args[i] ? VkDescriptorBufferInfo{q->error_word.buffer, 0, VK_WHOLE_SIZE}
+        : window ? VkDescriptorBufferInfo{args[i]->block.buffer, windows[size_t(i)].begin,
+                                          windows[size_t(i)].end - windows[size_t(i)].begin}
+                 : VkDescriptorBufferInfo{args[i]->block.buffer, 0, VK_WHOLE_SIZE};
+  }
   std::vector<VkWriteDescriptorSet>& writes = q->binding_writes;
   writes.resize(n_bind);
   for (uint32_t i = 0; i < n_bind; ++i) {
@@ -429,15 +434,27 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   if (p->reduce)
     work.cost += p->passes * ((nred + step - 1) / step * (1 + unravel_cost(l->reduce_rank)) + (tree ? 16 : 0));
   // What each argument's buffer may see: stored-to arguments are written, the others read (an
-  // argument without loads costs nothing: reads conflict only with writes).
+  // argument without loads costs nothing: reads conflict only with writes). Each descriptor is
+  // bound to that range (from an aligned start, which the argument's offset word then counts
+  // from): the shader cannot reach past it, and the validation layer's synchronization checks,
+  // which see a descriptor's whole range as accessed, see what the barriers were decided on
+  // (kernels touching disjoint parts of one buffer need none between them).
   std::vector<BufferAccess> accesses;
+  std::vector<ByteRange> windows(size_t(launch_in->n_args));
+  const VkDeviceSize align = std::max<VkDeviceSize>(8, q->device->props.limits.minStorageBufferOffsetAlignment);
   for (int32_t a = 0; a < launch_in->n_args; ++a) {
     const ember_kir_arg& arg = launch_in->args[a];
     if (!arg.buffer) continue;
-    const ByteRange r = kir_arg_range(*launch_in, arg, p->arg_bytes[size_t(a)], arg.buffer->block.size);
+    const uint32_t elem = p->arg_bytes[size_t(a)];
+    const ByteRange r = kir_arg_range(*launch_in, arg, elem, arg.buffer->block.size);
     accesses.push_back({buffer_key(arg.buffer->block.buffer), r.begin, r.end, bool(p->arg_written[size_t(a)])});
+    if (elem == 0 || r.end <= r.begin || align % elem != 0) continue;  // bound whole
+    const VkDeviceSize start = r.begin / align * align;
+    windows[size_t(a)] = {start, r.end};
+    words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)] -= int64_t(start / elem);
   }
-  return dispatch(q, pipe, words.data(), words.size(), bufs.data(), accesses, work, p->can_fail, tag, p->name, st);
+  return dispatch(q, pipe, words.data(), words.size(), bufs.data(), accesses, work, p->can_fail, tag, p->name, st,
+                  windows);
 }
 
 namespace {

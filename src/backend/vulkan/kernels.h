@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/access_ranges.h"
 #include "backend/vulkan/queue.h"
 
 namespace ember::vk {
@@ -55,9 +56,11 @@ struct Work {
 // a dummy). `accesses`: the argument bytes it may read and write (the launch words, private to
 // the launch, and the error word, which only the first failing point writes after an atomic
 // compare-and-swap, are not listed). checked: the launch may write the error word (tag, name).
+// `windows` (per argument, or empty: every buffer whole) are the byte ranges bound to the
+// descriptors; the launch words address each argument from its window's start.
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipeline, const int64_t* words, size_t n_words,
                  const ember_buffer* args, const std::vector<BufferAccess>& accesses, const Work& work, bool checked,
-                 uint64_t tag, const std::string& name, ember_status* st);
+                 uint64_t tag, const std::string& name, ember_status* st, const std::vector<ByteRange>& windows = {});
 
 }  // namespace ember::vk
 
