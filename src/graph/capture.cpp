@@ -194,10 +194,10 @@ class Recorder final : public WorkRecorder {
     constexpr uint64_t kMaxSearch = uint64_t(1) << 20;
     std::optional<uint64_t> draw;
     for (uint64_t d = sequence_start_.draws; d < now.draws && d - sequence_start_.draws < kMaxSearch; ++d)
-        if (random_sequence_key(now.seed, d) == seed) {
-          draw = d - sequence_start_.draws;
-          break;
-        }
+      if (random_sequence_key(now.seed, d) == seed) {
+        draw = d - sequence_start_.draws;
+        break;
+      }
     if (!draw)
       return refuse_locked(fmt::format("{} draws random numbers with a fixed seed (a replay would repeat them)", where));
     slots_[key.get()] = {SlotRef::RandomKey, int(random_key_draws_.size())};
@@ -407,8 +407,9 @@ const unsigned char* parameter_bytes(const Node& n, size_t& bytes) {
 }
 
 // Runs a recording's calls with `inputs` (ready, laid out as when recorded) bound to its input
-// slots and `keys` (per random key slot) as the random ops' keys; sets the views of `outputs`. On the device's queue (run_on_queue). Parameter-only calls
-// are skipped when their parameters have not changed since they last ran (ParameterWork).
+// slots and `keys` (per random key slot) as the random ops' keys; sets the views of `outputs`. On
+// the device's queue (run_on_queue). Parameter-only calls are skipped when their parameters have
+// not changed since they last ran (ParameterWork).
 // Returns whether they were.
 bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs,
             const std::vector<uint64_t>& keys) {

@@ -114,8 +114,9 @@ Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAtten
 
 // Gradients of the FusedAttention node (declared in rules_library.cpp). in = q [B, L, E],
 // k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; packed = the node's output (f32 for f16 / bf16
-// operands); g its gradient (o's and lse's). With s the masked scores and p = exp(s - lse): dv = p^T do, dp = do v^T,
-// ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale, dk = ds^T q * scale, dmask = ds.
+// operands); g its gradient (o's and lse's). With s the masked scores and p = exp(s - lse):
+// dv = p^T do, dp = do v^T, ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale,
+// dk = ds^T q * scale, dmask = ds.
 std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
                                             double scale, bool causal, const std::vector<bool>& needs) {
   const Loc loc = Loc::current();
