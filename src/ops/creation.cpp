@@ -69,6 +69,13 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// `seed`, else the next key of the global sequence.
+uint64_t next_seed(std::optional<uint64_t> seed) {
+  if (seed) return *seed;
+  const RandomSequencePosition at = take_random_draws(1);
+  return random_sequence_key(at.seed, at.draws);
+}
+
 Array random(Op op, const Shape& shape, double a, double b, const RandomOptions& opts, Loc loc) {
   const char* name = op_name(op);
   check_shape(shape, name, loc);
@@ -77,7 +84,7 @@ Array random(Op op, const Shape& shape, double a, double b, const RandomOptions&
   OpAttrs attrs;
   attrs.f0 = a;
   attrs.f1 = b;
-  attrs.seed = opts.seed ? *opts.seed : random_sequence_key(global_seed.load(), draws.fetch_add(1));
+  attrs.seed = next_seed(opts.seed);
   return make_array(op, std::move(attrs), {}, shape, opts.dtype, opts.device, loc);
 }
 }  // namespace
@@ -154,10 +161,6 @@ Array one_hot(const Array& index, int64_t num_classes, std::optional<DType> dtyp
   std::vector<int64_t> shape = n->shape.dims();
   shape.push_back(num_classes);
   return reshape(rows, Shape(shape), loc);
-}
-
-static uint64_t next_seed(std::optional<uint64_t> seed) {
-  return seed ? *seed : random_sequence_key(global_seed.load(), draws.fetch_add(1));
 }
 
 Array bernoulli(const Array& p, std::optional<uint64_t> seed, Loc loc) {

@@ -15,8 +15,9 @@
 // lse), and backward an invocation per query row for dq and one per key for dk and dv together;
 // every score is computed once per pass. Wider heads (the blocked variant): forward (1) an
 // invocation per row for lse, (2) one per (row, block of kCols columns of Ev) for o (an f16 or
-// bf16 output recomputes lse, its stored one being rounded; the core asks for f32 output); backward, one per (row, block of E) for dq, per
-// (key, block of E) for dk, per (key, block of Ev) for dv. The dot products are unrolled in the
+// bf16 output recomputes lse, its stored one being rounded; the core asks for f32 output);
+// backward, one per (row, block of E) for dq, per (key, block of E) for dk, per (key, block of
+// Ev) for dv. The dot products are unrolled in the
 // text (emit_glsl_library.h `unrolled`), so the loops over keys or queries are the only long
 // ones (lavapipe's loop budget). f16 and bf16 compute in f32 and round at the store (the forward's
 // output and the backward's lse and d may be f32 instead: the core keeps them so), f32 in f32,

@@ -441,6 +441,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   // (kernels touching disjoint parts of one buffer need none between them).
   std::vector<BufferAccess> accesses;
   std::vector<ByteRange> windows(size_t(launch_in->n_args));
+  // A power of two (Vulkan requires it) of at least 8: a multiple of every element size.
   const VkDeviceSize align = std::max<VkDeviceSize>(8, q->device->props.limits.minStorageBufferOffsetAlignment);
   for (int32_t a = 0; a < launch_in->n_args; ++a) {
     const ember_kir_arg& arg = launch_in->args[a];
@@ -448,7 +449,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
     const uint32_t elem = p->arg_bytes[size_t(a)];
     const ByteRange r = kir_arg_range(*launch_in, arg, elem, arg.buffer->block.size);
     accesses.push_back({buffer_key(arg.buffer->block.buffer), r.begin, r.end, bool(p->arg_written[size_t(a)])});
-    if (elem == 0 || r.end <= r.begin || align % elem != 0) continue;  // bound whole
+    if (elem == 0 || r.end <= r.begin) continue;  // bound whole
     const VkDeviceSize start = r.begin / align * align;
     windows[size_t(a)] = {start, r.end};
     words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)] -= int64_t(start / elem);
