@@ -71,7 +71,9 @@ typedef enum ember_kir_op {
   EMBER_KIR_CONST = 0,   /* fimm (floating dtypes) or iimm (others)                          */
   EMBER_KIR_LOAD,        /* arg; dtype = the arg's dtype                                      */
   EMBER_KIR_LOAD_GATHER, /* arg, a = index (i64) along the arg's gather axis (bounds-checked) */
-  EMBER_KIR_IOTA,        /* arg: offset of the current point in that arg's view (i64)         */
+  EMBER_KIR_IOTA,        /* arg: offset of the current point in that arg's view (i64); an arg
+                          * without a buffer (a device binds a buffer's window and addresses it
+                          * from there, so a buffer's offsets are not the launch's)             */
   EMBER_KIR_STORE,       /* arg, a = value                                                    */
   EMBER_KIR_CAST,        /* a -> dtype                                                        */
   /* unary */
@@ -312,7 +314,9 @@ typedef struct ember_device_properties {
   uint32_t dtypes;         /* EMBER_DTYPE_BIT of each dtype kernels can compute in */
   uint32_t index_bits;     /* 64, or 32: launches and buffers must stay below 2^31 elements */
   uint64_t max_buffer_bytes;   /* largest buffer_alloc */
-  uint64_t max_binding_bytes;  /* largest range one kernel argument may address */
+  uint64_t max_binding_bytes;  /* largest byte span (lowest to highest element) that a library
+                                * call's tensor may cover, wherever it starts; larger ones take
+                                * the host fallback (a KIR launch is split by the plugin) */
   uint32_t max_workgroup_size; /* 1 for host backends */
   uint32_t subgroup_size;      /* 1 for host backends */
   uint32_t host_visible;   /* 1 if device memory is host memory */

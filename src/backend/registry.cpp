@@ -193,6 +193,21 @@ bool Backend::is_async(int device) {
   return v > 0;
 }
 
+uint64_t Backend::max_binding(int device) {
+  auto read = [&] {
+    const uint64_t v = properties(device).max_binding_bytes;
+    return v == 0 ? UINT64_MAX : v;
+  };
+  if (device < 0 || device >= device_states_) return read();
+  std::atomic<uint64_t>& m = devices_[size_t(device)].max_binding;
+  uint64_t v = m.load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = read();
+    m.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
 const ember_device_properties& Backend::properties(int device) {
   std::lock_guard lock(device_mutex_);
   auto& p = properties_[device];
@@ -225,10 +240,42 @@ std::string Backend::unsupported(int device, const ember_kir_program& program) {
   return {};
 }
 
-std::string Backend::unsupported_library(int device, int32_t op, int32_t dtype) {
-  if (supports(device, EMBER_SUPPORT_LIBRARY, op, dtype)) return {};
-  return fmt::format("device {} does not support library call {} on {}", device_label(device), op,
-                     dtype_name(DType(dtype)));
+namespace {
+
+// The bytes from a tensor's lowest to its highest element (0 when it has none; the largest value
+// on overflow).
+uint64_t tensor_span_bytes(const ember_tensor_desc& t) {
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < t.rank && d < 8; ++d) {
+    if (t.shape[d] <= 0) return 0;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &span)) return UINT64_MAX;
+    (span >= 0 ? hi : lo) += span;
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(uint64_t(hi - lo) + 1, uint64_t(ember_dtype_bytes(t.dtype)), &bytes)) return UINT64_MAX;
+  return bytes;
+}
+
+}  // namespace
+
+std::string Backend::unsupported_library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+                                         const ember_tensor_desc* outputs, int n_outputs) {
+  const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
+  if (!supports(device, EMBER_SUPPORT_LIBRARY, op, dtype))
+    return fmt::format("device {} does not support library call {} on {}", device_label(device), op,
+                       dtype_name(DType(dtype)));
+  // A GPU binds each tensor of a library call as one storage range (KIR launches are split by the
+  // plugin instead).
+  const uint64_t max_binding = this->max_binding(device);
+  for (int i = 0; i < n_inputs + n_outputs; ++i) {
+    const uint64_t bytes = tensor_span_bytes(i < n_inputs ? inputs[i] : outputs[i - n_inputs]);
+    if (bytes > max_binding)
+      return fmt::format("{} {} of library call {} spans {} bytes, more than device {} binds at once ({} bytes)",
+                         i < n_inputs ? "input" : "output", i < n_inputs ? i : i - n_inputs, op, bytes,
+                         device_label(device), max_binding);
+  }
+  return {};
 }
 
 BufferCache& Backend::cache(int device) {
@@ -435,8 +482,8 @@ void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch
 void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                            const ember_tensor_desc* outputs, int n_outputs, const void* attrs, uint64_t tag) {
   ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
-  const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
-  if (std::string why = unsupported_library(device, op, dtype); !why.empty()) throw Error(why);
+  if (std::string why = unsupported_library(device, op, inputs, n_inputs, outputs, n_outputs); !why.empty())
+    throw Error(why);
   ember_status st{};
   int32_t code =
       table_.library_call(queue(device), op, inputs, n_inputs, outputs, n_outputs, attrs, tag, &st);

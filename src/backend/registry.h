@@ -61,12 +61,16 @@ class Backend {
   int device_count() const { return table_.device_count(); }
   // The device's properties, queried once.
   const ember_device_properties& properties(int device);
+  // properties(device).max_binding_bytes without a lock (UINT64_MAX where the plugin gives none).
+  uint64_t max_binding(int device);
   // Whether the device runs KIR instruction / library call `op` on `dtype` (abi.h supports_op).
   bool supports(int device, int32_t kind, int32_t op, int32_t dtype);
   // Why the device cannot run `program` (its first instruction the plugin lacks on that dtype)
-  // or library call `op` on `dtype`; "" when it can.
+  // or library call `op` on these tensors (its dtype, or a tensor spanning more bytes than one
+  // binding of the device may address); "" when it can.
   std::string unsupported(int device, const ember_kir_program& program);
-  std::string unsupported_library(int device, int32_t op, int32_t dtype);
+  std::string unsupported_library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
+                                  const ember_tensor_desc* outputs, int n_outputs);
 
   // The device's in-order queue (created on first use). Every call below is ordered on it.
   ember_queue queue(int device);
@@ -153,6 +157,7 @@ class Backend {
   struct DeviceState {
     std::atomic<ember_queue> queue{nullptr};
     std::atomic<int8_t> async{-1};
+    std::atomic<uint64_t> max_binding{0};  // 0: not read yet
   };
   std::unique_ptr<DeviceState[]> devices_;
   int device_states_ = 0;

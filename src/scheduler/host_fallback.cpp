@@ -120,8 +120,7 @@ void library_call(Device device, const std::string& what, int32_t op, const embe
                   const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
                   const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) {
   Backend& be = Backend::get(device.kind);
-  const int32_t dtype = n_inputs > 0 ? inputs[0].dtype : n_outputs > 0 ? outputs[0].dtype : EMBER_F32;
-  std::string why = be.unsupported_library(device.index, op, dtype);
+  std::string why = be.unsupported_library(device.index, op, inputs, n_inputs, outputs, n_outputs);
   WorkRecorder* recorder = active_work_recorder();
   if (why.empty()) {
     if (recorder) recorder->library(device.index, op, inputs, n_inputs, outputs, n_outputs, attrs, buffers);

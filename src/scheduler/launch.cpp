@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -81,6 +82,33 @@ void Launch::collapse() {
   for (Arg& arg : args) arg.strides.resize(kept);
 }
 
+namespace {
+
+// Why the device cannot bind an argument of this launch: one output point reads more of it than
+// one binding of the device may address (a long reduction, a large gathered table). A plugin
+// splits larger launches along their outer dims (Vulkan: launch_pieces.h), which cannot help
+// there, so such a launch takes the host fallback.
+std::string oversized_argument(Backend& be, Device device, const ember_kir_program& prog, const ember_kir_launch& l) {
+  const uint64_t limit = be.max_binding(device.index);
+  if (limit == UINT64_MAX) return {};
+  const int rank = l.outer_rank + l.reduce_rank;
+  for (int32_t a = 0; a < l.n_args; ++a) {
+    const ember_kir_arg& arg = l.args[a];
+    if (!arg.buffer) continue;
+    double elements = 1;  // a double: no overflow, and the limit is far from its precision
+    for (int d = l.outer_rank; d < rank; ++d) elements += double(l.shape[d] - 1) * std::fabs(double(arg.strides[d]));
+    if (arg.gather_size > 1) elements += double(arg.gather_size - 1) * std::fabs(double(arg.gather_stride));
+    const double bytes = elements * double(ember_dtype_bytes(prog.arg_dtypes[a]));
+    if (bytes > double(limit))
+      return fmt::format("argument {} of kernel '{}' spans {:.0f} bytes at one output point, more than device {} "
+                         "binds at once ({} bytes)",
+                         a, prog.name ? prog.name : "kernel", bytes, device.str(), limit);
+  }
+  return {};
+}
+
+}  // namespace
+
 void Launch::run(Device device, const kir::Builder& b, const std::string& name, uint64_t structure_hash) {
   Backend& be = backend_for(device);
   collapse();
@@ -118,8 +146,9 @@ void Launch::run(Device device, const kir::Builder& b, const std::string& name, 
   const uint64_t hash = structure_hash ? structure_hash : b.structure_hash();
   std::string unsupported;
   std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, hash, &unsupported);
+  if (compiled) unsupported = oversized_argument(be, device, prog, l);
   WorkRecorder* recorder = active_work_recorder();
-  if (!compiled) {
+  if (!compiled || !unsupported.empty()) {
     if (recorder) recorder->refuse(fmt::format("kernel '{}' runs on the host fallback", name));
     std::vector<std::shared_ptr<DeviceBuffer>> buffers;
     for (const Arg& a : args) buffers.push_back(a.buffer);

@@ -50,12 +50,17 @@ void run_generator(Node& n) {
   DType compute = (n.dtype == DType::F16 || n.dtype == DType::BF16) ? DType::F32 : n.dtype;
   kir::Builder b;
   int out = b.add_arg(n.dtype);
-  kir::Val v = generator_expr(n.op, b, n.attrs, compute, b.iota(out));
+  // The element's index in the node's own layout, from an argument without a buffer (not the
+  // output's offset: the output may be a slab of a larger buffer, and a device addresses it from
+  // the window it binds).
+  int counter = b.add_arg(DType::I64);
+  kir::Val v = generator_expr(n.op, b, n.attrs, compute, b.iota(counter));
   b.store(out, b.cast(v, n.dtype));
   Launch l;
   l.outer_rank = n.shape.rank();
   l.shape = n.shape.dims();
   l.add(n.view, n.view.strides);
+  l.add(View{}, n.shape.contiguous_strides());
   l.run(n.device, b, op_name(n.op));
 }
 

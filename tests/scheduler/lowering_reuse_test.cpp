@@ -140,6 +140,22 @@ TEST_P(LoweringReuseTest, RandomOpsDrawTheirOwnSeedsNumbers) {
   EXPECT_EQ(b, b_unfused);
 }
 
+// A random op draws by its elements' indices in its own layout, wherever its output is placed:
+// computed straight into its slab of a cat (an offset into a larger buffer), fused or alone, it
+// draws what it draws by itself. (Alone, the kernel once counted from the slab's offset.)
+TEST_P(LoweringReuseTest, RandomOpsComputedIntoACatSlabDrawTheirOwnNumbers) {
+  for (bool fused : {true, false}) {
+    set_fusion_enabled(fused);
+    const std::vector<float> alone = uniform({1000}, 0, 1, {.seed = 5, .device = d}).to_vector<float>();
+    const std::vector<float> both =
+        cat({uniform({1000}, 0, 1, {.seed = 7, .device = d}), uniform({1000}, 0, 1, {.seed = 5, .device = d})}, 0)
+            .to_vector<float>();
+    set_fusion_enabled(true);
+    ASSERT_EQ(both.size(), 2000u);
+    EXPECT_EQ(std::vector<float>(both.begin() + 1000, both.end()), alone) << (fused ? "fused" : "unfused");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LoweringReuseTest, ::testing::ValuesIn(testing::test_devices()),
                          testing::device_test_name);
 

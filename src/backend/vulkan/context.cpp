@@ -114,13 +114,27 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   VkPhysicalDevicePushDescriptorPropertiesKHR push{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
   const bool has_push = has_extension(phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceMaintenance4Properties m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   sub.pNext = &drv;
   drv.pNext = &fc;
-  if (has_push) fc.pNext = &push;
+  fc.pNext = &m3;
+  if (d.props.apiVersion >= VK_API_VERSION_1_3) m3.pNext = &m4;
+  if (has_push) (d.props.apiVersion >= VK_API_VERSION_1_3 ? m4.pNext : m3.pNext) = &push;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(phys, &p2);
   d.subgroup_size = sub.subgroupSize;
+  d.binding_alignment = std::max<uint64_t>(8, d.props.limits.minStorageBufferOffsetAlignment);
+  d.max_binding = d.props.limits.maxStorageBufferRange;
+  if (const char* env = std::getenv("EMBER_VULKAN_MAX_BINDING")) {
+    const uint64_t v = std::strtoull(env, nullptr, 10);
+    if (v > 0) d.max_binding = std::min<uint64_t>(d.max_binding, std::max<uint64_t>(v, 4 * d.binding_alignment));
+  }
+  d.max_binding = d.max_binding / d.binding_alignment * d.binding_alignment;  // windows start aligned
+  d.max_buffer = m3.maxMemoryAllocationSize;
+  if (d.props.apiVersion >= VK_API_VERSION_1_3 && m4.maxBufferSize) d.max_buffer = std::min<uint64_t>(d.max_buffer, m4.maxBufferSize);
+  if (d.max_buffer < d.max_binding) d.max_buffer = d.max_binding;
   d.name = std::string(d.props.deviceName) + (drv.driverInfo[0] ? std::string(", ") + drv.driverInfo : "");
 
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};

@@ -45,6 +45,13 @@ struct DeviceContext {
 
   VkPhysicalDeviceProperties props{};
   uint32_t subgroup_size = 1;
+  // Largest buffer (maxMemoryAllocationSize, and maxBufferSize on Vulkan 1.3) and largest range
+  // one descriptor may bind (maxStorageBufferRange, or EMBER_VULKAN_MAX_BINDING where smaller, to
+  // test the split launches on any driver). A buffer may be larger than a binding: kernels bind
+  // the window of it they touch, and launches whose windows are too large are split (kernels.cpp).
+  uint64_t max_buffer = 0, max_binding = 0;
+  // minStorageBufferOffsetAlignment, at least 8 (a multiple of every element size; a power of two).
+  uint64_t binding_alignment = 8;
   uint64_t heap_bytes = 0;
   uint32_t device_memory_type = 0;  // where tensors live
   uint32_t host_memory_type = 0;    // staging and launch parameters (host visible, coherent)

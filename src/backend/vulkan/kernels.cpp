@@ -16,6 +16,7 @@
 
 #include "backend/common/kernel_cache_dir.h"
 #include "backend/vulkan/access_ranges.h"
+#include "backend/vulkan/launch_pieces.h"
 
 namespace ember::vk {
 
@@ -285,6 +286,19 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   DeviceContext* d = device(device_index);
   if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   const std::string name = program->name ? program->name : "kernel";
+  // An IOTA counts from its argument's offset, which a launch rebases to the window it binds for
+  // an argument with a buffer: the core gives IOTAs arguments of their own (abi.h).
+  for (int32_t k = 0; k < program->n_insts; ++k) {
+    const ember_kir_inst& in = program->insts[k];
+    if (in.op != EMBER_KIR_IOTA || in.arg < 0 || in.arg >= program->n_args) continue;
+    for (int32_t j = 0; j < program->n_insts; ++j)
+      if (program->insts[j].arg == in.arg && program->insts[j].op != EMBER_KIR_IOTA &&
+          (program->insts[j].op == EMBER_KIR_LOAD || program->insts[j].op == EMBER_KIR_LOAD_GATHER ||
+           program->insts[j].op == EMBER_KIR_STORE || program->insts[j].op == EMBER_KIR_LOAD_UNIFORM))
+        return set_status(st, EMBER_ERR_UNSUPPORTED,
+                          "vulkan:%d cannot run %s: argument %d is both an IOTA's and a buffer's", device_index,
+                          name.c_str(), int(in.arg));
+  }
   std::string glsl, why;
   bool can_fail = false;
   emit::GlslTarget t32 = d->target;
@@ -309,6 +323,13 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
     if (in.op == EMBER_KIR_STORE && in.arg >= 0 && in.arg < program->n_args) p->arg_written[size_t(in.arg)] = true;
   }
   for (int32_t a = 0; a < program->n_args; ++a) p->arg_bytes.push_back(storage_bytes(program->arg_dtypes[a]));
+  p->arg_uniform.assign(size_t(std::max(program->n_args, 0)), true);
+  for (int32_t k = 0; k < program->n_insts; ++k) {
+    const ember_kir_inst& in = program->insts[k];
+    const bool uses_arg = in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_LOAD_GATHER || in.op == EMBER_KIR_STORE ||
+                          in.op == EMBER_KIR_IOTA;
+    if (uses_arg && in.arg >= 0 && in.arg < program->n_args) p->arg_uniform[size_t(in.arg)] = false;
+  }
   *out = p.release();
   return EMBER_OK;
 }
@@ -356,22 +377,10 @@ ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>
   return out;
 }
 
-}  // namespace
-
-int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* launch_in, uint64_t tag, ember_status* st) {
-  if (launch_in->outer_rank < 0 || launch_in->reduce_rank < 0 ||
-      launch_in->outer_rank + launch_in->reduce_rank > EMBER_MAX_ITER_RANK)
-    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d + %d", p->name.c_str(), launch_in->outer_rank,
-                launch_in->reduce_rank);
-  std::vector<ember_kir_arg> merged_args;
-  const ember_kir_launch merged = coalesce(*launch_in, merged_args);
-  const ember_kir_launch* l = &merged;
-  if (l->n_args != p->pipeline->n_args)
-    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
-                l->n_args, p->pipeline->n_args);
+// One launch whose argument windows fit the device's bindings (launch_pieces.h): its launch words
+// (offsets counted from each window's start), the 32- or 64-bit pipeline, then the dispatch.
+int32_t run_piece(ember_queue q, ember_program p, const ember_kir_launch* l, uint64_t tag, ember_status* st) {
   const int rank = l->outer_rank + l->reduce_rank;
-  if (rank < 0 || rank > EMBER_MAX_ITER_RANK)
-    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d", p->name.c_str(), rank);
   std::vector<int64_t> words(size_t(W::words(l->n_args)), 0);
   int64_t points = 1;
   for (int dim = 0; dim < (p->reduce ? l->outer_rank : rank); ++dim) points *= l->shape[dim];
@@ -388,19 +397,6 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   words[W::kMode] = tree ? 1 : 0;
   for (int dim = 0; dim < rank; ++dim) words[size_t(W::kShape + dim)] = l->shape[dim];
   std::vector<ember_buffer> bufs(size_t(l->n_args));
-  // 32-bit index arithmetic when every offset the launch can form fits in an int.
-  constexpr int64_t kMax32 = (int64_t(1) << 31) - 1;
-  bool fits32 = (tree ? points * step : points) <= kMax32 && nred <= kMax32;
-  for (int32_t a = 0; a < l->n_args && fits32; ++a) {
-    const ember_kir_arg& arg = l->args[a];  // with or without a buffer (IOTA offsets count too)
-    int64_t hi = arg.offset, lo = arg.offset;
-    for (int dim = 0; dim < rank; ++dim) {
-      const int64_t span = (l->shape[dim] > 0 ? l->shape[dim] - 1 : 0) * arg.strides[dim];
-      (span >= 0 ? hi : lo) += span;
-    }
-    if (arg.gather_size > 0) hi += (arg.gather_size - 1) * (arg.gather_stride < 0 ? -arg.gather_stride : arg.gather_stride);
-    fits32 = hi <= kMax32 && lo >= -kMax32;
-  }
   for (int32_t a = 0; a < l->n_args; ++a) {
     const ember_kir_arg& arg = l->args[a];
     int64_t* aw = words.data() + W::kArgs + W::kPerArg * a;
@@ -409,21 +405,6 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
     aw[W::kGatherStride] = arg.gather_stride;
     aw[W::kGatherSize] = arg.gather_size;
     bufs[size_t(a)] = arg.buffer;
-    if (arg.buffer && arg.buffer->device != q->device)
-      return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
-  }
-  std::shared_ptr<const Pipeline> pipe = p->pipeline;
-  if (!fits32 && !q->device->target.int64)
-    return set_status(st, EMBER_ERR_UNSUPPORTED,
-                      "vulkan:%d: %s needs 64-bit index arithmetic (offsets past 2^31), which this device lacks "
-                      "(no shaderInt64)",
-                      q->device->index, p->name.c_str());
-  if (!fits32) {
-    std::lock_guard lock(p->mutex64);
-    if (!p->pipeline64)
-      if (int32_t rc = build_pipeline(q->device, p->glsl64, p->pipeline->n_args, p->name, &p->pipeline64, st); rc != EMBER_OK)
-        return rc;
-    pipe = p->pipeline64;
   }
   // Loop iterations per item: the unravel loops (none for one dim) and the reduce passes.
   auto unravel_cost = [](int dims) { return dims > 1 ? dims : 0; };
@@ -440,22 +421,80 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   // which see a descriptor's whole range as accessed, see what the barriers were decided on
   // (kernels touching disjoint parts of one buffer need none between them).
   std::vector<BufferAccess> accesses;
-  std::vector<ByteRange> windows(size_t(launch_in->n_args));
-  // A power of two (Vulkan requires it) of at least 8: a multiple of every element size.
-  const VkDeviceSize align = std::max<VkDeviceSize>(8, q->device->props.limits.minStorageBufferOffsetAlignment);
-  for (int32_t a = 0; a < launch_in->n_args; ++a) {
-    const ember_kir_arg& arg = launch_in->args[a];
+  std::vector<ByteRange> windows(size_t(l->n_args));
+  for (int32_t a = 0; a < l->n_args; ++a) {
+    const ember_kir_arg& arg = l->args[a];
     if (!arg.buffer) continue;
     const uint32_t elem = p->arg_bytes[size_t(a)];
-    const ByteRange r = kir_arg_range(*launch_in, arg, elem, arg.buffer->block.size);
-    accesses.push_back({buffer_key(arg.buffer->block.buffer), r.begin, r.end, bool(p->arg_written[size_t(a)])});
-    if (elem == 0 || r.end <= r.begin) continue;  // bound whole
-    const VkDeviceSize start = r.begin / align * align;
-    windows[size_t(a)] = {start, r.end};
-    words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)] -= int64_t(start / elem);
+    const ByteRange w = arg_window(*l, arg, {elem, arg.buffer->block.size, false}, q->device->binding_alignment);
+    if (w.end <= w.begin) {  // touches nothing: the buffer's first bytes (a binding must have some)
+      windows[size_t(a)] = {0, std::min<uint64_t>(arg.buffer->block.size, q->device->max_binding)};
+      continue;
+    }
+    windows[size_t(a)] = w;
+    // The whole window counts as accessed (as the validation layer counts it): the aligned start
+    // may reach into what a neighbouring launch writes, e.g. the previous piece of a split launch.
+    accesses.push_back({buffer_key(arg.buffer->block.buffer), w.begin, w.end, bool(p->arg_written[size_t(a)])});
+    if (elem > 0) words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)] -= int64_t(w.begin / elem);
+  }
+  // 32-bit index arithmetic when every offset the launch can form from its windows fits in an int.
+  constexpr int64_t kMax32 = (int64_t(1) << 31) - 1;
+  bool fits32 = (tree ? points * step : points) <= kMax32 && nred <= kMax32;
+  for (int32_t a = 0; a < l->n_args && fits32; ++a) {
+    const ember_kir_arg& arg = l->args[a];  // with or without a buffer (IOTA offsets count too)
+    const int64_t offset = words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)];
+    int64_t hi = offset, lo = offset;
+    for (int dim = 0; dim < rank; ++dim) {
+      const int64_t span = (l->shape[dim] > 0 ? l->shape[dim] - 1 : 0) * arg.strides[dim];
+      (span >= 0 ? hi : lo) += span;
+    }
+    if (arg.gather_size > 0) hi += (arg.gather_size - 1) * (arg.gather_stride < 0 ? -arg.gather_stride : arg.gather_stride);
+    fits32 = hi <= kMax32 && lo >= -kMax32;
+  }
+  std::shared_ptr<const Pipeline> pipe = p->pipeline;
+  if (!fits32 && !q->device->target.int64)
+    return set_status(st, EMBER_ERR_UNSUPPORTED,
+                      "vulkan:%d: %s needs 64-bit index arithmetic (offsets past 2^31), which this device lacks "
+                      "(no shaderInt64)",
+                      q->device->index, p->name.c_str());
+  if (!fits32) {
+    std::lock_guard lock(p->mutex64);
+    if (!p->pipeline64)
+      if (int32_t rc = build_pipeline(q->device, p->glsl64, p->pipeline->n_args, p->name, &p->pipeline64, st); rc != EMBER_OK)
+        return rc;
+    pipe = p->pipeline64;
   }
   return dispatch(q, pipe, words.data(), words.size(), bufs.data(), accesses, work, p->can_fail, tag, p->name, st,
                   windows);
+}
+
+}  // namespace
+
+int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* launch_in, uint64_t tag, ember_status* st) {
+  if (launch_in->outer_rank < 0 || launch_in->reduce_rank < 0 ||
+      launch_in->outer_rank + launch_in->reduce_rank > EMBER_MAX_ITER_RANK)
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: rank %d + %d", p->name.c_str(), launch_in->outer_rank,
+                      launch_in->reduce_rank);
+  if (launch_in->n_args != p->pipeline->n_args)
+    return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
+                      launch_in->n_args, p->pipeline->n_args);
+  std::vector<ember_kir_arg> merged_args;
+  const ember_kir_launch merged = coalesce(*launch_in, merged_args);
+  std::vector<ArgLayout> layout(size_t(merged.n_args));
+  for (int32_t a = 0; a < merged.n_args; ++a) {
+    const ember_kir_arg& arg = merged.args[a];
+    if (arg.buffer && arg.buffer->device != q->device)
+      return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
+    layout[size_t(a)] = {p->arg_bytes[size_t(a)], arg.buffer ? uint64_t(arg.buffer->block.size) : 0,
+                         bool(p->arg_uniform[size_t(a)])};
+  }
+  std::string why;
+  const int32_t rc = run_in_pieces(
+      merged, layout, q->device->max_binding, q->device->binding_alignment,
+      [&](const ember_kir_launch& piece) { return run_piece(q, p, &piece, tag, st); }, &why);
+  if (rc != EMBER_OK && !why.empty())
+    return set_status(st, rc, "vulkan:%d: %s: %s", q->device->index, p->name.c_str(), why.c_str());
+  return rc;
 }
 
 namespace {
@@ -477,55 +516,77 @@ int32_t library_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_ar
 
 }  // namespace
 
-int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
-                     int32_t n_out, const void* attrs, uint64_t tag, ember_status* st) {
+int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in_abs, int32_t n_in,
+                     const ember_tensor_desc* out_abs, int32_t n_out, const void* attrs, uint64_t tag,
+                     ember_status* st) {
+  DeviceContext* d = q->device;
+  // Each tensor is bound as the window of its buffer it covers (from an aligned start, which its
+  // offset then counts from), so a buffer may be larger than a binding; a tensor that is itself
+  // larger than the device's largest binding is refused (library shaders are not split).
+  std::vector<ember_tensor_desc> in(in_abs, in_abs + n_in), out(out_abs, out_abs + n_out);
+  std::vector<ember_buffer> bufs;
+  std::vector<BufferAccess> accesses;  // inputs read and outputs written, the same for every pass
+  std::vector<ByteRange> windows;
+  for (int32_t i = 0; i < n_in + n_out; ++i) {
+    ember_tensor_desc& t = i < n_in ? in[size_t(i)] : out[size_t(i - n_in)];
+    bufs.push_back(t.buffer);
+    windows.push_back({});
+    if (!t.buffer) continue;
+    if (t.buffer->device != d)
+      return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
+    const uint64_t size = t.buffer->block.size;
+    const ByteRange r = tensor_range(t, size);
+    const uint32_t elem = storage_bytes(t.dtype);
+    if (elem == 0 || r.end <= r.begin) {  // no elements (or an unknown dtype): the buffer's first bytes
+      windows.back() = {0, std::min<uint64_t>(size, d->max_binding)};
+      if (r.end > r.begin) accesses.push_back({buffer_key(t.buffer->block.buffer), 0, size, i >= n_in});
+      continue;
+    }
+    const ByteRange w{r.begin / d->binding_alignment * d->binding_alignment, r.end};
+    // The bound window counts as accessed, as for KIR launches. (A pass may read what an earlier
+    // pass of the call wrote: the queue orders those by their overlap.)
+    accesses.push_back({buffer_key(t.buffer->block.buffer), w.begin, w.end, i >= n_in});
+    if (w.end - w.begin > d->max_binding)
+      return set_status(st, EMBER_ERR_UNSUPPORTED,
+                        "vulkan:%d: library call %d: %s %d spans %llu bytes, more than the device's largest storage "
+                        "binding (%llu bytes)",
+                        d->index, op, i < n_in ? "input" : "output", i < n_in ? i : i - n_in,
+                        (unsigned long long)(w.end - w.begin), (unsigned long long)d->max_binding);
+    windows.back() = w;
+    t.offset -= int64_t(w.begin / elem);
+  }
   std::vector<emit::GlslPass> passes;
   std::string why;
-  // 32-bit index arithmetic when every tensor's extent fits in an int.
-  emit::GlslTarget target = q->device->target;
+  // 32-bit index arithmetic when every tensor's extent (in its window) fits in an int.
+  emit::GlslTarget target = d->target;
   target.index32 = true;
   auto fits = [&](const ember_tensor_desc& t) {
     int64_t hi = t.offset, n = 1;
-    for (int d = 0; d < t.rank && d < 8; ++d) {
-      if (t.strides[d] < 0) return false;
-      hi += (t.shape[d] > 0 ? t.shape[d] - 1 : 0) * t.strides[d];
-      n *= t.shape[d];
+    for (int k = 0; k < t.rank && k < 8; ++k) {
+      if (t.strides[k] < 0) return false;
+      hi += (t.shape[k] > 0 ? t.shape[k] - 1 : 0) * t.strides[k];
+      n *= t.shape[k];
     }
     return hi < (int64_t(1) << 31) && n < (int64_t(1) << 31) / 1024;  // room for per-point products
   };
-  for (int32_t i = 0; i < n_in; ++i) target.index32 = target.index32 && fits(in[i]);
-  for (int32_t i = 0; i < n_out; ++i) target.index32 = target.index32 && fits(out[i]);
+  for (const ember_tensor_desc& t : in) target.index32 = target.index32 && fits(t);
+  for (const ember_tensor_desc& t : out) target.index32 = target.index32 && fits(t);
   if (!target.index32 && !target.int64)
     return set_status(st, EMBER_ERR_UNSUPPORTED,
                       "vulkan:%d: library call %d needs 64-bit index arithmetic (tensors past 2^31 elements), which "
                       "this device lacks (no shaderInt64)",
-                      q->device->index, op);
-  if (!emit::emit_glsl_library(op, in, n_in, out, n_out, attrs, target, passes, &why))
-    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", q->device->index, why.c_str());
-  std::vector<ember_buffer> bufs;
-  for (int32_t i = 0; i < n_in; ++i) bufs.push_back(in[i].buffer);
-  for (int32_t i = 0; i < n_out; ++i) bufs.push_back(out[i].buffer);
-  for (ember_buffer b : bufs)
-    if (b && b->device != q->device)
-      return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
-  // Each tensor's range, inputs read and outputs written, the same for every pass (a pass may
-  // read what an earlier pass of the call wrote: the queue orders those by their overlap too).
-  std::vector<BufferAccess> accesses;
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    if (!bufs[i]) continue;
-    const ember_tensor_desc& t = i < size_t(n_in) ? in[i] : out[i - size_t(n_in)];
-    const ByteRange r = tensor_range(t, bufs[i]->block.size);
-    accesses.push_back({buffer_key(bufs[i]->block.buffer), r.begin, r.end, i >= size_t(n_in)});
-  }
+                      d->index, op);
+  if (!emit::emit_glsl_library(op, in.data(), n_in, out.data(), n_out, attrs, target, passes, &why))
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d: %s", d->index, why.c_str());
   for (const emit::GlslPass& p : passes) {
     std::shared_ptr<const Pipeline> pipe;
-    if (int32_t rc = library_pipeline(q->device, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;
+    if (int32_t rc = library_pipeline(d, p.glsl, int32_t(bufs.size()), &pipe, st); rc != EMBER_OK) return rc;
     Work work;
     work.items = p.points;
     work.grid_stride = p.grid_stride;
     work.cost = std::max<int64_t>(1, p.loop_iterations);
     if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), accesses, work, false, tag,
-                              "library call " + std::to_string(op), st);
+                              "library call " + std::to_string(op), st, windows);
         rc != EMBER_OK)
       return rc;
   }

@@ -77,6 +77,8 @@ struct ember_program_s {
   // Per argument: whether the program stores to it, and its element size (0: unknown dtype).
   std::vector<bool> arg_written;
   std::vector<uint32_t> arg_bytes;
+  // Per argument: whether it is read only by LOAD_UNIFORM (the same element at every point).
+  std::vector<bool> arg_uniform;
 };
 
 namespace ember::vk {

@@ -39,8 +39,9 @@ int32_t device_properties(int32_t index, ember_device_properties* out, ember_sta
   for (int dt = 0; dt < EMBER_NUM_DTYPES; ++dt)
     if (emit::glsl_supports(d->target, EMBER_KIR_LOAD, uint8_t(dt))) p.dtypes |= EMBER_DTYPE_BIT(dt);
   p.index_bits = d->target.int64 ? 64 : 32;
-  p.max_buffer_bytes = d->props.limits.maxStorageBufferRange;
-  p.max_binding_bytes = d->props.limits.maxStorageBufferRange;
+  p.max_buffer_bytes = d->max_buffer;
+  // A tensor is bound from an aligned start and to a whole 4-byte word: room for both.
+  p.max_binding_bytes = d->max_binding - d->binding_alignment - 4;
   p.max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
   p.subgroup_size = d->subgroup_size;
   p.host_visible = d->device_memory_host_visible ? 1 : 0;

@@ -359,11 +359,10 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
 int32_t buffer_alloc(int32_t device_index, size_t bytes, ember_buffer* out, ember_status* st) {
   DeviceContext* d = device(device_index);
   if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
-  const uint64_t limit = d->props.limits.maxStorageBufferRange;
-  if (bytes > limit)
+  if (bytes > d->max_buffer)
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY,
-                "vulkan:%d: a buffer of %zu bytes is larger than the device's largest storage binding (%llu bytes)",
-                device_index, bytes, (unsigned long long)limit);
+                      "vulkan:%d: a buffer of %zu bytes is larger than the device's largest buffer (%llu bytes)",
+                      device_index, bytes, (unsigned long long)d->max_buffer);
   auto* b = new ember_buffer_s{d, {}, bytes};
   std::string why;
   if (!d->create(bytes, false, b->block, &why)) {

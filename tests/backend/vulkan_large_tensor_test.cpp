@@ -1,0 +1,89 @@
+// Tensors larger than the Vulkan device's largest storage binding (maxStorageBufferRange: 128 MiB
+// on lavapipe): buffers may be larger, KIR launches run in pieces whose windows fit
+// (src/backend/vulkan/launch_pieces.h), and what one output point reads beyond a binding (a full
+// reduction, a gathered table, a library call's operand) takes the host fallback. Every result is
+// checked against values computed here. The sizes follow the device's binding (so the test runs
+// with EMBER_VULKAN_MAX_BINDING=4096 too, as ctest backend.vulkan.small-bindings does).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backend/registry.h"
+#include "backend/vulkan_test_util.h"
+#include "ember/ember.h"
+
+namespace ember {
+namespace {
+
+TEST(VulkanTest, TensorsLargerThanOneBindingAreComputedInPieces) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0);
+  const uint64_t binding = Backend::get(DeviceKind::Vulkan).properties(0).max_binding_bytes;
+  if (binding > (uint64_t(200) << 20))
+    GTEST_SKIP() << "vulkan:0 binds " << (binding >> 20)
+                 << " MiB at once: a tensor larger than that needs more memory than this test takes "
+                    "(lavapipe binds 128 MiB; EMBER_VULKAN_MAX_BINDING lowers the limit)";
+  // f32 [rows, cols]: rows of at most a quarter binding, 1.25 bindings in all.
+  const int64_t cols = int64_t(std::min<uint64_t>(1000, binding / 16));
+  const int64_t rows = int64_t(binding * 5 / 4 / uint64_t(4 * cols)) + 1;
+  const int64_t n = rows * cols;
+  ASSERT_GT(uint64_t(n) * 4, binding);
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[size_t(i)] = float(i % 1001) * 0.5f - 200.0f;  // sums stay exact in f32
+  const Array x = from_vector(host, {rows, cols}, vk);
+
+  // Elementwise: both windows are larger than a binding.
+  const std::vector<float> y = add(mul(x, 2.0), 1.0).to_vector<float>();
+  ASSERT_EQ(y.size(), size_t(n));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += y[size_t(i)] != host[size_t(i)] * 2 + 1;
+  EXPECT_EQ(wrong, 0) << "elements of x * 2 + 1";
+
+  // A transposed copy: the read crosses the whole buffer at every step of the inner dim.
+  const std::vector<float> t = contiguous(transpose(x, 0, 1)).to_vector<float>();
+  wrong = 0;
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) wrong += t[size_t(c * rows + r)] != host[size_t(r * cols + c)];
+  EXPECT_EQ(wrong, 0) << "elements of the transpose";
+
+  // Row sums: split between rows, each row summed whole.
+  const std::vector<float> rs = sum(x, {1}).to_vector<float>();
+  std::vector<double> row_sums(size_t(rows), 0.0);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) row_sums[size_t(i / cols)] += host[size_t(i)], total += host[size_t(i)];
+  wrong = 0;
+  for (int64_t r = 0; r < rows; ++r) wrong += double(rs[size_t(r)]) != row_sums[size_t(r)];
+  EXPECT_EQ(wrong, 0) << "row sums";
+
+  // One output reading every element: the host fallback.
+  EXPECT_NEAR(sum(x).item<double>(), total, 1e-6 * std::fabs(total) + 1.0);
+
+  // A gather from the whole table at every point: the host fallback too.
+  const std::vector<int64_t> picks{rows - 1, 0, rows / 2};
+  const std::vector<float> g = index_select(x, 0, from_vector(picks, {3}, vk)).to_vector<float>();
+  wrong = 0;
+  for (size_t k = 0; k < picks.size(); ++k)
+    for (int64_t c = 0; c < cols; ++c) wrong += g[k * size_t(cols) + size_t(c)] != host[size_t(picks[k] * cols + c)];
+  EXPECT_EQ(wrong, 0) << "gathered rows";
+
+  // A library call with an operand larger than a binding (the host fallback) against f64.
+  std::vector<float> wv(size_t(cols * 2));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i % 7) - 3) * 0.25f;
+  const std::vector<float> mm = matmul(x, from_vector(wv, {cols, 2}, vk)).to_vector<float>();
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < 2; ++j) {
+      double want = 0;
+      for (int64_t c = 0; c < cols; ++c) want += double(host[size_t(r * cols + c)]) * double(wv[size_t(c * 2 + j)]);
+      worst = std::max(worst, std::fabs(double(mm[size_t(r * 2 + j)]) - want) / (std::fabs(want) + 1));
+    }
+  EXPECT_LT(worst, 1e-5) << "matmul";
+
+  // Random numbers drawn in pieces count from each element's own index: the CPU's, bit for bit.
+  EXPECT_EQ(uniform({rows, cols}, 0, 1, {.seed = 9, .device = vk}).to_vector<float>(),
+            uniform({rows, cols}, 0, 1, {.seed = 9, .device = Device::cpu()}).to_vector<float>());
+}
+
+}  // namespace
+}  // namespace ember
