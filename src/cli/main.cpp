@@ -335,8 +335,11 @@ int cmd_info(int argc, char** argv) {
       std::cout << "    " << Device{k, i}.str() << ": " << p.name << "\n      " << p.kind << ", "
                 << (p.async ? "asynchronous" : "synchronous") << " queue, memory " << (p.memory_total >> 20) << " MiB"
                 << (p.memory_free ? " (" : "") << (p.memory_free ? std::to_string(p.memory_free >> 20) : std::string())
-                << (p.memory_free ? " MiB free)" : "") << ", largest buffer " << (p.max_buffer_bytes >> 20) << " MiB, "
-                << p.index_bits << "-bit indexing" << (p.host_visible ? ", host-visible memory" : "")
+                << (p.memory_free ? " MiB free)" : "") << ", largest buffer " << (p.max_buffer_bytes >> 20) << " MiB"
+                << (p.max_binding_bytes && p.max_binding_bytes < p.max_buffer_bytes
+                        ? ", one binding " + std::to_string((p.max_binding_bytes + (1 << 19)) >> 20) + " MiB"
+                        : std::string())
+                << ", " << p.index_bits << "-bit indexing" << (p.host_visible ? ", host-visible memory" : "")
                 << "\n      dtypes: " << dtypes << "\n";
     }
   }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# ctest backend.vulkan: the Vulkan tests and every Devices/* conformance test on vulkan:0, in one
+# ctest backend.vulkan: the Vulkan tests, every Devices/* conformance test on vulkan:0 and the
+# thread-stress tests (threads sharing parameters and histories on vulkan:0), in one
 # process per configuration (shaders are compiled once), with the Khronos validation layer on
 # (the plugin turns its first error or warning into a failed synchronize, so the test that caused
 # it fails), including its synchronization validation (a dispatch or copy that races with an
 # earlier one for want of a barrier: the plugin places barriers only where ranges overlap), and
 # every generated shader written out, then compiled again and checked with
-# spirv-val. Three configurations:
+# spirv-val. Four configurations:
 #   1. lavapipe (Mesa's CPU driver): every feature the plugin uses;
 #   2. lavapipe without f64, int8 and int16 (EMBER_VULKAN_DISABLE): those kernels and library
 #      calls take the host fallback (scheduler/host_fallback.h), and every result must still match;
@@ -42,8 +43,8 @@ run() {
   rm -f "$dump"/*.comp
   echo "vulkan checks: $label"
   env EMBER_VULKAN_VALIDATION=$validation VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
-    "$@" EMBER_VULKAN_DUMP="$dump" "$bin" --gtest_brief=1 \
-    --gtest_filter='VulkanTest.*:*vulkan*'
+    "$@" EMBER_VULKAN_DUMP="$dump" EMBER_TEST_DEVICE=vulkan:0 "$bin" --gtest_brief=1 \
+    --gtest_filter='VulkanTest.*:*vulkan*:ThreadStressTest.*'
   local n=0
   if [ "${check_shaders:-1}" = 0 ]; then
     echo "vulkan checks: $label: the suite passes (its shaders are the lavapipe configuration's: not checked again)"
