@@ -392,7 +392,9 @@ class Emitter {
         for (int d : k_.reduce_kdims.at(n)) count *= k_.extents[size_t(d)];
         b_.phase = at;
         kir::Val r = reduce_finish(n->op, b_, acc, count);
-        return b_.cast(r, n->dtype);
+        // Rounded to the node's dtype here, not only when stored: a consumer in this kernel (a
+        // cast to f32, a division) must see the f16 sum that an unfused sum stores.
+        return b_.round_to_dtype(b_.cast(r, n->dtype));
       }
       default:
         throw Error(fmt::format("internal error: {} cannot be part of a fused kernel", n->where()));

@@ -163,6 +163,29 @@ TEST_P(OpReduce, SixteenBitFloats) {
   }
 }
 
+// f16/bf16 sums accumulate in f32 and round once, on every device, fused or not (PyTorch's CPU
+// rule): rounding at every step would stall 2048 + 1 + 1 + 1 + 1 at 2048 in f16 (Vulkan did). And
+// a sum consumed inside its kernel is the rounded one: 1 + 2^-10 + 2^-11 in f16 is exactly halfway
+// between 1 + 2^-10 and 1 + 2^-9 (the even one wins; in bf16, 1 + 2^-7 + 2^-8), which a cast to
+// f32 fused after the sum must see, as it sees the stored sum (the CPU and reference kernels once
+// passed on the unrounded f32 value).
+TEST_P(OpReduce, SixteenBitSumsAccumulateInF32AndRoundOnce) {
+  struct Case {
+    DType dtype;
+    double big, tiny1, tiny2, halfway_rounded;
+  };
+  for (const Case& c : {Case{DType::F16, 2048, std::ldexp(1.0, -10), std::ldexp(1.0, -11), 1 + std::ldexp(1.0, -9)},
+                        Case{DType::BF16, 256, std::ldexp(1.0, -7), std::ldexp(1.0, -8), 1 + std::ldexp(1.0, -6)}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)));
+    const Array stall = make({c.big, 1, 1, 1, 1}, {1, 5}, c.dtype, dev);
+    EXPECT_TRUE(same(sum(stall, {1}), {c.big + 4})) << "sum rounded at every step";
+    EXPECT_TRUE(same(sum(mul(stall, 1.0), {1}), {c.big + 4})) << "fused with its operand";
+    const Array halfway = make({1, c.tiny1, c.tiny2}, {1, 3}, c.dtype, dev);
+    EXPECT_TRUE(same(cast(sum(halfway, {1}), DType::F32), {c.halfway_rounded})) << "the sum's consumer in its kernel";
+    EXPECT_TRUE(same(sum(halfway, {1}), {c.halfway_rounded})) << "stored";
+  }
+}
+
 TEST_P(OpReduce, EmptyInputs) {
   Array e = f32({}, {0}, dev);
   EXPECT_TRUE(same(sum(e), {0}));

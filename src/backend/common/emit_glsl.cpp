@@ -552,11 +552,12 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
       const uint8_t dt = in.dtype;
       const bool fl = is_float(dt) || is_half(dt);
       const char* sfx = dt == EMBER_F64 ? "d" : "f";
-      // f16/bf16 sums and products round at every step, as the reference backend does.
-      auto round = [&](const std::string& e) { return is_half(dt) ? t.cast(EMBER_F32, dt, e) : e; };
+      // f16/bf16 sums and products accumulate in f32, as on the CPU and the reference backend;
+      // the program rounds the result to the dtype (the core emits that rounding after each
+      // reduction), and a store rounds again (a no-op then).
       switch (in.op) {
-        case EMBER_KIR_ACC_SUM: return round(x + " + " + y);
-        case EMBER_KIR_ACC_PROD: return round(x + " * " + y);
+        case EMBER_KIR_ACC_SUM: return x + " + " + y;
+        case EMBER_KIR_ACC_PROD: return x + " * " + y;
         case EMBER_KIR_ACC_MAX: return fl ? std::string("e_max") + sfx + "(" + x + ", " + y + ")" : "max(" + x + ", " + y + ")";
         default: return fl ? std::string("e_min") + sfx + "(" + x + ", " + y + ")" : "min(" + x + ", " + y + ")";
       }
