@@ -71,7 +71,8 @@ class GlslTable final : public ExprTable {
       case EMBER_F64: return t_.float64 ? "double" : nullptr;
       case EMBER_I64: case EMBER_U32: return t_.int64 ? "int64_t" : nullptr;  // u32 held in i64 (abi.h)
       case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16: return "int";
-      default: return nullptr;  // u64: its unsigned semantics are not rendered (host fallback)
+      case EMBER_U64: return t_.int64 ? "uint64_t" : nullptr;
+      default: return nullptr;
     }
   }
   const char* storage_type(uint8_t dt) const override {
@@ -85,6 +86,7 @@ class GlslTable final : public ExprTable {
       case EMBER_I16: return t_.storage16 ? "int16_t" : nullptr;
       case EMBER_U16: return t_.storage16 ? "uint16_t" : nullptr;
       case EMBER_U32: return t_.int64 ? "uint" : nullptr;
+      case EMBER_U64: return t_.int64 ? "uint64_t" : nullptr;
       case EMBER_F16: case EMBER_BF16: return t_.storage16 ? "uint16_t" : nullptr;
       default: return nullptr;
     }
@@ -94,6 +96,7 @@ class GlslTable final : public ExprTable {
       case EMBER_F32: case EMBER_F16: case EMBER_BF16: return float_literal(float(in.fimm));
       case EMBER_F64: return t_.float64 ? double_literal(in.fimm) : "";
       case EMBER_I64: case EMBER_U32: return t_.int64 ? i64_literal(in.iimm) : "";
+      case EMBER_U64: return t_.int64 ? "uint64_t(" + i64_literal(in.iimm) + ")" : "";
       case EMBER_I32: case EMBER_U8: case EMBER_BOOL: case EMBER_I8: case EMBER_I16: case EMBER_U16:
         return "int(" + hex32(uint32_t(uint64_t(in.iimm))) + ")";
       default: return "";
@@ -148,6 +151,14 @@ class GlslTable final : public ExprTable {
       }
     }
     const std::string T = reg_type(dt);
+    if (dt == EMBER_U64) {  // wraps; |x| is x
+      switch (op) {
+        case EMBER_KIR_NEG: return "(uint64_t(0) - " + a + ")";
+        case EMBER_KIR_ABS: case EMBER_KIR_FLOOR: case EMBER_KIR_CEIL: return a;
+        case EMBER_KIR_NOT: return "int(" + a + " == uint64_t(0))";
+        default: return "";
+      }
+    }
     switch (op) {
       case EMBER_KIR_NEG: return "(-" + a + ")";
       case EMBER_KIR_ABS: return "(" + a + " < " + T + "(0) ? -" + a + " : " + a + ")";
@@ -175,6 +186,21 @@ class GlslTable final : public ExprTable {
         case EMBER_KIR_POW: return (f ? (t_.float64 ? "e_powf_d(" : "e_powf(") : "e_powd(") + x + ", " + y + ")";
         case EMBER_KIR_MAX: return (f ? "e_maxf(" : "e_maxd(") + x + ", " + y + ")";
         case EMBER_KIR_MIN: return (f ? "e_minf(" : "e_mind(") + x + ", " + y + ")";
+        default: return "";
+      }
+    }
+    if (dt == EMBER_U64) {  // unsigned: + - * wrap; division and remainder unsigned (abi.h)
+      switch (op) {
+        case EMBER_KIR_ADD: return x + " + " + y;
+        case EMBER_KIR_SUB: return x + " - " + y;
+        case EMBER_KIR_MUL: return x + " * " + y;
+        case EMBER_KIR_DIV: case EMBER_KIR_FLOORDIV: return "e_div_ul(" + x + ", " + y + ")";
+        case EMBER_KIR_REM: case EMBER_KIR_FMOD: return "e_rem_ul(" + x + ", " + y + ")";
+        case EMBER_KIR_POW: return "e_pow_ul(" + x + ", " + y + ")";
+        case EMBER_KIR_MAX: return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+        case EMBER_KIR_MIN: return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+        case EMBER_KIR_AND: return "int(" + x + " != uint64_t(0) && " + y + " != uint64_t(0))";
+        case EMBER_KIR_OR: return "int(" + x + " != uint64_t(0) || " + y + " != uint64_t(0))";
         default: return "";
       }
     }
@@ -219,10 +245,17 @@ class GlslTable final : public ExprTable {
       case EMBER_BOOL: return "int(!(" + a + " == " + Sr + "(0)))";
       case EMBER_F64: return "double(" + a + ")";
       case EMBER_F32:  // i64 -> f32 through f64, as the CPU (double rounding included)
-        return (from == EMBER_I64 || from == EMBER_U32) && t_.float64 ? "float(double(" + a + "))" : "float(" + a + ")";
-      case EMBER_I64: return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
+        return (from == EMBER_I64 || from == EMBER_U32 || from == EMBER_U64) && t_.float64 ? "float(double(" + a + "))"
+                                                                                           : "float(" + a + ")";
+      case EMBER_I64:
+        if (from == EMBER_U64) return "int64_t(" + a + ")";  // the same bits
+        return sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
+      case EMBER_U64:  // floats as the CPU's e_to_u64; integers sign-extended to 64 bits, then the bits
+        if (sf) return sd ? "e_d2ul(" + a + ")" : "e_f2ul(" + a + ")";
+        return "uint64_t(e_i2l(" + a + "))";
       case EMBER_U32: {  // held in i64: wrapped to 0..2^32-1; floats through i64
-        const std::string wide = sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")" : "e_i2l(" + a + ")";
+        const std::string wide = sf ? (sd ? "e_d2l(" : "e_f2l(") + a + ")"
+                                    : from == EMBER_U64 ? "int64_t(" + a + ")" : "e_i2l(" + a + ")";
         return "(" + wide + " & int64_t(0xffffffffUL))";
       }
       case EMBER_U8: return sf ? std::string("(") + (sd ? "e_d2i(" : "e_f2i(") + a + ") & 255)" : "(int(" + a + ") & 255)";
@@ -345,6 +378,14 @@ std::string acc_init(const GlslTable& t, uint16_t op, uint8_t dt) {
   const bool fl = is_float(dt) || is_half(dt);
   const std::string T = t.reg_type(dt);
   const bool d = dt == EMBER_F64;
+  if (dt == EMBER_U64) {
+    switch (op) {
+      case EMBER_KIR_ACC_SUM: return "uint64_t(0)";
+      case EMBER_KIR_ACC_PROD: return "uint64_t(1)";
+      case EMBER_KIR_ACC_MAX: case EMBER_KIR_ACC_ARGMAX: return "uint64_t(0)";
+      default: return "uint64_t(0xffffffffffffffffUL)";
+    }
+  }
   switch (op) {
     case EMBER_KIR_ACC_SUM: return T + "(0)";
     case EMBER_KIR_ACC_PROD: return T + "(1)";

@@ -194,6 +194,31 @@ T e_pow_SFX(T a, T b) {
   return out;
 }
 
+// u64 (uint64_t registers, with shaderInt64): unsigned division, remainder and power as the
+// interpreter's (division by zero reported with the dividend's bits), and float -> u64 as the
+// CPU's e_to_u64 (negative values through i64, out of range 2^63).
+const char* kPreludeU64 = R"(
+uint64_t e_div_ul(uint64_t a, uint64_t b) { if (b == 0UL) { e_fail(2u, EW(int64_t(a)), EW(0)); return 0UL; } return a / b; }
+uint64_t e_rem_ul(uint64_t a, uint64_t b) { if (b == 0UL) { e_fail(3u, EW(int64_t(a)), EW(0)); return 0UL; } return a % b; }
+uint64_t e_pow_ul(uint64_t a, uint64_t b) {
+  uint64_t r = 1UL, x = a;
+  for (uint64_t e = b; e > 0UL; e >>= 1) { if ((e & 1UL) != 0UL) r *= x; x *= x; }
+  return r;
+}
+uint64_t e_f2ul(float x) {
+  if (x >= 0.0 && x < 18446744073709551616.0) return uint64_t(x);
+  if (x > -9223372036854775808.0 && x < 0.0) return uint64_t(int64_t(x));
+  return 0x8000000000000000UL;
+}
+)";
+const char* kPreludeU64F64 = R"(
+uint64_t e_d2ul(double x) {
+  if (x >= 0.0LF && x < 18446744073709551616.0LF) return uint64_t(x);
+  if (x > -9223372036854775808.0LF && x < 0.0LF) return uint64_t(int64_t(x));
+  return 0x8000000000000000UL;
+}
+)";
+
 const char* kPreludeF64 = R"(
 double e_nand() { return packDouble2x32(uvec2(0u, 0x7ff80000u)); }
 double e_infd() { return packDouble2x32(uvec2(0u, 0x7ff00000u)); }
@@ -293,7 +318,7 @@ std::string glsl_header(const std::string& what, const GlslTarget& target, bool 
   src += target.float64 ? kPreludeF64 : kPreludeNoF64;
   if (target.float64) src += kGlslF64Math;
   src += int_helpers("int", "i");
-  if (target.int64) src += int_helpers("int64_t", "l");
+  if (target.int64) src += int_helpers("int64_t", "l") + kPreludeU64 + (target.float64 ? kPreludeU64F64 : "");
   return src;
 }
 
