@@ -26,6 +26,7 @@ struct HArg {
   int64_t offset = 0;
   std::vector<int64_t> strides;  // over the launch dims
   int64_t gather_stride = 0, gather_size = 0;
+  bool no_buffer = false;  // an IOTA's argument: its view only (the bytes stay as they are)
 };
 
 struct HLaunch {
@@ -43,17 +44,20 @@ struct Uploaded {
   std::vector<ember_kir_arg> args;
   ember_kir_launch launch{};
 };
-inline Uploaded upload(Backend& be, const HLaunch& h) {
+inline Uploaded upload(Backend& be, const HLaunch& h, Device device = Device{}) {
   Uploaded u;
   u.args.resize(h.args.size());
   for (size_t a = 0; a < h.args.size(); ++a) {
     const HArg& ha = h.args[a];
-    auto buf = be.alloc(Device{}, ha.bytes.size());
-    be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
+    std::shared_ptr<DeviceBuffer> buf;
+    if (!ha.no_buffer) {
+      buf = be.alloc(device, ha.bytes.size());
+      be.write(*buf, 0, ha.bytes.data(), ha.bytes.size());
+    }
     u.bufs.push_back(buf);
     ember_kir_arg& c = u.args[a];
     c = ember_kir_arg{};
-    c.buffer = buf->handle;
+    c.buffer = buf ? buf->handle : nullptr;
     c.offset = ha.offset;
     for (size_t d = 0; d < ha.strides.size(); ++d) c.strides[d] = ha.strides[d];
     c.gather_stride = ha.gather_stride;
@@ -70,8 +74,8 @@ inline Uploaded upload(Backend& be, const HLaunch& h) {
 inline std::vector<std::vector<uint8_t>> download(Backend& be, const HLaunch& h, const Uploaded& u) {
   std::vector<std::vector<uint8_t>> out;
   for (size_t a = 0; a < h.args.size(); ++a) {
-    std::vector<uint8_t> bytes(h.args[a].bytes.size());
-    be.read(*u.bufs[a], 0, bytes.data(), bytes.size());
+    std::vector<uint8_t> bytes = h.args[a].bytes;
+    if (u.bufs[a]) be.read(*u.bufs[a], 0, bytes.data(), bytes.size());
     out.push_back(std::move(bytes));
   }
   return out;
@@ -80,8 +84,8 @@ inline std::vector<std::vector<uint8_t>> download(Backend& be, const HLaunch& h,
 // Runs the program on `be` (through its program cache); returns every argument's final bytes, or
 // sets *error.
 inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, const std::string& name,
-                                                 const HLaunch& h, std::string* error) {
-  Uploaded u = upload(be, h);
+                                                 const HLaunch& h, std::string* error, Device device = Device{}) {
+  Uploaded u = upload(be, h, device);
   try {
     ember_kir_program prog = b.program(name);
     std::shared_ptr<const CompiledProgram> p = be.program(0, prog, b.structure_hash());
