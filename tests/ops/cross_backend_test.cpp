@@ -95,6 +95,21 @@ std::vector<Case> cases() {
   add_case("min dims", [](Device d) { return min(f32(m1, {6, 257}, d), {1}); });
   add_case("argmax", [](Device d) { return argmax(f32(u, {n}, d), 0); });
   add_case("argmin transposed", [](Device d) { return argmin(transpose(f32(m1, {6, 257}, d), 0, 1), 1); });
+  // 16-bit floats: each op rounds its result to the dtype and sums accumulate in f32, so every
+  // backend gives the reference's bits here (Vulkan's f16 sums, which rounded at every step, and
+  // the CPU's fused consumers of a sum, which read it unrounded, did not)
+  for (DType t : {DType::F16, DType::BF16}) {
+    const std::string s(dtype_name(t));
+    add_case("sum rows " + s, [t](Device d) { return sum(make(m1, {6, 257}, t, d), {1}); });
+    add_case("mean cols " + s, [t](Device d) { return mean(make(m1, {6, 257}, t, d), {0}); });
+    add_case("softmax " + s, [t](Device d) { return softmax(make(m1, {6, 257}, t, d), 1); });
+    add_case("log_softmax " + s, [t](Device d) { return log_softmax(make(m1, {6, 257}, t, d), 1); });
+    add_case("cumsum " + s, [t](Device d) { return cumsum(make(m1, {6, 257}, t, d), 1); });
+    add_case("matmul " + s, [t](Device d) {
+      Array a = make(m1, {6, 257}, t, d);
+      return matmul(a, transpose(a, 0, 1));
+    });
+  }
   // movement and indexing (pure data movement: exact)
   add_case("reshape of permuted", [](Device d) { return reshape(permute(f32(m1, {2, 3, 257}, d), {2, 0, 1}), {257, 6}); });
   add_case("slice step", [](Device d) { return slice(f32(u, {n}, d), 0, 3, n - 5, 7); });
