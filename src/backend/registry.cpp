@@ -208,6 +208,17 @@ uint64_t Backend::max_binding(int device) {
   return v;
 }
 
+bool Backend::index32(int device) {
+  if (device < 0 || device >= device_states_) return properties(device).index_bits == 32;
+  std::atomic<int8_t>& a = devices_[size_t(device)].index32;
+  int8_t v = a.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = properties(device).index_bits == 32 ? 1 : 0;
+    a.store(v, std::memory_order_relaxed);
+  }
+  return v > 0;
+}
+
 const ember_device_properties& Backend::properties(int device) {
   std::lock_guard lock(device_mutex_);
   auto& p = properties_[device];

@@ -63,6 +63,8 @@ class Backend {
   const ember_device_properties& properties(int device);
   // properties(device).max_binding_bytes without a lock (UINT64_MAX where the plugin gives none).
   uint64_t max_binding(int device);
+  // Whether the device indexes in 32 bits (properties(device).index_bits == 32), without a lock.
+  bool index32(int device);
   // Whether the device runs KIR instruction / library call `op` on `dtype` (abi.h supports_op).
   bool supports(int device, int32_t kind, int32_t op, int32_t dtype);
   // Why the device cannot run `program` (its first instruction the plugin lacks on that dtype)
@@ -158,6 +160,7 @@ class Backend {
     std::atomic<ember_queue> queue{nullptr};
     std::atomic<int8_t> async{-1};
     std::atomic<uint64_t> max_binding{0};  // 0: not read yet
+    std::atomic<int8_t> index32{-1};
   };
   std::unique_ptr<DeviceState[]> devices_;
   int device_states_ = 0;

@@ -84,18 +84,42 @@ void Launch::collapse() {
 
 namespace {
 
-// Why the device cannot bind an argument of this launch: one output point reads more of it than
-// one binding of the device may address (a long reduction, a large gathered table). A plugin
-// splits larger launches along their outer dims (Vulkan: launch_pieces.h), which cannot help
-// there, so such a launch takes the host fallback.
-std::string oversized_argument(Backend& be, Device device, const ember_kir_program& prog, const ember_kir_launch& l) {
+// Why the device cannot run this launch as it is, so that it takes the host fallback:
+// - one output point reads more of an argument than one binding of the device may address (a
+//   long reduction, a large gathered table): a plugin splits larger launches along their outer
+//   dims (Vulkan: launch_pieces.h), which cannot help there;
+// - a device that indexes in 32 bits (index_bits) would need an index past 2^31 - 1: more points
+//   than that, or an argument's offset (an IOTA's counter included) beyond it.
+std::string beyond_device_limits(Backend& be, Device device, const ember_kir_program& prog, const ember_kir_launch& l) {
   const uint64_t limit = be.max_binding(device.index);
-  if (limit == UINT64_MAX) return {};
+  const bool index32 = be.index32(device.index);
+  if (limit == UINT64_MAX && !index32) return {};
   const int rank = l.outer_rank + l.reduce_rank;
+  // Doubles: no overflow, and the limits are far from their precision.
+  constexpr double kMax32 = 2147483647.0;
+  if (index32) {
+    double points = 1;
+    for (int d = 0; d < rank; ++d) points *= double(l.shape[d]);
+    if (points > kMax32)
+      return fmt::format("kernel '{}' covers {:.0f} points, more than device {} indexes (32-bit indexing)",
+                         prog.name ? prog.name : "kernel", points, device.str());
+  }
   for (int32_t a = 0; a < l.n_args; ++a) {
     const ember_kir_arg& arg = l.args[a];
-    if (!arg.buffer) continue;
-    double elements = 1;  // a double: no overflow, and the limit is far from its precision
+    if (index32) {
+      double hi = double(arg.offset), lo = double(arg.offset);
+      for (int d = 0; d < rank; ++d) {
+        const double span = double(std::max<int64_t>(l.shape[d] - 1, 0)) * double(arg.strides[d]);
+        (span >= 0 ? hi : lo) += span;
+      }
+      if (arg.gather_size > 1) hi += double(arg.gather_size - 1) * std::fabs(double(arg.gather_stride));
+      if (hi > kMax32 || lo < -kMax32)
+        return fmt::format("argument {} of kernel '{}' reaches element {:.0f}, past what device {} indexes (32-bit "
+                           "indexing)",
+                           a, prog.name ? prog.name : "kernel", hi > kMax32 ? hi : lo, device.str());
+    }
+    if (!arg.buffer || limit == UINT64_MAX) continue;
+    double elements = 1;
     for (int d = l.outer_rank; d < rank; ++d) elements += double(l.shape[d] - 1) * std::fabs(double(arg.strides[d]));
     if (arg.gather_size > 1) elements += double(arg.gather_size - 1) * std::fabs(double(arg.gather_stride));
     const double bytes = elements * double(ember_dtype_bytes(prog.arg_dtypes[a]));
@@ -146,7 +170,7 @@ void Launch::run(Device device, const kir::Builder& b, const std::string& name, 
   const uint64_t hash = structure_hash ? structure_hash : b.structure_hash();
   std::string unsupported;
   std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, hash, &unsupported);
-  if (compiled) unsupported = oversized_argument(be, device, prog, l);
+  if (compiled) unsupported = beyond_device_limits(be, device, prog, l);
   WorkRecorder* recorder = active_work_recorder();
   if (!compiled || !unsupported.empty()) {
     if (recorder) recorder->refuse(fmt::format("kernel '{}' runs on the host fallback", name));

@@ -97,5 +97,19 @@ TEST_F(HostFallbackTest, GradientsThroughFallbackKernelsMatchTheCpu) {
   for (size_t i = 0; i < on_dev.size(); ++i) EXPECT_TRUE(same_bits(on_dev[i], on_cpu[i])) << "result " << i;
 }
 
+// The weak device indexes in 32 bits: a launch of more than 2^31 - 1 points (a sum over a
+// broadcast row of 2^31 + 5 ones) takes the host fallback instead of wrapping its indices; the
+// recording's refusal says why. The CPU computes it in about a second.
+TEST_F(HostFallbackTest, LaunchesPastThirtyTwoBitIndexingRunOnTheHost) {
+  ASSERT_EQ(Backend::get(dev.kind).properties(dev.index).index_bits, 32u);
+  const int64_t n = (int64_t(1) << 31) + 5;
+  CapturedFunction f = capture([n](const std::vector<Array>& in) {
+    return std::vector<Array>{sum(expand(in[0], {n}))};
+  });
+  const Array one = from_vector(std::vector<int64_t>{1}, {1}, dev);
+  EXPECT_EQ(f({one})[0].item<int64_t>(), n);
+  EXPECT_NE(f.stats().last_refusal.find("runs on the host fallback"), std::string::npos) << f.stats().last_refusal;
+}
+
 }  // namespace
 }  // namespace ember::testing
