@@ -316,7 +316,10 @@ typedef struct ember_device_properties {
   uint64_t max_buffer_bytes;   /* largest buffer_alloc */
   uint64_t max_binding_bytes;  /* largest byte span (lowest to highest element) that a library
                                 * call's tensor may cover, wherever it starts; larger ones take
-                                * the host fallback (a KIR launch is split by the plugin) */
+                                * the host fallback. A plugin splits larger KIR launches and
+                                * matmuls along their output dims: what must fit is what one
+                                * output point reads (a reduced row, a gathered table; one row
+                                * of a matmul's a and one column of its b) */
   uint32_t max_workgroup_size; /* 1 for host backends */
   uint32_t subgroup_size;      /* 1 for host backends */
   uint32_t host_visible;   /* 1 if device memory is host memory */

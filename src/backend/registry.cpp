@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -279,6 +280,20 @@ std::string Backend::unsupported_library(int device, int32_t op, const ember_ten
   // A GPU binds each tensor of a library call as one storage range (KIR launches are split by the
   // plugin instead).
   const uint64_t max_binding = this->max_binding(device);
+  if (max_binding == UINT64_MAX) return {};
+  if (op == EMBER_LIB_MATMUL && n_inputs == 2 && n_outputs == 1 && inputs[0].rank >= 2) {
+    // A plugin whose binding is smaller than its buffers splits a matmul by output rows and
+    // columns (Vulkan: kernels.cpp): what must fit is one row of a and one column of b.
+    const ember_tensor_desc &a = inputs[0], &b = inputs[1];
+    const int r = a.rank;
+    const double k = double(std::max<int64_t>(a.shape[r - 1] - 1, 0));
+    const double row = (k * std::fabs(double(a.strides[r - 1])) + 1) * double(ember_dtype_bytes(a.dtype));
+    const double col = (k * std::fabs(double(b.strides[r - 2])) + 1) * double(ember_dtype_bytes(b.dtype));
+    if (std::max(row, col) <= double(max_binding)) return {};
+    return fmt::format("library call {}: one {} spans {:.0f} bytes, more than device {} binds at once ({} bytes)", op,
+                       row > col ? "row of its first operand" : "column of its second operand", std::max(row, col),
+                       device_label(device), max_binding);
+  }
   for (int i = 0; i < n_inputs + n_outputs; ++i) {
     const uint64_t bytes = tensor_span_bytes(i < n_inputs ? inputs[i] : outputs[i - n_inputs]);
     if (bytes > max_binding)

@@ -1,8 +1,9 @@
 // Tensors larger than the Vulkan device's largest storage binding (maxStorageBufferRange: 128 MiB
 // on lavapipe): buffers may be larger, KIR launches run in pieces whose windows fit
-// (src/backend/vulkan/launch_pieces.h), and what one output point reads beyond a binding (a full
-// reduction, a gathered table, a library call's operand) takes the host fallback. Every result is
-// checked against values computed here. The sizes follow the device's binding (so the test runs
+// (src/backend/vulkan/launch_pieces.h), and so do matmuls, by output rows and columns; what one
+// output point reads beyond a binding (a full reduction, a gathered table, a matmul row that
+// strides across the whole tensor) takes the host fallback. Every result is checked against
+// values computed here. The sizes follow the device's binding (so the test runs
 // with EMBER_VULKAN_MAX_BINDING=4096 too, as ctest backend.vulkan.small-bindings does).
 #include <gtest/gtest.h>
 
@@ -67,7 +68,9 @@ TEST(VulkanTest, TensorsLargerThanOneBindingAreComputedInPieces) {
     for (int64_t c = 0; c < cols; ++c) wrong += g[k * size_t(cols) + size_t(c)] != host[size_t(picks[k] * cols + c)];
   EXPECT_EQ(wrong, 0) << "gathered rows";
 
-  // A library call with an operand larger than a binding (the host fallback) against f64.
+  // A matmul whose first operand is larger than a binding runs in pieces of rows (what one output
+  // reads, a row of a and a column of b, fits), against f64; then x^T @ v, where one row of x^T
+  // (a column of x) strides across the whole buffer: the host fallback.
   std::vector<float> wv(size_t(cols * 2));
   for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i % 7) - 3) * 0.25f;
   const std::vector<float> mm = matmul(x, from_vector(wv, {cols, 2}, vk)).to_vector<float>();
@@ -79,10 +82,42 @@ TEST(VulkanTest, TensorsLargerThanOneBindingAreComputedInPieces) {
       worst = std::max(worst, std::fabs(double(mm[size_t(r * 2 + j)]) - want) / (std::fabs(want) + 1));
     }
   EXPECT_LT(worst, 1e-5) << "matmul";
+  const int64_t wide = rows;
+  const std::vector<float> xt = matmul(transpose(x, 0, 1), from_vector(std::vector<float>(size_t(wide * 2), 0.5f),
+                                                                       {wide, 2}, vk))
+                                    .to_vector<float>();
+  worst = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    double want = 0;
+    for (int64_t r = 0; r < rows; ++r) want += double(host[size_t(r * cols + c)]) * 0.5;
+    worst = std::max(worst, std::fabs(double(xt[size_t(c * 2)]) - want) / (std::fabs(want) + 1));
+  }
+  EXPECT_LT(worst, 1e-5) << "matmul of the transpose";
 
   // Random numbers drawn in pieces count from each element's own index: the CPU's, bit for bit.
   EXPECT_EQ(uniform({rows, cols}, 0, 1, {.seed = 9, .device = vk}).to_vector<float>(),
             uniform({rows, cols}, 0, 1, {.seed = 9, .device = Device::cpu()}).to_vector<float>());
+}
+
+// A batched matmul with broadcast batch dims ([3, 1, M, 20] @ [1, 4, 20, 30]) whose output is 1.25
+// bindings runs in pieces of output rows, columns and batches, each summing its K in order: the
+// CPU's result within f32 rounding.
+TEST(VulkanTest, BatchedMatmulsLargerThanOneBindingRunInPieces) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0);
+  const uint64_t binding = Backend::get(DeviceKind::Vulkan).properties(0).max_binding_bytes;
+  if (binding > (uint64_t(200) << 20))
+    GTEST_SKIP() << "vulkan:0 binds " << (binding >> 20) << " MiB at once (EMBER_VULKAN_MAX_BINDING lowers the limit)";
+  const int64_t m = int64_t(binding * 5 / 4 / (3 * 4 * 30 * 4)) + 1;
+  const Array a = uniform({3, 1, m, 20}, -1, 1, {.seed = 1}), b = uniform({1, 4, 20, 30}, -1, 1, {.seed = 2});
+  const std::vector<float> want = matmul(a, b).to_vector<float>();
+  const Array c = matmul(to_device(a, vk), to_device(b, vk));
+  ASSERT_GT(uint64_t(c.shape().numel()) * 4, binding);
+  const std::vector<float> got = c.to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
+  EXPECT_LT(worst, 1e-5) << "sums of 20 products of values in [-1, 1]";
 }
 
 }  // namespace

@@ -516,13 +516,92 @@ int32_t library_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_ar
 
 }  // namespace
 
-int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in_abs, int32_t n_in,
-                     const ember_tensor_desc* out_abs, int32_t n_out, const void* attrs, uint64_t tag,
-                     ember_status* st) {
+namespace {
+
+int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* in_abs, int32_t n_in,
+                           const ember_tensor_desc* out_abs, int32_t n_out, const void* attrs, uint64_t tag,
+                           ember_status* st);
+
+// A matmul whose tensors do not fit the device's bindings, as pieces that do: c [batch.., M, N] =
+// a [batch.., M, K] b [batch.., K, N] is the launch over (batch.., M, N) that reduces K, with a
+// moving along batch, M and K, b along batch, N and K and c along batch, M and N, so
+// run_in_pieces (launch_pieces.h) splits it like a KIR launch (M, N and the batch dims, never K);
+// each piece is an ordinary matmul call on its rows and columns.
+int32_t matmul_in_pieces(ember_queue q, const ember_tensor_desc* in, const ember_tensor_desc* out, uint64_t tag,
+                         ember_status* st, bool* split) {
+  *split = false;
+  const ember_tensor_desc &a = in[0], &b = in[1], &c = out[0];
+  const int r = c.rank;
+  if (r < 2 || r + 1 > EMBER_MAX_ITER_RANK || a.rank != r || b.rank != r || !a.buffer || !b.buffer || !c.buffer)
+    return EMBER_OK;
+  DeviceContext* d = q->device;
+  auto fits = [&](const ember_tensor_desc& t) {
+    const ByteRange w = tensor_range(t, t.buffer->block.size);
+    return w.end - w.begin / d->binding_alignment * d->binding_alignment <= d->max_binding;
+  };
+  if (fits(a) && fits(b) && fits(c)) return EMBER_OK;
+  ember_kir_launch l{};
+  l.outer_rank = r;  // batch.., M, N
+  l.reduce_rank = 1;  // K
+  for (int k = 0; k < r; ++k) l.shape[k] = c.shape[k];
+  l.shape[r] = a.shape[r - 1];
+  std::vector<ember_kir_arg> args(3);
+  const ember_tensor_desc* ts[3] = {&a, &b, &c};
+  for (int t = 0; t < 3; ++t) args[size_t(t)].offset = ts[t]->offset;
+  for (int k = 0; k < r - 2; ++k) {  // batch dims (a broadcast one: stride 0)
+    for (int t = 0; t < 3; ++t) args[size_t(t)].strides[k] = ts[t]->shape[k] == 1 ? 0 : ts[t]->strides[k];
+  }
+  args[0].strides[r - 2] = a.strides[r - 2], args[0].strides[r] = a.strides[r - 1];  // a: M, K
+  args[1].strides[r - 1] = b.strides[r - 1], args[1].strides[r] = b.strides[r - 2];  // b: N, K
+  args[2].strides[r - 2] = c.strides[r - 2], args[2].strides[r - 1] = c.strides[r - 1];  // c: M, N
+  l.n_args = 3;
+  l.args = args.data();
+  std::vector<ArgLayout> layout;
+  for (int t = 0; t < 3; ++t) layout.push_back({storage_bytes(ts[t]->dtype), uint64_t(ts[t]->buffer->block.size), false});
+  *split = true;
+  std::string why;
+  const int32_t rc = run_in_pieces(
+      l, layout, d->max_binding, d->binding_alignment,
+      [&](const ember_kir_launch& piece) {
+        ember_tensor_desc pa = a, pb = b, pc = c;
+        pa.offset = piece.args[0].offset, pb.offset = piece.args[1].offset, pc.offset = piece.args[2].offset;
+        for (int k = 0; k < r - 2; ++k) {
+          pc.shape[k] = piece.shape[k];
+          if (a.shape[k] != 1) pa.shape[k] = piece.shape[k];
+          if (b.shape[k] != 1) pb.shape[k] = piece.shape[k];
+        }
+        pa.shape[r - 2] = pc.shape[r - 2] = piece.shape[r - 2];
+        pb.shape[r - 1] = pc.shape[r - 1] = piece.shape[r - 1];
+        const ember_tensor_desc ins[2] = {pa, pb};
+        return library_call_whole(q, EMBER_LIB_MATMUL, ins, 2, &pc, 1, nullptr, tag, st);
+      },
+      &why);
+  if (rc != EMBER_OK && !why.empty())
+    return set_status(st, rc, "vulkan:%d: matmul: %s", d->index, why.c_str());
+  return rc;
+}
+
+}  // namespace
+
+int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                     int32_t n_out, const void* attrs, uint64_t tag, ember_status* st) {
+  if (op == EMBER_LIB_MATMUL && n_in == 2 && n_out == 1) {
+    bool split = false;
+    const int32_t rc = matmul_in_pieces(q, in, out, tag, st, &split);
+    if (split || rc != EMBER_OK) return rc;
+  }
+  return library_call_whole(q, op, in, n_in, out, n_out, attrs, tag, st);
+}
+
+namespace {
+
+int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* in_abs, int32_t n_in,
+                           const ember_tensor_desc* out_abs, int32_t n_out, const void* attrs, uint64_t tag,
+                           ember_status* st) {
   DeviceContext* d = q->device;
   // Each tensor is bound as the window of its buffer it covers (from an aligned start, which its
   // offset then counts from), so a buffer may be larger than a binding; a tensor that is itself
-  // larger than the device's largest binding is refused (library shaders are not split).
+  // larger than the device's largest binding is refused (matmul is split first, above).
   std::vector<ember_tensor_desc> in(in_abs, in_abs + n_in), out(out_abs, out_abs + n_out);
   std::vector<ember_buffer> bufs;
   std::vector<BufferAccess> accesses;  // inputs read and outputs written, the same for every pass
@@ -592,5 +671,7 @@ int32_t library_call(ember_queue q, int32_t op, const ember_tensor_desc* in_abs,
   }
   return EMBER_OK;
 }
+
+}  // namespace
 
 }  // namespace ember::vk
