@@ -40,13 +40,9 @@ TEST(CpuInterpreter, RandomProgramsMatchReference) {
       ++failures;
       continue;
     }
-    for (const auto& o : g.outs) {
-      auto r = same_values(got[size_t(o.arg)], want[size_t(o.arg)], o.dt, o.bound, o.exact);
-      if (!r) {
-        ADD_FAILURE() << "output arg" << o.arg << " " << dtype_name(o.dt) << ": " << r.message() << "\n" << context;
-        ++failures;
-        break;
-      }
+    if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
+      ADD_FAILURE() << m << "\n" << context;
+      ++failures;
     }
     // Large launches run on several threads: the bytes must not depend on the thread count.
     if (g.points >= 32768 && set_omp_threads(1)) {

@@ -20,19 +20,6 @@ struct HTensor {
   std::vector<int64_t> shape, strides;
 };
 
-void set_elem(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
-  uint8_t* p = bytes.data();
-  switch (dt) {
-    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
-    case DType::F16: { uint16_t h = float_to_half(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DType::BF16: { uint16_t h = float_to_bf16(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
-    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
-    default: p[i] = uint8_t(int64_t(v));
-  }
-}
-
 // A tensor of the given logical shape over a buffer laid out with `order` (storage dims from
 // outermost to innermost) and `step` on the innermost storage dim; dims in `broadcast` get
 // stride 0.
@@ -58,7 +45,7 @@ HTensor make(DType dt, std::vector<int64_t> shape, std::vector<int> order, std::
     double v = u(rng);
     if (dt == DType::I32 || dt == DType::I64) v = std::floor(v * 100);
     if (dt == DType::U8 || dt == DType::Bool) v = dt == DType::Bool ? (v > 0) : std::floor((v + 1) * 127);
-    set_elem(t.bytes, dt, i, v);
+    put(t.bytes, dt, i, v);
   }
   return t;
 }

@@ -97,6 +97,20 @@ inline std::vector<std::vector<uint8_t>> run_kir(Backend& be, kir::Builder& b, c
   return download(be, h, u);
 }
 
+// Sets element i of a buffer of dtype dt to v (rounded or wrapped to the dtype).
+inline void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
+  uint8_t* p = bytes.data();
+  switch (dt) {
+    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
+    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
+    case DType::F16: { uint16_t h = float_to_half(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
+    case DType::BF16: { uint16_t h = float_to_bf16(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
+    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
+    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
+    default: p[i] = uint8_t(int64_t(v));
+  }
+}
+
 // Element i of a buffer of dtype dt, as a double.
 inline double element(const std::vector<uint8_t>& bytes, DType dt, size_t i) {
   const uint8_t* p = bytes.data();

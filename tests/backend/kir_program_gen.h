@@ -40,19 +40,6 @@ inline double type_limit(DType dt) {
   }
 }
 
-inline void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
-  uint8_t* p = bytes.data();
-  switch (dt) {
-    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
-    case DType::F16: { uint16_t h = float_to_half(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DType::BF16: { uint16_t h = float_to_bf16(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
-    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
-    default: p[i] = uint8_t(int64_t(v));
-  }
-}
-
 class ProgramGen {
  public:
   explicit ProgramGen(uint64_t seed, bool iota_own_arg = false) : rng_(seed), iota_own_arg_(iota_own_arg) {}
@@ -524,6 +511,18 @@ inline ::testing::AssertionResult same_values(const std::vector<uint8_t>& got, c
                                            << (exact ? "" : ")");
   }
   return ::testing::AssertionSuccess();
+}
+
+
+// Every output of generated program `g` on one backend (`got`) against the reference (`want`):
+// an empty string when they agree, else which output differs and how.
+inline std::string first_output_mismatch(const ProgramGen& g, const std::vector<std::vector<uint8_t>>& got,
+                                         const std::vector<std::vector<uint8_t>>& want) {
+  for (const auto& o : g.outs) {
+    auto r = same_values(got[size_t(o.arg)], want[size_t(o.arg)], o.dt, o.bound, o.exact);
+    if (!r) return "output arg" + std::to_string(o.arg) + " " + std::string(dtype_name(o.dt)) + ": " + r.message();
+  }
+  return {};
 }
 
 }  // namespace ember::testing

@@ -114,17 +114,6 @@ inline std::vector<std::vector<uint8_t>> run_fresh(Backend& be, kir::Builder& b,
   return download(be, h, u);
 }
 
-inline void put(std::vector<uint8_t>& bytes, DType dt, size_t i, double v) {
-  uint8_t* p = bytes.data();
-  switch (dt) {
-    case DType::F32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case DType::F64: std::memcpy(p + 8 * i, &v, 8); break;
-    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p + 4 * i, &x, 4); break; }
-    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p + 8 * i, &x, 8); break; }
-    default: p[i] = uint8_t(int64_t(v));
-  }
-}
-
 // Element-wise agreement within `tol` relative to 1 + |want| (0: exact); NaN matches NaN.
 inline ::testing::AssertionResult agree(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, DType dt,
                                   bool exact, double tol = -1) {

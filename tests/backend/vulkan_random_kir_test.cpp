@@ -59,13 +59,9 @@ TEST(VulkanTest, RandomKirProgramsMatchTheReference) {
     }
     if (!err_ref.empty()) continue;
     ++compared;
-    for (const auto& o : g.outs) {
-      auto r = same_values(got[size_t(o.arg)], want[size_t(o.arg)], o.dt, o.bound, o.exact);
-      if (!r) {
-        ADD_FAILURE() << "output arg" << o.arg << " " << dtype_name(o.dt) << ": " << r.message() << "\n" << context;
-        ++failures;
-        break;
-      }
+    if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
+      ADD_FAILURE() << m << "\n" << context;
+      ++failures;
     }
   }
   std::printf("[ info ] %d random programs compared, %d use what vulkan:0 lacks, %d read more than a binding at "

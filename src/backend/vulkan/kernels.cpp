@@ -288,17 +288,18 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   const std::string name = program->name ? program->name : "kernel";
   // An IOTA counts from its argument's offset, which a launch rebases to the window it binds for
   // an argument with a buffer: the core gives IOTAs arguments of their own (abi.h).
+  std::vector<uint8_t> iota(size_t(std::max(program->n_args, 0)), 0), buffer(iota.size(), 0);
   for (int32_t k = 0; k < program->n_insts; ++k) {
     const ember_kir_inst& in = program->insts[k];
-    if (in.op != EMBER_KIR_IOTA || in.arg < 0 || in.arg >= program->n_args) continue;
-    for (int32_t j = 0; j < program->n_insts; ++j)
-      if (program->insts[j].arg == in.arg && program->insts[j].op != EMBER_KIR_IOTA &&
-          (program->insts[j].op == EMBER_KIR_LOAD || program->insts[j].op == EMBER_KIR_LOAD_GATHER ||
-           program->insts[j].op == EMBER_KIR_STORE || program->insts[j].op == EMBER_KIR_LOAD_UNIFORM))
-        return set_status(st, EMBER_ERR_UNSUPPORTED,
-                          "vulkan:%d cannot run %s: argument %d is both an IOTA's and a buffer's", device_index,
-                          name.c_str(), int(in.arg));
+    if (in.arg < 0 || in.arg >= program->n_args) continue;
+    (in.op == EMBER_KIR_IOTA ? iota : buffer)[size_t(in.arg)] |=
+        in.op == EMBER_KIR_IOTA || in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_LOAD_GATHER ||
+        in.op == EMBER_KIR_STORE || in.op == EMBER_KIR_LOAD_UNIFORM;
   }
+  for (size_t a = 0; a < iota.size(); ++a)
+    if (iota[a] && buffer[a])
+      return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: argument %d is both an IOTA's and a buffer's",
+                        device_index, name.c_str(), int(a));
   std::string glsl, why;
   bool can_fail = false;
   emit::GlslTarget t32 = d->target;
