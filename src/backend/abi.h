@@ -328,6 +328,30 @@ typedef struct ember_device_properties {
                                0 = no limit. The fusion planner keeps kernels within it. */
 } ember_device_properties;
 
+/* ---- services the core offers plugins --------------------------------------------------------
+ * Handed to a plugin's `attach_host` once, right after it is loaded, before any other call; the
+ * struct lives as long as the process. A plugin loaded by something other than the core (a test
+ * harness) may never receive it and must work without it. */
+typedef struct ember_host_services {
+  uint32_t struct_size; /* sizeof(ember_host_services) in the core: read only the fields that fit */
+  /* The core's on-disk cache of compiled programs (docs/backends.md, "Compiled-program cache"),
+   * shared by every compiled backend. An entry is the bytes a plugin stored under `key`, which
+   * must spell out everything that determines them: the program's text, the device, the
+   * compiler's or driver's version, the target. `plugin` ("cpu", "vulkan") keeps plugins apart.
+   * The core compares the whole key and a checksum on every load, so a damaged entry, or one
+   * another key's hash collides with, is a miss (and is replaced by the next store), never the
+   * wrong bytes. Stores are atomic (other processes see the old entry or the new one, whole); the
+   * cache is bounded in size (EMBER_CACHE_MAX_BYTES) and forgets the least recently used entries.
+   * Thread-safe; none of these calls fails loudly: without a usable cache folder a load misses
+   * and a store does nothing.
+   * cache_load: 1 and *data, *bytes (release with cache_free) on a hit, else 0. */
+  int32_t (*cache_load)(const char* plugin, const void* key, size_t key_bytes, void** data, size_t* bytes);
+  void (*cache_free)(void* data);
+  /* 1 if stored. */
+  int32_t (*cache_store)(const char* plugin, const void* key, size_t key_bytes, const void* data,
+                         size_t bytes);
+} ember_host_services;
+
 typedef struct ember_backend_v2 {
   uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */
   uint32_t struct_size; /* sizeof(ember_backend_v2) in the plugin: a newer core reads only the
@@ -395,6 +419,9 @@ typedef struct ember_backend_v2 {
    * elsewhere), for host reads without a staging copy. The caller synchronizes the queues that
    * write the buffer before reading through it. */
   const void* (*buffer_host_address)(ember_buffer buffer);
+
+  /* Receives the core's services (ember_host_services above), once, right after loading. */
+  void (*attach_host)(const ember_host_services* host);
 } ember_backend_v2;
 
 enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/device_kinds.h"
+#include "backend/program_disk_cache.h"
 #include "backend/work_recorder.h"
 #include "ember/dtype.h"
 #include "ember/error.h"
@@ -63,6 +64,7 @@ std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::
   b->library_ = lib;
   // Fields beyond the plugin's table stay null: the optional features it does not have.
   std::memcpy(&b->table_, table, std::min<size_t>(table->struct_size, sizeof(ember_backend_v2)));
+  if (b->table_.attach_host) b->table_.attach_host(program_disk_cache::host_services());
   b->device_states_ = std::max(0, b->table_.device_count());
   b->devices_ = std::make_unique<DeviceState[]>(size_t(b->device_states_));
   if (const char* env = std::getenv("EMBER_PROGRAM_CACHE"); env && std::atoi(env) > 0)

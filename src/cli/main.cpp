@@ -10,6 +10,7 @@
 // given twice) print a usage message and exit with code 2; runtime failures exit with 1.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "backend/device_kinds.h"
+#include "backend/program_disk_cache.h"
 #include "backend/registry.h"
 #include "cli/distributed.h"
 #include "cli/models.h"
@@ -40,6 +42,7 @@ const char* kUsage =
     "                                 [--nproc N]\n"
     "       ember eval --checkpoint PATH [--device D] [--batch-size B]\n"
     "       ember info\n"
+    "       ember cache [info|clear]   (the compiled-kernel cache: where, how big; empty it)\n"
     "       ember --help | --version\n";
 
 struct UsageError : std::runtime_error {
@@ -301,6 +304,47 @@ int cmd_eval(int argc, char** argv) {
   return 0;
 }
 
+std::string mib(uint64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", double(bytes) / (1 << 20));
+  return s;
+}
+
+// "~/.cache/ember/kernels: 812 entries, 41.3 MiB of at most 1024.0 MiB", or why there is none.
+std::string cache_line() {
+  const program_disk_cache::Summary s = program_disk_cache::summary();
+  if (s.max_bytes == 0) return "off (EMBER_CACHE_MAX_BYTES=0)";
+  if (s.folder.empty())
+    return s.tried.empty() ? "none (set EMBER_CACHE_DIR, XDG_CACHE_HOME or HOME)"
+                           : "none (" + s.tried + " cannot be created or written; set EMBER_CACHE_DIR)";
+  std::string line = s.folder + ": " + std::to_string(s.entries) + " entries, " + mib(s.entry_bytes) + " of at most " +
+                     mib(s.max_bytes);
+  if (s.legacy_files)
+    line += " (and " + std::to_string(s.legacy_files) + " files of older Ember versions, " + mib(s.legacy_bytes) +
+            ": `ember cache clear` removes them)";
+  return line;
+}
+
+// ember cache [info|clear]: the core's compiled-program cache (src/backend/program_disk_cache.h).
+int cmd_cache(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {});
+  if (a.positional.size() > 1) throw UsageError("cache: unexpected argument '" + a.positional[1] + "'");
+  const std::string what = a.positional.empty() ? "info" : a.positional[0];
+  if (what == "info") {
+    std::cout << "compiled-kernel cache: " << cache_line() << "\n";
+    return 0;
+  }
+  if (what != "clear") throw UsageError("cache: unknown action '" + what + "' (info or clear)");
+  const std::string dir = program_disk_cache::folder();
+  if (dir.empty()) {
+    std::cout << "compiled-kernel cache: " << cache_line() << "; nothing to clear\n";
+    return 0;
+  }
+  const uint64_t freed = program_disk_cache::clear();
+  std::cout << "cleared " << dir << ": " << mib(freed) << " freed\n";
+  return 0;
+}
+
 int cmd_info(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {});
   if (!a.positional.empty()) throw UsageError("info: unexpected argument '" + a.positional[0] + "'");
@@ -350,6 +394,7 @@ int cmd_info(int argc, char** argv) {
   std::cout << "fashion-mnist data: " << dir
             << (fs::exists(dir + "/train-images-idx3-ubyte.gz") ? " (found)" : " (missing: install dataset-fashion-mnist)")
             << "\n";
+  std::cout << "compiled-kernel cache: " << cache_line() << "\n";
   const char* omp = std::getenv("OMP_NUM_THREADS");
   std::cout << "threads: " << (omp ? omp : "default (all cores)") << " (hardware: " << std::thread::hardware_concurrency()
             << ")\n";
@@ -373,6 +418,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
     if (cmd == "info") return cmd_info(argc, argv);
+    if (cmd == "cache") return cmd_cache(argc, argv);
     if (cmd == "onnx-check") return cli::cmd_onnx_check(argc, argv);
     if (cmd == "onnx-run") return cli::cmd_onnx_run(argc, argv);
     throw UsageError("unknown command '" + cmd + "'");

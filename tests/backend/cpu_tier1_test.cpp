@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
@@ -517,10 +518,27 @@ TEST_F(CpuTier1Test, DiskCacheIsReused) {
   EXPECT_EQ(s2.cache_hits, s1.cache_hits + 1);
   EXPECT_EQ(s2.launches, s0.launches + 2);
   EXPECT_EQ(first, second);
-  size_t so_files = 0;
+  std::vector<std::filesystem::path> entries;
   for (const auto& e : std::filesystem::directory_iterator(scope.dir()))
-    if (e.path().extension() == ".so") ++so_files;
-  EXPECT_EQ(so_files, 1u);
+    if (e.path().filename().string().rfind("cpu-", 0) == 0 && e.path().extension() == ".bin") entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u) << "one entry in the core's program cache";
+
+  // A damaged entry (a byte of the shared object flipped) is compiled again and replaced.
+  std::ifstream file(entries[0], std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  file.close();
+  std::string damaged = whole;
+  damaged[damaged.size() / 2] ^= 0x20;
+  std::ofstream(entries[0], std::ios::binary | std::ios::trunc) << damaged;
+  auto third = run_fresh(cpu_backend(), b, h, &err);
+  Stats s3 = stats();
+  ASSERT_TRUE(err.empty()) << err;
+  EXPECT_EQ(s3.compiles, s2.compiles + 1) << "the damaged entry was used";
+  EXPECT_EQ(s3.cache_hits, s2.cache_hits);
+  EXPECT_EQ(third, first);
+  std::ifstream again(entries[0], std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()), whole)
+      << "the entry was not replaced";
 }
 
 // Without a compiler (EMBER_CXX names none) programs run on tier 0 with the right results.

@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "backend/program_disk_cache.h"
 #include "backend/registry.h"
 #include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
@@ -250,9 +252,9 @@ TEST(VulkanTest, TrainingMatchesTheReference) {
   EXPECT_TRUE(all_close(train(kVk), train(Device::reference()), 1e-4, 1e-5));
 }
 
-// Compiled SPIR-V is kept in the kernel cache folder (EMBER_CACHE_DIR) and read back when the
-// kernel is compiled again; a damaged file (truncated, or one word changed) is compiled again and
-// replaced, never handed to the driver.
+// Compiled SPIR-V is kept in the core's compiled-program cache (EMBER_CACHE_DIR) and read back
+// when the kernel is compiled again; a damaged entry (truncated, or one word changed) is compiled
+// again and replaced, never handed to the driver.
 TEST(VulkanTest, ShadersAreCachedOnDiskAndDamagedFilesAreCompiledAgain) {
   REQUIRE_VULKAN();
   char templ[] = "/tmp/ember_spirv_cache.XXXXXX";
@@ -261,12 +263,16 @@ TEST(VulkanTest, ShadersAreCachedOnDiskAndDamagedFilesAreCompiledAgain) {
   setenv("EMBER_CACHE_DIR", dir.c_str(), 1);
   Backend& be = Backend::get(DeviceKind::Vulkan);
   const size_t capacity = be.program_capacity();
-  auto spirv_files = [&] {
+  auto entries = [&] {
     std::vector<std::string> files;
     for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().filename().string().rfind("vulkan_", 0) == 0 && e.path().extension() == ".spv")
+      if (e.path().filename().string().rfind("vulkan-", 0) == 0 && e.path().extension() == ".bin")
         files.push_back(e.path().string());
     return files;
+  };
+  auto contents = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   };
   // A kernel no other test compiles (its constant is baked into the shader): (x + 1234.5) * x.
   auto run = [] {
@@ -279,40 +285,29 @@ TEST(VulkanTest, ShadersAreCachedOnDiskAndDamagedFilesAreCompiledAgain) {
     be.set_program_capacity(capacity);
   };
   const std::vector<float> want = {1.5f * 1236.0f, -2.0f * 1232.5f, 0.0f};
+  const program_disk_cache::Counters c0 = program_disk_cache::counters();
   EXPECT_EQ(run(), want);
   evict();  // compiles evict's own kernel too, before the files are listed
-  std::vector<std::string> files = spirv_files();
-  ASSERT_FALSE(files.empty()) << "no SPIR-V written to " << dir;
-  std::vector<uintmax_t> sizes;
-  std::vector<std::filesystem::file_time_type> times;
-  for (const std::string& f : files) {
-    sizes.push_back(std::filesystem::file_size(f));
-    times.push_back(std::filesystem::last_write_time(f));
-  }
+  std::vector<std::string> files = entries();
+  ASSERT_FALSE(files.empty()) << "no SPIR-V stored in " << dir;
+  EXPECT_GE(program_disk_cache::counters().stores, c0.stores + int64_t(files.size()));
+  std::vector<std::string> original;
+  for (const std::string& f : files) original.push_back(contents(f));
+  const program_disk_cache::Counters c1 = program_disk_cache::counters();
   EXPECT_EQ(run(), want) << "from the cache";
-  EXPECT_EQ(spirv_files().size(), files.size()) << "a cached kernel was compiled into a new file";
-  for (size_t i = 0; i < files.size(); ++i)
-    EXPECT_EQ(std::filesystem::last_write_time(files[i]), times[i]) << files[i] << " was written again, not read";
-  // Damage every file: the first truncated, the others with one word flipped in the middle.
+  EXPECT_EQ(entries().size(), files.size()) << "a cached kernel was compiled into a new entry";
+  EXPECT_GT(program_disk_cache::counters().hits, c1.hits);
+  EXPECT_EQ(program_disk_cache::counters().stores, c1.stores) << "a cached kernel was stored again";
+  // Damage every entry: the first truncated, the others with one word flipped in the middle.
   for (size_t i = 0; i < files.size(); ++i) {
-    if (i == 0) {
-      std::filesystem::resize_file(files[i], sizes[i] / 2 / 4 * 4);
-    } else {
-      std::FILE* f = std::fopen(files[i].c_str(), "r+b");
-      ASSERT_NE(f, nullptr);
-      std::fseek(f, long(sizes[i] / 2 / 4 * 4), SEEK_SET);
-      uint32_t w = 0;
-      ASSERT_EQ(std::fread(&w, 4, 1, f), 1u);
-      w ^= 0x00010000u;
-      std::fseek(f, long(sizes[i] / 2 / 4 * 4), SEEK_SET);
-      std::fwrite(&w, 4, 1, f);
-      std::fclose(f);
-    }
+    std::string d = original[i];
+    if (i == 0) d.resize(d.size() / 2);
+    else d[d.size() / 2] ^= 0x01;
+    std::ofstream(files[i], std::ios::binary | std::ios::trunc) << d;
   }
   evict();
-  EXPECT_EQ(run(), want) << "after the cache files were damaged";
-  for (size_t i = 0; i < files.size(); ++i)
-    EXPECT_EQ(std::filesystem::file_size(files[i]), sizes[i]) << files[i] << " was not replaced";
+  EXPECT_EQ(run(), want) << "after the cache entries were damaged";
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(contents(files[i]), original[i]) << files[i] << " was not replaced";
   unsetenv("EMBER_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

@@ -21,6 +21,21 @@ check() {  # check NAME EXPECTED_RC PATTERN -- command...
   fi
 }
 check info 0 "backends:" -- "$ember" info
+# The compiled-kernel cache: what it holds, clearing it (entries and older versions' files only).
+mkdir -p "$out/cache"
+head -c 2048 /dev/zero >"$out/cache/cpu-0123456789abcdef.bin"
+head -c 1024 /dev/zero >"$out/cache/ember_0123456789abcdef.so"
+echo mine >"$out/cache/notes.txt"
+check cache-info 0 "cache: $out/cache: 1 entries, 0.0 MiB of at most 64.0 MiB (and 1 files of older" -- \
+  env EMBER_CACHE_DIR="$out/cache" EMBER_CACHE_MAX_BYTES=64M "$ember" cache
+check info-cache 0 "compiled-kernel cache: $out/cache: 1 entries" -- env EMBER_CACHE_DIR="$out/cache" "$ember" info
+check cache-clear 0 "cleared $out/cache" -- env EMBER_CACHE_DIR="$out/cache" "$ember" cache clear
+check cache-cleared 0 "0 entries, 0.0 MiB" -- env EMBER_CACHE_DIR="$out/cache" "$ember" cache info
+if [ "$(ls "$out/cache")" != notes.txt ]; then echo "FAIL cache-clear-kept: $(ls "$out/cache")"; fail=1; fi
+check cache-off 0 "off (EMBER_CACHE_MAX_BYTES=0)" -- env EMBER_CACHE_MAX_BYTES=0 "$ember" cache
+check cache-unusable 0 "/dev/null/x cannot be created or written" -- env EMBER_CACHE_DIR=/dev/null/x "$ember" cache
+check cache-bad-action 2 "cache: unknown action 'purge' (info or clear)" -- "$ember" cache purge
+check cache-extra 2 "cache: unexpected argument 'now'" -- "$ember" cache clear now
 check help 0 "usage: ember train" -- "$ember" --help
 check no-command 2 "usage:" -- "$ember"
 check unknown-command 2 "usage:" -- "$ember" frobnicate

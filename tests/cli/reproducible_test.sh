@@ -22,7 +22,7 @@ for run in first second; do
     exit 1
   fi
 done
-if ! ls "$EMBER_CACHE_DIR"/ember_*.so >/dev/null 2>&1; then
+if ! ls "$EMBER_CACHE_DIR"/cpu-*.bin >/dev/null 2>&1; then
   echo "note: no compiled kernels were cached (no compiler?): both runs stayed on the interpreter"
 fi
 if cmp "$out/first/last.safetensors" "$out/second/last.safetensors"; then

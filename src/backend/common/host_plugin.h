@@ -32,6 +32,7 @@ struct HostPluginEntries {
   decltype(ember_backend_v2::program_destroy) program_destroy = nullptr;
   decltype(ember_backend_v2::program_run) program_run = nullptr;
   decltype(ember_backend_v2::library_call) library_call = nullptr;
+  decltype(ember_backend_v2::attach_host) attach_host = nullptr;  // a plugin with compiled programs
 };
 
 constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
@@ -62,6 +63,7 @@ constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
       .buffer_copy = queued_buffer_copy,
       .no_device_reason = nullptr,
       .buffer_host_address = buffer_host_address,
+      .attach_host = e.attach_host,
   };
 }
 

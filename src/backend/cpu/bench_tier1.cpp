@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/program_disk_cache.h"
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
 
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   auto set_tier = (void (*)(int))dlsym(lib, "ember_cpu_set_tier");
   auto stats = (void (*)(int64_t*))dlsym(lib, "ember_cpu_tier_stats");
   const ember_backend_v2* t = entry(EMBER_BACKEND_ABI_VERSION);
+  if (t->attach_host) t->attach_host(ember::program_disk_cache::host_services());  // as the core does
   ember_device_properties props{};
   props.struct_size = sizeof props;
   ember_status pst{};

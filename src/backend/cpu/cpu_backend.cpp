@@ -15,6 +15,7 @@
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
 #include "backend/common/host_plugin.h"
+#include "backend/common/host_services.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
@@ -185,6 +186,7 @@ constexpr ember_backend_v2 table = ember::host::host_plugin_table({
     .program_destroy = program_destroy,
     .program_run = program_run,
     .library_call = library_call,
+    .attach_host = ember::plugin::attach_host,  // the compiled-program cache, for tier 1
 });
 
 }  // namespace

@@ -1,14 +1,15 @@
-// Tier-1 CPU kernels (see tier1.h): compiler discovery, the disk cache, the background compile
-// thread, the switch from the interpreter and the parallel launch of a compiled kernel.
+// Tier-1 CPU kernels (see tier1.h): compiler discovery, compiling through the core's
+// compiled-program cache, the background compile thread, the switch from the interpreter and the
+// parallel launch of a compiled kernel.
 //
 // Compiler: $EMBER_CXX, else `c++` or `g++` on PATH, run with -O3 -march=native -fopenmp-simd
 // -fno-math-errno -ffp-contract=off (no contraction into FMAs, as the interpreter computes each op
-// on its own) and linked against libmvec. Cache: $EMBER_CACHE_DIR, else
-// $XDG_CACHE_HOME/ember/kernels or ~/.cache/ember/kernels; file name = hash of the source, the
-// compiler (path and version), its flags and the CPU's feature flags; the emitted source is kept
-// beside the kernel (ember_<hash>.cpp). Any failure (no compiler,
-// compile error, unwritable cache, dlopen error) leaves the program on tier 0; EMBER_LOG=tier
-// prints why.
+// on its own) and linked against libmvec. Each compile runs in a private temporary folder; the
+// shared object is stored in the core's cache (backend/common/host_services.h) under a key of the
+// source, the compiler (path and version), its flags and the CPU's feature flags, and a later
+// process loads it from there. EMBER_CPU_DUMP=DIR keeps each kernel's source there. Any failure
+// (no compiler, compile error, no temporary folder, dlopen error) leaves the program on tier 0;
+// EMBER_LOG=tier prints why.
 #include "backend/cpu/tier1.h"
 
 #include <dlfcn.h>
@@ -31,7 +32,7 @@
 #include <vector>
 
 #include "backend/common/host_memory.h"
-#include "backend/common/kernel_cache_dir.h"
+#include "backend/common/host_services.h"
 #include "backend/cpu/program.h"
 
 extern char** environ;
@@ -40,7 +41,13 @@ namespace ember::cpu {
 
 namespace {
 
-using plugin::fnv1a;
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 // The last-level cache (L3, else L2) from sysconf; 8 MiB when it does not say.
 int64_t last_level_cache_bytes() {
@@ -185,26 +192,25 @@ std::string compiler_id(const std::string& cxx, const std::string& tmpdir) {
   return last_id;
 }
 
-std::string cache_dir() {
-  std::string tried;
-  std::string dir = plugin::kernel_cache_dir(&tried);
-  if (dir.empty() && !tried.empty()) TIER_LOG("kernel cache %s is not writable: compiling without a cache", tried.c_str());
-  return dir;
+// A private folder for one compile (removed by the caller), or "" if none can be made.
+std::string make_scratch_dir() {
+  const char* t = std::getenv("TMPDIR");
+  std::string templ = std::string(t && *t ? t : "/tmp") + "/ember_kernel.XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  return ::mkdtemp(buf.data()) ? std::string(buf.data()) : std::string();
 }
 
-// A private scratch directory for compiles when there is no cache.
-std::string scratch_dir() {
-  static std::mutex& m = *new std::mutex;  // never destroyed (see cpu_flags)
-  static std::string& dir = *new std::string;
-  std::lock_guard<std::mutex> lock(m);
-  if (dir.empty()) {
-    const char* t = std::getenv("TMPDIR");
-    std::string templ = std::string(t && *t ? t : "/tmp") + "/ember_kernels.XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data())) dir = buf.data();
-  }
-  return dir;
+bool write_file(const std::string& path, const void* data, size_t bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(data), std::streamsize(bytes));
+  return bool(f.flush());
+}
+
+// EMBER_CPU_DUMP=DIR: each compiled kernel's source as DIR/ember_<hash>.cpp, to read what ran.
+void dump_source(const Tier1& t, const char* hex) {
+  const char* dir = std::getenv("EMBER_CPU_DUMP");
+  if (dir && *dir) write_file(std::string(dir) + "/ember_" + hex + ".cpp", t.source.data(), t.source.size());
 }
 
 void* load_kernel(const std::string& so, const char* symbol) {
@@ -219,68 +225,56 @@ void* load_kernel(const std::string& so, const char* symbol) {
   return fn;
 }
 
-std::atomic<uint64_t> g_seq{0};
-
-// Compiles (or loads from the cache) the program's kernel and publishes it. Never throws.
+// Compiles (or loads from the core's cache) the program's kernel and publishes it. Never throws.
 void compile(Tier1& t) {
   void* fn = nullptr;
   const char* symbol = t.reduce ? "ember_kernel_reduce" : "ember_kernel";
+  std::string dir;
   try {
     const std::string cxx = find_compiler();
+    dir = cxx.empty() ? std::string() : make_scratch_dir();
+    const std::string id = dir.empty() ? std::string() : compiler_id(cxx, dir);
     if (cxx.empty()) {
       TIER_LOG("%s: no C++ compiler found (EMBER_CXX, c++, g++): staying on tier 0", t.name.c_str());
+    } else if (dir.empty() || id.empty()) {
+      TIER_LOG("%s: compiler %s unusable or no temporary folder: staying on tier 0", t.name.c_str(), cxx.c_str());
     } else {
-      std::string dir = cache_dir();
-      const bool cached = !dir.empty();
-      if (!cached) dir = scratch_dir();
-      const std::string id = compiler_id(cxx, dir.empty() ? "/tmp" : dir);
-      if (dir.empty() || id.empty()) {
-        TIER_LOG("%s: compiler %s unusable or no scratch directory: staying on tier 0", t.name.c_str(), cxx.c_str());
-      } else {
-        std::string key = t.source + "\n" + id + "\n" + cpu_flags();
-        for (const char* f : kFlags) key += std::string(" ") + f;
-        char hex[32];
-        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
-        const std::string so = dir + "/ember_" + hex + ".so";
-        if (cached && ::access(so.c_str(), R_OK) == 0 && (fn = load_kernel(so, symbol))) {
+      std::string key = t.source + "\n" + id + "\n" + cpu_flags();
+      for (const char* f : kFlags) key += std::string(" ") + f;
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
+      dump_source(t, hex);
+      const std::string so = dir + "/ember_" + hex + ".so";
+      if (std::optional<std::vector<uint8_t>> cached = plugin::cache_load("cpu", key)) {
+        if (write_file(so, cached->data(), cached->size()) && (fn = load_kernel(so, symbol))) {
           ++g_cache_hits;
-          TIER_LOG("%s: tier 1 from cache %s", t.name.c_str(), so.c_str());
-        } else {
-          const std::string stem = dir + "/ember_" + hex + "." + std::to_string(::getpid()) + "." +
-                                   std::to_string(g_seq.fetch_add(1));
-          const std::string cpp = stem + ".cpp", tmp_so = stem + ".so", log = stem + ".log";
-          {
-            std::ofstream f(cpp, std::ios::binary);
-            f << t.source;
-          }
-          std::vector<std::string> argv = {cxx};
-          for (const char* f : kFlags) argv.push_back(f);
-          argv.insert(argv.end(), {cpp, "-o", tmp_so, "-Wl,-z,defs", "-lmvec", "-lm"});
-          const int rc = run_process(argv, log);
-          if (rc != 0) {
-            TIER_LOG("%s: compiler failed (exit %d): %s", t.name.c_str(), rc, read_file(log, 2000).c_str());
-          } else if (::rename(tmp_so.c_str(), so.c_str()) != 0) {
-            TIER_LOG("%s: cannot move %s into place", t.name.c_str(), tmp_so.c_str());
-          } else {
-            fn = load_kernel(so, symbol);
-            if (fn) {
-              ++g_compiles;
-              TIER_LOG("%s: compiled %s", t.name.c_str(), so.c_str());
-            }
-          }
-          // The source stays beside its kernel in the cache, for whoever wants to read it.
-          if (!fn || !cached || ::rename(cpp.c_str(), (dir + "/ember_" + hex + ".cpp").c_str()) != 0)
-            ::unlink(cpp.c_str());
-          ::unlink(log.c_str());
-          ::unlink(tmp_so.c_str());
-          if (!cached) ::unlink(so.c_str());  // the loaded copy stays mapped
+          TIER_LOG("%s: tier 1 from the cache", t.name.c_str());
         }
+        ::unlink(so.c_str());  // the loaded copy stays mapped
+      }
+      if (!fn) {  // not cached, or the cached object did not load: compile, and replace the entry
+        const std::string cpp = dir + "/ember_" + hex + ".cpp", log = dir + "/ember_" + hex + ".log";
+        write_file(cpp, t.source.data(), t.source.size());
+        std::vector<std::string> argv = {cxx};
+        for (const char* f : kFlags) argv.push_back(f);
+        argv.insert(argv.end(), {cpp, "-o", so, "-Wl,-z,defs", "-lmvec", "-lm"});
+        const int rc = run_process(argv, log);
+        if (rc != 0) {
+          TIER_LOG("%s: compiler failed (exit %d): %s", t.name.c_str(), rc, read_file(log, 2000).c_str());
+        } else if ((fn = load_kernel(so, symbol))) {
+          ++g_compiles;
+          const std::string bytes = read_file(so, size_t(1) << 30);
+          const bool stored = plugin::cache_store("cpu", key, bytes.data(), bytes.size());
+          TIER_LOG("%s: compiled%s", t.name.c_str(), stored ? " and cached" : " (not cached)");
+        }
+        for (const std::string& f : {cpp, log, so}) ::unlink(f.c_str());
       }
     }
   } catch (...) {
     TIER_LOG("%s: internal error while compiling", t.name.c_str());
     fn = nullptr;
   }
+  if (!dir.empty()) ::rmdir(dir.c_str());  // empty by now (compiler_id removes its log too)
   if (fn) {
     if (t.reduce) t.rfn.store(reinterpret_cast<ember_c_reduce_fn>(fn), std::memory_order_release);
     else t.fn.store(reinterpret_cast<ember_c_kernel_fn>(fn), std::memory_order_release);

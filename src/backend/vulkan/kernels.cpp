@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/common/kernel_cache_dir.h"
+#include "backend/common/host_services.h"
 #include "backend/vulkan/access_ranges.h"
 #include "backend/vulkan/launch_pieces.h"
 
@@ -42,67 +42,28 @@ void dump(const std::string& glsl) {
   }
 }
 
-// The on-disk SPIR-V cache (backend/common/kernel_cache_dir.h): vulkan_<hash>.spv, the hash of the
-// GLSL (which spells out every device feature it uses) and the SPIR-V version shaderc targets.
-// CPU drivers keep nothing useful in a VkPipelineCache, so compiled SPIR-V is what is worth
-// keeping: shaderc takes most of a new kernel's first-launch time. Each file ends with a check
-// word (a hash of the SPIR-V before it); a file without the SPIR-V magic number or whose check
-// word is wrong (truncated, overwritten) is compiled again and replaced, never given to the
-// driver.
-std::string spirv_cache_path(const std::string& glsl) {
-  const std::string dir = plugin::kernel_cache_dir();
-  if (dir.empty()) return "";
+// The key of a shader's SPIR-V in the core's compiled-program cache (backend/common/host_services.h):
+// the GLSL (which spells out every device feature it uses), shaderc's SPIR-V version and the
+// options. CPU drivers keep nothing useful in a VkPipelineCache, so compiled SPIR-V is what is
+// worth keeping: shaderc takes most of a new kernel's first-launch time.
+std::string spirv_cache_key(const std::string& glsl) {
   unsigned version = 0, revision = 0;
   shaderc_get_spv_version(&version, &revision);
-  char name[64];
-  std::snprintf(name, sizeof name, "/vulkan_%016llx.spv",
-                (unsigned long long)plugin::fnv1a(glsl + "\nspirv " + std::to_string(version) + "." +
-                                                  std::to_string(revision) + " vulkan1.2 O0"));
-  return dir + name;
-}
-
-uint32_t check_word(const uint32_t* words, size_t n) {
-  return uint32_t(plugin::fnv1a(std::string(reinterpret_cast<const char*>(words), n * sizeof(uint32_t))));
-}
-
-std::vector<uint32_t> read_spirv(const std::string& path) {
-  std::vector<uint32_t> words;
-  FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "rb");
-  if (!f) return words;
-  std::fseek(f, 0, SEEK_END);
-  const long bytes = std::ftell(f);
-  std::fseek(f, 0, SEEK_SET);
-  if (bytes >= 24 && bytes % 4 == 0) {
-    words.resize(size_t(bytes) / 4);
-    if (std::fread(words.data(), 4, words.size(), f) != words.size() || words[0] != 0x07230203u ||
-        words.back() != check_word(words.data(), words.size() - 1))
-      words.clear();
-    else
-      words.pop_back();
-  }
-  std::fclose(f);
-  return words;
-}
-
-void write_spirv(const std::string& path, const std::vector<uint32_t>& spirv) {
-  if (path.empty()) return;
-  static std::atomic<uint64_t> sequence{0};
-  const std::string tmp = path + "." + std::to_string(::getpid()) + "." + std::to_string(sequence++) + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return;
-  const uint32_t check = check_word(spirv.data(), spirv.size());
-  const size_t bytes = spirv.size() * sizeof(uint32_t);
-  const bool ok = std::fwrite(spirv.data(), 1, bytes, f) == bytes && std::fwrite(&check, 4, 1, f) == 1;
-  if (std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
-  std::remove(tmp.c_str());
+  return glsl + "\nspirv " + std::to_string(version) + "." + std::to_string(revision) + " vulkan1.2 O0";
 }
 
 // GLSL -> SPIR-V, from the disk cache when it has it.
 int32_t compile_spirv(const std::string& glsl, const std::string& what, std::vector<uint32_t>& spirv,
                       ember_status* st) {
-  const std::string path = spirv_cache_path(glsl);
-  spirv = read_spirv(path);
-  if (!spirv.empty()) return EMBER_OK;
+  const std::string key = spirv_cache_key(glsl);
+  // The core checks the entry's key and checksum; the size and the magic number are checked here
+  // too, so that nothing but SPIR-V reaches the driver.
+  if (std::optional<std::vector<uint8_t>> cached = plugin::cache_load("vulkan", key);
+      cached && cached->size() >= 20 && cached->size() % 4 == 0) {
+    spirv.resize(cached->size() / 4);
+    std::memcpy(spirv.data(), cached->data(), cached->size());
+    if (spirv[0] == 0x07230203u) return EMBER_OK;
+  }
   shaderc_compile_options_t opts = shaderc_compile_options_initialize();
   shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
   shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_zero);  // the driver optimizes
@@ -119,7 +80,7 @@ int32_t compile_spirv(const std::string& glsl, const std::string& what, std::vec
   spirv.resize(bytes / 4);
   std::memcpy(spirv.data(), shaderc_result_get_bytes(res), bytes);
   shaderc_result_release(res);
-  write_spirv(path, spirv);
+  plugin::cache_store("vulkan", key, spirv.data(), spirv.size() * sizeof(uint32_t));
   return EMBER_OK;
 }
 

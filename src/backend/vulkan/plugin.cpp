@@ -12,6 +12,7 @@
 //   EMBER_VULKAN_STATS=1                 print dispatch, barrier and submission counts at exit
 #include <cstdio>
 
+#include "backend/common/host_services.h"
 #include "backend/abi.h"
 #include "backend/common/emit_glsl.h"
 #include "backend/vulkan/context.h"
@@ -85,6 +86,7 @@ const ember_backend_v2 table = {
     .event_query = event_query,
     .buffer_copy = buffer_copy,
     .no_device_reason = no_device_reason,
+    .attach_host = plugin::attach_host,  // the compiled-program cache, for SPIR-V
 };
 
 }  // namespace
