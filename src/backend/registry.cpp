@@ -183,44 +183,24 @@ ember_queue Backend::create_queue(int device) {
   return created;
 }
 
-// Whether the device runs its queue asynchronously, read from its properties once (threads that
-// race on the first read store the same value).
-bool Backend::is_async(int device) {
-  if (device < 0 || device >= device_states_) return properties(device).async != 0;
-  std::atomic<int8_t>& a = devices_[size_t(device)].async;
-  int8_t v = a.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = properties(device).async != 0 ? 1 : 0;
-    a.store(v, std::memory_order_relaxed);
-  }
-  return v > 0;
-}
-
-uint64_t Backend::max_binding(int device) {
+// What launches need from the device's properties, read once per device (a device index the
+// plugin does not have gets its properties' error each time).
+Backend::LaunchLimits Backend::limits(int device) {
   auto read = [&] {
-    const uint64_t v = properties(device).max_binding_bytes;
-    return v == 0 ? UINT64_MAX : v;
+    const ember_device_properties& p = properties(device);
+    return LaunchLimits{.async = p.async != 0,
+                        .index32 = p.index_bits == 32,
+                        .max_binding = p.max_binding_bytes == 0 ? UINT64_MAX : p.max_binding_bytes};
   };
   if (device < 0 || device >= device_states_) return read();
-  std::atomic<uint64_t>& m = devices_[size_t(device)].max_binding;
-  uint64_t v = m.load(std::memory_order_relaxed);
-  if (v == 0) {
-    v = read();
-    m.store(v, std::memory_order_relaxed);
-  }
-  return v;
+  DeviceState& d = devices_[size_t(device)];
+  std::call_once(d.limits_once, [&] { d.limits = read(); });
+  return d.limits;
 }
 
-bool Backend::index32(int device) {
-  if (device < 0 || device >= device_states_) return properties(device).index_bits == 32;
-  std::atomic<int8_t>& a = devices_[size_t(device)].index32;
-  int8_t v = a.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = properties(device).index_bits == 32 ? 1 : 0;
-    a.store(v, std::memory_order_relaxed);
-  }
-  return v > 0;
-}
+bool Backend::is_async(int device) { return limits(device).async; }
+uint64_t Backend::max_binding(int device) { return limits(device).max_binding; }
+bool Backend::index32(int device) { return limits(device).index32; }
 
 const ember_device_properties& Backend::properties(int device) {
   std::lock_guard lock(device_mutex_);

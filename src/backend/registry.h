@@ -154,14 +154,19 @@ class Backend {
   BufferCache& cache(int device);
   // Per-device state of devices 0 .. device_count() - 1, sized once by load_file and never
   // resized, so the calls on the hot path (queue, run) read it without a lock: the queue is
-  // created on first use under device_mutex_ and published with a release store; `async` is read
-  // from the device's properties the first time run() needs it (-1: not read yet).
+  // created on first use under device_mutex_ and published with a release store; the limits are
+  // read from the device's properties once, the first time a launch needs them.
+  struct LaunchLimits {
+    bool async = false;                // calls may return before their work is done
+    bool index32 = false;              // 32-bit indexing
+    uint64_t max_binding = UINT64_MAX;  // bytes one kernel argument may span
+  };
   struct DeviceState {
     std::atomic<ember_queue> queue{nullptr};
-    std::atomic<int8_t> async{-1};
-    std::atomic<uint64_t> max_binding{0};  // 0: not read yet
-    std::atomic<int8_t> index32{-1};
+    std::once_flag limits_once;
+    LaunchLimits limits;
   };
+  LaunchLimits limits(int device);
   std::unique_ptr<DeviceState[]> devices_;
   int device_states_ = 0;
   ember_queue create_queue(int device);  // queue()'s first call for a device

@@ -56,7 +56,7 @@ inline Stats stats() {
   return {v[0], v[1], v[2], v[3]};
 }
 
-// Tier mode and a private kernel cache for one test; restored afterwards.
+// Tier mode, a private kernel cache and source dump folder for one test; restored afterwards.
 class Tier1Scope {
  public:
   explicit Tier1Scope(int mode, const char* cxx = nullptr) {
@@ -64,6 +64,7 @@ class Tier1Scope {
            ("ember_tier1_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
     ::setenv("EMBER_CACHE_DIR", dir_.c_str(), 1);
+    ::setenv("EMBER_CPU_DUMP", dir_.c_str(), 1);  // each compiled kernel's source, for tests that read it
     if (cxx) ::setenv("EMBER_CXX", cxx, 1);
     // Programs of earlier tests made hot in auto mode may still be compiling in the background:
     // let them finish, so that the counters below count this test's compiles only.
@@ -76,6 +77,7 @@ class Tier1Scope {
   ~Tier1Scope() {
     set_tier(-1);
     ::unsetenv("EMBER_CACHE_DIR");
+    ::unsetenv("EMBER_CPU_DUMP");
     ::unsetenv("EMBER_CXX");
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
