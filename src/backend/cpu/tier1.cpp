@@ -177,13 +177,14 @@ const char* const kFlags[] = {"-O3", "-march=native",
                               "-fno-semantic-interposition", "-shared", "-fPIC", "-w"};
 
 // Compiler path -> "version" (its --version output), computed once per path.
-std::string compiler_id(const std::string& cxx, const std::string& tmpdir) {
+std::string compiler_id(const std::string& cxx) {
   static std::mutex& m = *new std::mutex;  // never destroyed (see cpu_flags)
   static std::string& last_path = *new std::string;
   static std::string& last_id = *new std::string;
   std::lock_guard<std::mutex> lock(m);
   if (cxx == last_path) return last_id;
-  std::string log = tmpdir + "/ember_cxx_version." + std::to_string(::getpid()) + ".txt";
+  const char* tmp = std::getenv("TMPDIR");
+  std::string log = std::string(tmp && *tmp ? tmp : "/tmp") + "/ember_cxx_version." + std::to_string(::getpid()) + ".txt";
   int rc = run_process({cxx, "--version"}, log);
   std::string v = rc == 0 ? read_file(log, 1024) : std::string();
   ::unlink(log.c_str());
@@ -225,6 +226,26 @@ void* load_kernel(const std::string& so, const char* symbol) {
   return fn;
 }
 
+// A file name for a shared object that no earlier dlopen in this process has used: the dynamic
+// loader returns the object already loaded under a name instead of loading a new file, so a
+// reused name (a recycled temporary folder, /proc/self/fd/N) could run another program's kernel.
+std::string unique_object_name(const char* hex) {
+  static std::atomic<uint64_t> sequence{0};
+  return std::string("ember_") + hex + "_" + std::to_string(sequence.fetch_add(1)) + ".so";
+}
+
+// Loads a shared object held in memory (from the cache) through a temporary file; nullptr if it
+// does not load.
+void* load_kernel_bytes(const std::vector<uint8_t>& so, const char* hex, const char* symbol) {
+  const std::string dir = make_scratch_dir();
+  if (dir.empty()) return nullptr;
+  const std::string path = dir + "/" + unique_object_name(hex);
+  void* fn = write_file(path, so.data(), so.size()) ? load_kernel(path, symbol) : nullptr;
+  ::unlink(path.c_str());  // the loaded copy stays mapped
+  ::rmdir(dir.c_str());
+  return fn;
+}
+
 // Compiles (or loads from the core's cache) the program's kernel and publishes it. Never throws.
 void compile(Tier1& t) {
   void* fn = nullptr;
@@ -232,27 +253,27 @@ void compile(Tier1& t) {
   std::string dir;
   try {
     const std::string cxx = find_compiler();
-    dir = cxx.empty() ? std::string() : make_scratch_dir();
-    const std::string id = dir.empty() ? std::string() : compiler_id(cxx, dir);
+    const std::string id = cxx.empty() ? std::string() : compiler_id(cxx);
     if (cxx.empty()) {
       TIER_LOG("%s: no C++ compiler found (EMBER_CXX, c++, g++): staying on tier 0", t.name.c_str());
-    } else if (dir.empty() || id.empty()) {
-      TIER_LOG("%s: compiler %s unusable or no temporary folder: staying on tier 0", t.name.c_str(), cxx.c_str());
+    } else if (id.empty()) {
+      TIER_LOG("%s: compiler %s unusable: staying on tier 0", t.name.c_str(), cxx.c_str());
     } else {
       std::string key = t.source + "\n" + id + "\n" + cpu_flags();
       for (const char* f : kFlags) key += std::string(" ") + f;
       char hex[32];
       std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
       dump_source(t, hex);
-      const std::string so = dir + "/ember_" + hex + ".so";
       if (std::optional<std::vector<uint8_t>> cached = plugin::cache_load("cpu", key)) {
-        if (write_file(so, cached->data(), cached->size()) && (fn = load_kernel(so, symbol))) {
+        if ((fn = load_kernel_bytes(*cached, hex, symbol))) {
           ++g_cache_hits;
           TIER_LOG("%s: tier 1 from the cache", t.name.c_str());
         }
-        ::unlink(so.c_str());  // the loaded copy stays mapped
       }
-      if (!fn) {  // not cached, or the cached object did not load: compile, and replace the entry
+      if (!fn && (dir = make_scratch_dir()).empty()) {
+        TIER_LOG("%s: no temporary folder to compile in: staying on tier 0", t.name.c_str());
+      } else if (!fn) {  // not cached, or the cached object did not load: compile, and replace the entry
+        const std::string so = dir + "/" + unique_object_name(hex);
         const std::string cpp = dir + "/ember_" + hex + ".cpp", log = dir + "/ember_" + hex + ".log";
         write_file(cpp, t.source.data(), t.source.size());
         std::vector<std::string> argv = {cxx};
@@ -274,7 +295,7 @@ void compile(Tier1& t) {
     TIER_LOG("%s: internal error while compiling", t.name.c_str());
     fn = nullptr;
   }
-  if (!dir.empty()) ::rmdir(dir.c_str());  // empty by now (compiler_id removes its log too)
+  if (!dir.empty()) ::rmdir(dir.c_str());  // empty by now
   if (fn) {
     if (t.reduce) t.rfn.store(reinterpret_cast<ember_c_reduce_fn>(fn), std::memory_order_release);
     else t.fn.store(reinterpret_cast<ember_c_kernel_fn>(fn), std::memory_order_release);
