@@ -101,7 +101,7 @@ tsan-test: tsan
 	@$(NO_VULKAN_DRIVER) OMP_NUM_THREADS=1 TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  $(ASYNC_DEVICE_ENV) $(TSAN_RUN) ./build/tsan/bin/ember_tests --gtest_brief=1 \
 	  --gtest_filter='$(ASYNC_FILTER):AsyncDeviceTest.ReadsThatDoNotWaitForTheirWorkAreCaught'
-TSAN_FILTER ?= ThreadStressTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:LearnerDataParallelTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:*CaptureTest*:-*Million*
+TSAN_FILTER ?= ThreadStressTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:LearnerDataParallelTest*:CpuDnnlThreads*:OptimizerFailure*:GraphTest*:ProgramCacheTest*:ProgramDiskCacheTest*:*DonationTest.*:AutogradTest*:LoaderTest*:LearnerTest*:ProfilerTest*:BufferCacheTest*:OptimizerTest*:*CaptureTest*:-*Million*
 
 # Warning check with clang 14: the library, the plugins and the command (the tests are checked
 # by the g++ build; compiling them twice would double CI time).
