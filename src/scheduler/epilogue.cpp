@@ -17,6 +17,7 @@
 #include "ember/error.h"
 #include "graph/pointer_table.h"
 #include "scheduler/fusion.h"
+#include "scheduler/host_fallback.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -113,6 +114,18 @@ bool backend_supports(Device d, int32_t code, DType dtype) {
   return Backend::get(d.kind).supports(d.index, EMBER_SUPPORT_LIBRARY, code, int32_t(dtype));
 }
 
+// Whether every tensor of the fused call (the product's inputs, the operands, the output) fits in
+// one of the device's bindings, counted as contiguous (`numel` elements).
+bool fits_one_binding(const Node& head, const std::vector<NodePtr>& operands, const Node& out) {
+  const uint64_t limit = Backend::get(head.device.kind).max_binding(head.device.index);
+  if (limit == UINT64_MAX) return true;
+  auto fits = [&](const Node& x) { return double(x.shape.numel()) * double(dtype_size(x.dtype)) <= double(limit); };
+  bool ok = fits(out);
+  for (const NodePtr& in : head.inputs) ok = ok && fits(*in);
+  for (const NodePtr& o : operands) ok = ok && fits(*o);
+  return ok;
+}
+
 }  // namespace
 
 bool epilogue_folding_enabled() { return epilogue_flag(); }
@@ -159,6 +172,9 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
       cur = c;
     }
     if (ops.empty() || !backend_supports(head->device, code, head->dtype)) continue;
+    // A device that cannot bind one of the tensors whole runs the plain product (which it may
+    // split, as Vulkan splits matmuls) and the post-ops as a kernel, not the fused call on the host.
+    if (!fits_one_binding(*head, operands, *cur)) continue;
     OpAttrs attrs;
     std::vector<int64_t>& ints = attrs.ints;
     ints.push_back(conv && head->inputs.size() == 3 ? 1 : 0);
@@ -239,15 +255,12 @@ void run_epilogue(Node& n) {
   }
   for (size_t k = n_base; k < n.inputs.size(); ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.shape));
   ember_tensor_desc out = desc(n, n.view, n.shape);
-  if (WorkRecorder* r = active_work_recorder()) {
-    std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
-    for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
-    r->library(n.device.index, conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(), int(ins.size()),
-               &out, 1, &attrs, buffers);
-  }
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
+  for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
-    backend_for(n.device).library_call(n.device.index, conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
-                                       int(ins.size()), &out, 1, &attrs);
+    // Through the launch checks: a tensor the device cannot bind takes the host fallback.
+    library_call(n.device, op_name(n.op), conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
+                 int(ins.size()), &out, 1, &attrs, buffers);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }

@@ -3,13 +3,15 @@
 // offsets and strides. The semantics are the reference backend's (src/backend/reference/
 // library.cpp): same formulas, NaN rules and tie-breaking. This file has the shared helpers
 // (emit_glsl_library.h), matmul, the dispatch and the table of what exists; the families live in
-// emit_glsl_conv.cpp, emit_glsl_sort_scan.cpp and emit_glsl_attention.cpp. The epilogue calls
-// (MATMUL_EPILOGUE, CONV2D_EPILOGUE) have no shader: the core then runs their post-ops as kernels.
+// emit_glsl_conv.cpp, emit_glsl_sort_scan.cpp and emit_glsl_attention.cpp. MATMUL_EPILOGUE applies
+// its post-ops before the store; CONV2D_EPILOGUE has no shader (the core then runs its post-ops as
+// kernels).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
 #endif
 #include "backend/common/emit_glsl_library.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -177,6 +179,75 @@ std::string store(const ExprTable& t, uint8_t dt, int arg, const std::string& of
   return "g" + S(arg) + ".d[uint(" + off + ")] = " + t.store_value(dt, value_dt, v) + ";";
 }
 
+namespace {
+
+// Names the post-op chain's intermediate values, each a `precise` variable (no contraction, as
+// in the KIR shaders).
+struct PostSpeller {
+  const ExprTable& t;
+  uint8_t dt;
+  std::string ind;
+  std::string code;
+  int next = 0;
+  std::string c(double v) const { return t.constant(ember_kir_inst{EMBER_KIR_CONST, dt, 0, -1, -1, -1, 0, 0, v, 0}); }
+  std::string let(const std::string& e) {
+    const std::string v = "pq" + S(next++);
+    code += ind + "precise " + compute_type(dt) + " " + v + " = " + e + ";\n";
+    return v;
+  }
+  std::string bin(uint16_t op, const std::string& a, const std::string& b) { return let(t.binary(op, dt, a, b)); }
+  std::string un(uint16_t op, const std::string& a) { return let(t.unary(op, dt, a)); }
+};
+
+}  // namespace
+
+std::string post_ops(const ExprTable& t, uint8_t dt, const ember_epilogue_attrs& e,
+                     const std::function<std::string(int)>& operand, const std::string& ind) {
+  PostSpeller p{t, dt, ind, "", 0};
+  std::string y = "y";
+  for (int k = 0; k < e.n_ops; ++k) {
+    const ember_post_op& op = e.ops[k];
+    switch (op.kind) {
+      case EMBER_POST_ADD: y = p.bin(EMBER_KIR_ADD, y, operand(op.input)); break;
+      case EMBER_POST_MUL: y = p.bin(EMBER_KIR_MUL, y, operand(op.input)); break;
+      case EMBER_POST_LINEAR:  // x + c is (1, c); x * c is (c, -0), and y * c + -0 is y * c
+        if (op.alpha != 1.0) y = p.bin(EMBER_KIR_MUL, p.c(op.alpha), y);
+        if (op.alpha == 1.0 || !(op.beta == 0 && std::signbit(op.beta))) y = p.bin(EMBER_KIR_ADD, y, p.c(op.beta));
+        break;
+      case EMBER_POST_RELU: y = p.bin(EMBER_KIR_MAX, y, p.c(0)); break;  // max(x, 0)
+      case EMBER_POST_TANH: y = p.un(EMBER_KIR_TANH, y); break;
+      case EMBER_POST_SIGMOID: {  // 1.0 / (1.0 + exp(-x))
+        const std::string e1 = p.un(EMBER_KIR_EXP, p.un(EMBER_KIR_NEG, y));
+        y = p.bin(EMBER_KIR_DIV, p.c(1), p.bin(EMBER_KIR_ADD, p.c(1), e1));
+        break;
+      }
+      case EMBER_POST_GELU_ERF: {  // 0.5 * x * (1.0 + erf(x * 0.70710678118654752440))
+        const std::string h = p.bin(EMBER_KIR_MUL, p.c(0.5), y);
+        const std::string er = p.un(EMBER_KIR_ERF, p.bin(EMBER_KIR_MUL, y, p.c(0.70710678118654752440)));
+        y = p.bin(EMBER_KIR_MUL, h, p.bin(EMBER_KIR_ADD, p.c(1), er));
+        break;
+      }
+      case EMBER_POST_GELU_TANH: {  // 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)))
+        const std::string h = p.bin(EMBER_KIR_MUL, p.c(0.5), y);
+        const std::string cube = p.bin(EMBER_KIR_MUL, p.bin(EMBER_KIR_MUL, p.bin(EMBER_KIR_MUL, p.c(0.044715), y), y), y);
+        const std::string in = p.bin(EMBER_KIR_MUL, p.c(0.79788456080286535588), p.bin(EMBER_KIR_ADD, y, cube));
+        y = p.bin(EMBER_KIR_MUL, h, p.bin(EMBER_KIR_ADD, p.c(1), p.un(EMBER_KIR_TANH, in)));
+        break;
+      }
+      default: break;  // refused by the caller (post_ops_supported covers every kind)
+    }
+  }
+  return p.code + ind + "y = " + y + ";\n";
+}
+
+bool post_ops_supported(const ExprTable& t, uint8_t dt) {
+  for (uint16_t op : {EMBER_KIR_NEG, EMBER_KIR_EXP, EMBER_KIR_TANH, EMBER_KIR_ERF})
+    if (t.unary(op, dt, "a").empty()) return false;
+  for (uint16_t op : {EMBER_KIR_ADD, EMBER_KIR_MUL, EMBER_KIR_DIV, EMBER_KIR_MAX})
+    if (t.binary(op, dt, "a", "b").empty()) return false;
+  return true;
+}
+
 bool has_f64_exp_log(const GlslTarget& target) {
   const std::string_view m(kGlslF64Math);
   return target.float64 && m.find("e_expd(") != std::string_view::npos && m.find("e_logd(") != std::string_view::npos;
@@ -210,9 +281,12 @@ bool use_tiled_matmul(const ember_tensor_desc& a, const ember_tensor_desc& c, co
          c.shape[r - 1] >= 32 && tiled_iterations(a.shape[r - 1], r) <= 60000;
 }
 
-GlslPass matmul_tiled(const ember_tensor_desc& a, const ember_tensor_desc& b, const ember_tensor_desc& c,
-                      const GlslTarget& target) {
+// `in` = a, b, then an epilogue's operands (MATMUL_EPILOGUE, with `epi`; shaped as c, broadcast
+// by their strides): the bindings are the call's inputs, then c.
+GlslPass matmul_tiled(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& c, const GlslTarget& target,
+                      const ember_epilogue_attrs* epi) {
   using lib::S;
+  const ember_tensor_desc &a = in[0], &b = in[1];
   const int r = c.rank;
   const uint8_t dt = uint8_t(c.dtype);
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
@@ -230,14 +304,25 @@ GlslPass matmul_tiled(const ember_tensor_desc& a, const ember_tensor_desc& b, co
   params.tensor("a", a, r);
   params.tensor("b", b, r);
   params.tensor("c", c, r);
+  std::vector<uint8_t> dtypes{dt, dt};
+  for (int32_t k = 2; k < n_in; ++k) {
+    params.tensor("p" + S(k), in[k], r);
+    dtypes.push_back(uint8_t(in[k].dtype));
+  }
+  dtypes.push_back(dt);
+  const int out_arg = n_in;
   const std::string shared = "shared " + A + " sa[16][65];\nshared " + A + " sb[16][65];\n";
   std::string s;
   s += "  int64_t tn = (N + 63) / 64, tm = (M + 63) / 64;\n";
   s += "  int64_t tj = id % tn, rem = id / tn;\n  int64_t ti = rem % tm;\n  rem /= tm;\n";
   s += "  int64_t oa = a_o, ob = b_o, oc = c_o;\n";
-  for (int d = r - 3; d >= 0; --d)
+  for (int32_t k = 2; k < n_in; ++k) s += "  int64_t op" + S(k) + " = p" + S(k) + "_o;\n";
+  for (int d = r - 3; d >= 0; --d) {
     s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
-         "; oc += x * c_s" + S(d) + "; }\n";
+         "; oc += x * c_s" + S(d) + ";";
+    for (int32_t k = 2; k < n_in; ++k) s += " op" + S(k) + " += x * p" + S(k) + "_s" + S(d) + ";";
+    s += " }\n";
+  }
   s += "  int64_t i0 = ti * 64, j0 = tj * 64;\n  uint tx = lid % 16u, ty = lid / 16u;\n";
   s += "  " + A + " acc[4][4];\n  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) acc[u][v] = " + A + "(0);\n";
   s += "  for (int64_t k0 = 0; k0 < K; k0 += 16) {\n";
@@ -255,10 +340,87 @@ GlslPass matmul_tiled(const ember_tensor_desc& a, const ember_tensor_desc& b, co
   s += "    barrier();\n  }\n";
   s += "  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) {\n";
   s += "    int64_t gi = i0 + int64_t(ty * 4u + uint(u)), gj = j0 + int64_t(tx * 4u + uint(v));\n";
-  s += "    if (gi < M && gj < N) " +
-       lib::store(*t, dt, 2, "oc + gi * c_s" + R2 + " + gj * c_s" + R1, lib::compute_dtype(dt), "acc[u][v]") + "\n  }\n";
-  return lib::make_pass("matmul (tiled)", target, {dt, dt, dt}, params, tiles, tiled_iterations(K, r), s, shared,
-                        /*tree=*/true);
+  const std::string at_c = "oc + gi * c_s" + R2 + " + gj * c_s" + R1;
+  if (!epi) {
+    s += "    if (gi < M && gj < N) " + lib::store(*t, dt, out_arg, at_c, lib::compute_dtype(dt), "acc[u][v]") + "\n  }\n";
+  } else {
+    s += "    if (gi < M && gj < N) {\n      precise " + A + " y = acc[u][v];\n";
+    s += lib::post_ops(*t, dt, *epi, [&](int k) {
+      return lib::load(*t, uint8_t(in[k].dtype), k, "op" + S(k) + " + gi * p" + S(k) + "_s" + R2 + " + gj * p" + S(k) + "_s" + R1);
+    }, "      ");
+    s += "      " + lib::store(*t, dt, out_arg, at_c, lib::compute_dtype(dt), "y") + "\n    }\n  }\n";
+  }
+  return lib::make_pass(epi ? "matmul with epilogue (tiled)" : "matmul (tiled)", target, dtypes, params, tiles,
+                        tiled_iterations(K, r), s, shared, /*tree=*/true);
+}
+
+// MATMUL_EPILOGUE where the tiled shader does not apply: one output per invocation, the K loop as
+// emit_glsl_matmul's, then the post-ops.
+GlslPass matmul_epilogue_simple(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& c,
+                                const GlslTarget& target, const ember_epilogue_attrs& epi) {
+  using lib::S;
+  const ember_tensor_desc &a = in[0], &b = in[1];
+  const int r = c.rank;
+  const uint8_t dt = uint8_t(c.dtype);
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  const std::string A = lib::compute_type(dt), R2 = S(r - 2), R1 = S(r - 1);
+  const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
+  int64_t points = M * N;
+  lib::Params params;
+  params.i64("M", M);
+  params.i64("N", N);
+  params.i64("K", K);
+  for (int d = 0; d < r - 2; ++d) {
+    params.i64("n" + S(d), c.shape[d]);
+    points *= c.shape[d];
+  }
+  params.tensor("a", a, r);
+  params.tensor("b", b, r);
+  params.tensor("c", c, r);
+  std::vector<uint8_t> dtypes{dt, dt};
+  for (int32_t k = 2; k < n_in; ++k) {
+    params.tensor("p" + S(k), in[k], r);
+    dtypes.push_back(uint8_t(in[k].dtype));
+  }
+  dtypes.push_back(dt);
+  std::string s = "  int64_t j = id % N, rem = id / N;\n  int64_t i = rem % M;\n  rem /= M;\n";
+  s += "  int64_t oa = a_o + i * a_s" + R2 + ", ob = b_o + j * b_s" + R1 + ", oc = c_o + i * c_s" + R2 + " + j * c_s" + R1 + ";\n";
+  for (int32_t k = 2; k < n_in; ++k)
+    s += "  int64_t op" + S(k) + " = p" + S(k) + "_o + i * p" + S(k) + "_s" + R2 + " + j * p" + S(k) + "_s" + R1 + ";\n";
+  for (int d = r - 3; d >= 0; --d) {
+    s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
+         "; oc += x * c_s" + S(d) + ";";
+    for (int32_t k = 2; k < n_in; ++k) s += " op" + S(k) + " += x * p" + S(k) + "_s" + S(d) + ";";
+    s += " }\n";
+  }
+  s += "  " + A + " acc = " + A + "(0);\n";
+  s += "  for (int64_t k = 0; k < K; ++k)\n";
+  s += "    acc += " + lib::load(*t, dt, 0, "oa + k * a_s" + R1) + " * " + lib::load(*t, dt, 1, "ob + k * b_s" + R2) + ";\n";
+  s += "  precise " + A + " y = acc;\n";
+  s += lib::post_ops(*t, dt, epi, [&](int k) { return lib::load(*t, uint8_t(in[k].dtype), k, "op" + S(k)); }, "  ");
+  s += "  " + lib::store(*t, dt, n_in, "oc", lib::compute_dtype(dt), "y") + "\n";
+  return lib::make_pass("matmul with epilogue", target, dtypes, params, points, K + r, s);
+}
+
+bool matmul_epilogue(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                     const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+  const auto& epi = *static_cast<const ember_epilogue_attrs*>(attrs);
+  if (n_in < 2 || n_out != 1 || epi.n_ops < 1 || epi.n_ops > EMBER_MAX_POST_OPS)
+    return lib::fail(why, "matmul epilogue: bad operand or post-op counts");
+  const ember_tensor_desc &a = in[0], &b = in[1], &c = out[0];
+  const int r = c.rank;
+  if (r < 2 || r > 8 || a.rank != r || b.rank != r || a.dtype != c.dtype || b.dtype != c.dtype)
+    return lib::fail(why, "matmul epilogue: ranks or dtypes differ");
+  for (int k = 0; k < epi.n_ops; ++k) {
+    const ember_post_op& op = epi.ops[k];
+    if (op.kind < 0 || op.kind >= EMBER_POST_NUM_KINDS) return lib::fail(why, "matmul epilogue: unknown post-op");
+    if (ember_post_has_operand(op.kind) &&
+        (op.input < 2 || op.input >= n_in || in[op.input].rank != r || in[op.input].dtype != c.dtype))
+      return lib::fail(why, "matmul epilogue: a post-op's operand is missing or not shaped as the output");
+  }
+  if (use_tiled_matmul(a, c, target)) passes.push_back(matmul_tiled(in, n_in, c, target, &epi));
+  else passes.push_back(matmul_epilogue_simple(in, n_in, c, target, epi));
+  return true;
 }
 
 bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -274,7 +436,7 @@ bool matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* 
     return false;
   }
   if (use_tiled_matmul(a, c, target)) {
-    passes.push_back(matmul_tiled(a, b, c, target));
+    passes.push_back(matmul_tiled(in, n_in, c, target, nullptr));
     return true;
   }
   GlslPass p;
@@ -323,7 +485,10 @@ bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) 
     case EMBER_LIB_CUMMIN_INDICES: return storable;
     case EMBER_LIB_FUSED_ATTENTION:
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return floating && (dtype != EMBER_F64 || lib::has_f64_exp_log(target));
-    default: return false;  // the epilogue calls: the core runs their post-ops as separate kernels
+    // f32 and f64 (the core folds no other dtype), where every post-op can be spelled
+    case EMBER_LIB_MATMUL_EPILOGUE:
+      return (dtype == EMBER_F32 || dtype == EMBER_F64) && storable && target.int64 && lib::post_ops_supported(*t, dtype);
+    default: return false;  // CONV2D_EPILOGUE: the core runs its post-ops as separate kernels
   }
 }
 
@@ -340,6 +505,7 @@ bool emit_glsl_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, co
                               " has no shader on this device");
   switch (op) {
     case EMBER_LIB_MATMUL: return matmul(in, n_in, out, n_out, target, passes, why);
+    case EMBER_LIB_MATMUL_EPILOGUE: return matmul_epilogue(in, n_in, out, n_out, attrs, target, passes, why);
     case EMBER_LIB_CONV2D:
     case EMBER_LIB_CONV2D_BACKWARD_DATA:
     case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:

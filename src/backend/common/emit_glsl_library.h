@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,17 @@ bool sort_scan(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
 bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
+
+// Statements (indented by `ind`) applying a contraction epilogue's post-ops (abi.h EMBER_POST_*)
+// to the value `y` (a declared `precise` variable of dtype dt's compute type): each post-op is
+// spelled as the KIR instructions of the elementwise op it replaces
+// (include/ember/elementwise_ops.def), through the target's expression table, so a fused result
+// has the bits the unfused kernels give on the same device. `operand(k)` is the load expression of
+// post-op operand k (the call's input k) at the element.
+std::string post_ops(const ExprTable& t, uint8_t dt, const ember_epilogue_attrs& e,
+                     const std::function<std::string(int)>& operand, const std::string& ind);
+// Whether every post-op kind can be spelled for dt on this target.
+bool post_ops_supported(const ExprTable& t, uint8_t dt);
 
 // Whether the target has the f64 exp and log the f64 attention shaders call (glsl_f64_math.h).
 bool has_f64_exp_log(const GlslTarget& target);

@@ -1,0 +1,150 @@
+// Matmul epilogues on Vulkan (EMBER_LIB_MATMUL_EPILOGUE, src/backend/common/emit_glsl_library.cpp):
+// the matmul shader applies the folded bias / residual adds, scales and activations before its
+// store. Each chain, on the tiled shader and the one-output-per-invocation one, with broadcast
+// operands and batch dims, on inputs with NaN, +-inf, -0 and huge values, must give the bits the
+// same graph gives on the same device with the rewrite off (the post-ops are spelled as the KIR
+// instructions of the ops they replace), and the unfused reference's values; and take one
+// library call and no kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan_test_util.h"
+#include "ember/ember.h"
+#include "scheduler/epilogue.h"
+
+namespace ember {
+namespace {
+
+const Device kVk{DeviceKind::Vulkan, 0};
+
+struct Guard {  // restores fusion and the epilogue rewrite
+  bool fusion = fusion_enabled(), epilogue = epilogue_folding_enabled();
+  ~Guard() {
+    set_fusion_enabled(fusion);
+    set_epilogue_folding_enabled(epilogue);
+  }
+};
+
+// Values in [-1, 1] with every 7th one replaced by a special value (none with `specials` false:
+// the second factor, so that no product of two huge values overflows, which f32 backends and the
+// reference's wider sums treat differently).
+std::vector<double> with_specials(int64_t n, uint32_t seed, bool with = true) {
+  static const double specials[] = {NAN, INFINITY, -INFINITY, -0.0, 1e30, -1e30, 0.0, -40.0, 40.0};
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = with && i % 7 == 3 ? specials[size_t(i / 7) % std::size(specials)] : u(g);
+  return v;
+}
+
+using Chain = std::function<Array(const Array& y, const std::vector<Array>& operands)>;
+
+struct Case {
+  std::string name;
+  Shape a, b;
+  std::vector<Shape> operands;
+  Chain chain;
+};
+
+struct Result {
+  std::vector<double> values;
+  int64_t kernels = 0, library_calls = 0;
+};
+
+Result run(const Case& c, DType dt, Device d) {
+  auto make = [&](const Shape& s, uint32_t seed, bool specials = true) {
+    const std::vector<double> v = with_specials(s.numel(), seed, specials);
+    if (dt == DType::F64) return from_vector(v, s, d).eval();
+    return from_vector(std::vector<float>(v.begin(), v.end()), s, d).eval();
+  };
+  Array a = make(c.a, 1), b = make(c.b, 2, false);
+  std::vector<Array> ops;
+  for (size_t k = 0; k < c.operands.size(); ++k) ops.push_back(make(c.operands[k], uint32_t(10 + k)));
+  synchronize();
+  reset_execution_stats();
+  Array y = c.chain(matmul(a, b), ops);  // (the product's temporary handle ends here: foldable)
+  y.eval();
+  synchronize();
+  const ExecutionStats st = execution_stats();  // before the read (which casts to f64)
+  return {y.to_vector<double>(), st.kernels, st.library_calls};
+}
+
+bool same_bits(double x, double y, DType dt) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (dt == DType::F32) {
+    const float fx = float(x), fy = float(y);
+    return std::memcmp(&fx, &fy, 4) == 0;
+  }
+  return std::memcmp(&x, &y, 8) == 0;
+}
+
+std::vector<Case> cases() {
+  return {
+      {"tiled: relu(y + bias)", {64, 40}, {40, 48}, {{48}}, [](const Array& y, const std::vector<Array>& o) { return relu(add(y, o[0])); }},
+      {"tiled: gelu(y * 0.5 + 1)", {40, 24}, {24, 36}, {}, [](const Array& y, const std::vector<Array>&) { return gelu(add(mul(y, 0.5), 1.0)); }},
+      {"tiled, broadcast batches: sigmoid(y) * gate", {2, 1, 33, 20}, {1, 3, 20, 35}, {{3, 33, 35}},
+       [](const Array& y, const std::vector<Array>& o) { return mul(sigmoid(y), o[0]); }},
+      {"simple: tanh(y - 2)", {3, 40}, {40, 5}, {}, [](const Array& y, const std::vector<Array>&) { return tanh(sub(y, 2.0)); }},
+      {"simple: gelu_tanh(y + residual)", {5, 7}, {7, 9}, {{5, 9}},
+       [](const Array& y, const std::vector<Array>& o) { return gelu_tanh(add(y, o[0])); }},
+      {"simple, matrix-vector: y * -3 (signed zeros)", {6, 11}, {11, 1}, {}, [](const Array& y, const std::vector<Array>&) { return mul(y, -3.0); }},
+      {"simple, batched: relu(y * s + bias) with a per-row scale", {4, 2, 8}, {4, 8, 3}, {{2, 1}, {3}},
+       [](const Array& y, const std::vector<Array>& o) { return relu(add(mul(y, o[0]), o[1])); }},
+  };
+}
+
+TEST(VulkanEpilogueTest, ChainsGiveTheUnfusedBitsInOneLibraryCall) {
+  REQUIRE_VULKAN();
+  Guard guard;
+  set_fusion_enabled(true);
+  for (DType dt : {DType::F32, DType::F64}) {
+    Backend& be = Backend::get(DeviceKind::Vulkan);
+    if (!be.supports(0, EMBER_SUPPORT_LIBRARY, EMBER_LIB_MATMUL_EPILOGUE, int32_t(dt))) {
+      // The shaders index in 64 bits: a device without shaderInt64 (SwiftShader) runs the post-ops
+      // as a kernel; every other one has f32 epilogues.
+      EXPECT_FALSE(dt == DType::F32 && be.supports(0, EMBER_SUPPORT_KIR, EMBER_KIR_ADD, int32_t(DType::I64)))
+          << "no f32 matmul epilogue on a device with 64-bit integers";
+      continue;
+    }
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)));
+      set_epilogue_folding_enabled(true);
+      const Result fused = run(c, dt, kVk);
+      set_epilogue_folding_enabled(false);
+      const Result plain = run(c, dt, kVk);
+      set_fusion_enabled(false);
+      const Result want = run(c, dt, Device::reference());
+      set_fusion_enabled(true);
+      EXPECT_EQ(fused.library_calls, 1);
+      EXPECT_EQ(fused.kernels, 0) << "the post-ops ran as a kernel";
+      EXPECT_GE(plain.kernels, 1);
+      ASSERT_EQ(fused.values.size(), want.values.size());
+      int64_t nonfinite = 0;
+      const double tol = dt == DType::F32 ? 3e-5 : 1e-12;
+      for (size_t i = 0; i < want.values.size(); ++i) {
+        const double g = fused.values[i], w = want.values[i];
+        ASSERT_TRUE(same_bits(g, plain.values[i], dt)) << "element " << i << ": " << g << " fused, " << plain.values[i]
+                                                       << " with the rewrite off";
+        if (!std::isfinite(w)) {
+          ++nonfinite;
+          ASSERT_TRUE(std::isnan(w) ? std::isnan(g) : g == w) << "element " << i << ": " << g << " vs " << w;
+        } else {
+          ASSERT_LE(std::fabs(g - w), tol * (1 + std::fabs(w))) << "element " << i << ": " << g << " vs " << w;
+          if (w == 0 && g == 0) {
+            EXPECT_EQ(std::signbit(g), std::signbit(w)) << "element " << i;
+          }
+        }
+      }
+      EXPECT_GT(nonfinite, 0) << "the inputs' NaN and infinities reach the outputs";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
