@@ -1,7 +1,8 @@
-// Matmul epilogues on Vulkan (EMBER_LIB_MATMUL_EPILOGUE, src/backend/common/emit_glsl_library.cpp):
-// the matmul shader applies the folded bias / residual adds, scales and activations before its
-// store. Each chain, on the tiled shader and the one-output-per-invocation one, with broadcast
-// operands and batch dims, on inputs with NaN, +-inf, -0 and huge values, must give the bits the
+// Contraction epilogues on Vulkan (EMBER_LIB_MATMUL_EPILOGUE / CONV2D_EPILOGUE,
+// src/backend/common/emit_glsl_library.cpp, emit_glsl_conv.cpp): the matmul and convolution
+// shaders apply the folded bias / residual adds, scales and activations before their store. Each
+// chain, on the tiled matmul shader and the one-output-per-invocation one, the direct convolution
+// and the workgroup-per-output one, with broadcast operands and batch dims, on inputs with NaN, +-inf, -0 and huge values, must give the bits the
 // same graph gives on the same device with the rewrite off (the post-ops are spelled as the KIR
 // instructions of the ops they replace), and the unfused reference's values; and take one
 // library call and no kernel.
@@ -43,13 +44,14 @@ std::vector<double> with_specials(int64_t n, uint32_t seed, bool with = true) {
   return v;
 }
 
-using Chain = std::function<Array(const Array& y, const std::vector<Array>& operands)>;
+// A product (matmul or conv2d) and the chain after it; inputs[0] gets the special values, inputs[1]
+// (the second factor) none, the others (bias, operands) special values too.
+using Graph = std::function<Array(const std::vector<Array>& in)>;
 
 struct Case {
   std::string name;
-  Shape a, b;
-  std::vector<Shape> operands;
-  Chain chain;
+  std::vector<Shape> inputs;
+  Graph graph;
 };
 
 struct Result {
@@ -58,17 +60,15 @@ struct Result {
 };
 
 Result run(const Case& c, DType dt, Device d) {
-  auto make = [&](const Shape& s, uint32_t seed, bool specials = true) {
-    const std::vector<double> v = with_specials(s.numel(), seed, specials);
-    if (dt == DType::F64) return from_vector(v, s, d).eval();
-    return from_vector(std::vector<float>(v.begin(), v.end()), s, d).eval();
-  };
-  Array a = make(c.a, 1), b = make(c.b, 2, false);
-  std::vector<Array> ops;
-  for (size_t k = 0; k < c.operands.size(); ++k) ops.push_back(make(c.operands[k], uint32_t(10 + k)));
+  std::vector<Array> ins;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const std::vector<double> v = with_specials(c.inputs[k].numel(), uint32_t(1 + k), k != 1);
+    ins.push_back(dt == DType::F64 ? from_vector(v, c.inputs[k], d).eval()
+                                   : from_vector(std::vector<float>(v.begin(), v.end()), c.inputs[k], d).eval());
+  }
   synchronize();
   reset_execution_stats();
-  Array y = c.chain(matmul(a, b), ops);  // (the product's temporary handle ends here: foldable)
+  Array y = c.graph(ins);  // (the product's temporary handle ends here: foldable)
   y.eval();
   synchronize();
   const ExecutionStats st = execution_stats();  // before the read (which casts to f64)
@@ -85,17 +85,25 @@ bool same_bits(double x, double y, DType dt) {
 }
 
 std::vector<Case> cases() {
+  using V = const std::vector<Array>&;
+  const Conv2dOptions pad1{.padding = {1, 1}};
   return {
-      {"tiled: relu(y + bias)", {64, 40}, {40, 48}, {{48}}, [](const Array& y, const std::vector<Array>& o) { return relu(add(y, o[0])); }},
-      {"tiled: gelu(y * 0.5 + 1)", {40, 24}, {24, 36}, {}, [](const Array& y, const std::vector<Array>&) { return gelu(add(mul(y, 0.5), 1.0)); }},
-      {"tiled, broadcast batches: sigmoid(y) * gate", {2, 1, 33, 20}, {1, 3, 20, 35}, {{3, 33, 35}},
-       [](const Array& y, const std::vector<Array>& o) { return mul(sigmoid(y), o[0]); }},
-      {"simple: tanh(y - 2)", {3, 40}, {40, 5}, {}, [](const Array& y, const std::vector<Array>&) { return tanh(sub(y, 2.0)); }},
-      {"simple: gelu_tanh(y + residual)", {5, 7}, {7, 9}, {{5, 9}},
-       [](const Array& y, const std::vector<Array>& o) { return gelu_tanh(add(y, o[0])); }},
-      {"simple, matrix-vector: y * -3 (signed zeros)", {6, 11}, {11, 1}, {}, [](const Array& y, const std::vector<Array>&) { return mul(y, -3.0); }},
-      {"simple, batched: relu(y * s + bias) with a per-row scale", {4, 2, 8}, {4, 8, 3}, {{2, 1}, {3}},
-       [](const Array& y, const std::vector<Array>& o) { return relu(add(mul(y, o[0]), o[1])); }},
+      {"matmul, tiled: relu(y + bias)", {{64, 40}, {40, 48}, {48}}, [](V i) { return relu(add(matmul(i[0], i[1]), i[2])); }},
+      {"matmul, tiled: gelu(y * 0.5 + 1)", {{40, 24}, {24, 36}}, [](V i) { return gelu(add(mul(matmul(i[0], i[1]), 0.5), 1.0)); }},
+      {"matmul, tiled, broadcast batches: sigmoid(y) * gate", {{2, 1, 33, 20}, {1, 3, 20, 35}, {3, 33, 35}},
+       [](V i) { return mul(sigmoid(matmul(i[0], i[1])), i[2]); }},
+      {"matmul, simple: tanh(y - 2)", {{3, 40}, {40, 5}}, [](V i) { return tanh(sub(matmul(i[0], i[1]), 2.0)); }},
+      {"matmul, simple: gelu_tanh(y + residual)", {{5, 7}, {7, 9}, {5, 9}},
+       [](V i) { return gelu_tanh(add(matmul(i[0], i[1]), i[2])); }},
+      {"matmul, matrix-vector: y * -3 (signed zeros)", {{6, 11}, {11, 1}}, [](V i) { return mul(matmul(i[0], i[1]), -3.0); }},
+      {"matmul, simple, batched: relu(y * per-row scale + bias)", {{4, 2, 8}, {4, 8, 3}, {2, 1}, {3}},
+       [](V i) { return relu(add(mul(matmul(i[0], i[1]), i[2]), i[3])); }},
+      {"conv2d with bias: relu(y)", {{2, 3, 7, 6}, {4, 3, 3, 3}, {4}},
+       [=](V i) { return relu(conv2d(i[0], i[1], i[2], pad1)); }},
+      {"conv2d: relu(y * scale + shift), an inference batch norm", {{1, 4, 5, 5}, {6, 4, 3, 3}, {6, 1, 1}, {6, 1, 1}},
+       [](V i) { return relu(add(mul(conv2d(i[0], i[1]), i[2]), i[3])); }},
+      {"conv2d, a workgroup per output: gelu(y + residual)", {{1, 80, 9, 9}, {2, 80, 5, 5}, {1, 2, 5, 5}},
+       [](V i) { return gelu(add(conv2d(i[0], i[1]), i[2])); }},
   };
 }
 
@@ -105,11 +113,12 @@ TEST(VulkanEpilogueTest, ChainsGiveTheUnfusedBitsInOneLibraryCall) {
   set_fusion_enabled(true);
   for (DType dt : {DType::F32, DType::F64}) {
     Backend& be = Backend::get(DeviceKind::Vulkan);
-    if (!be.supports(0, EMBER_SUPPORT_LIBRARY, EMBER_LIB_MATMUL_EPILOGUE, int32_t(dt))) {
+    if (!be.supports(0, EMBER_SUPPORT_LIBRARY, EMBER_LIB_MATMUL_EPILOGUE, int32_t(dt)) ||
+        !be.supports(0, EMBER_SUPPORT_LIBRARY, EMBER_LIB_CONV2D_EPILOGUE, int32_t(dt))) {
       // The shaders index in 64 bits: a device without shaderInt64 (SwiftShader) runs the post-ops
       // as a kernel; every other one has f32 epilogues.
       EXPECT_FALSE(dt == DType::F32 && be.supports(0, EMBER_SUPPORT_KIR, EMBER_KIR_ADD, int32_t(DType::I64)))
-          << "no f32 matmul epilogue on a device with 64-bit integers";
+          << "no f32 epilogue on a device with 64-bit integers";
       continue;
     }
     for (const Case& c : cases()) {

@@ -10,6 +10,9 @@
 //
 // Launch words (emit_glsl_library.h Params, from word kZero + 1 on): the sizes and attributes
 // named in each shader's declarations, then every tensor's offset and 4 strides (a bias: 1).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
+#endif
 #include <string>
 #include <vector>
 
@@ -44,12 +47,24 @@ bool same_float_dtypes(const ember_tensor_desc* in, int32_t n_in, const ember_te
 // than kFewOutputs outputs (then the direct pass would leave most of the device idle).
 constexpr int64_t kTreeAbove = 32768, kTreeFewAbove = 2048, kFewOutputs = 16384;
 
+// `epi` (CONV2D_EPILOGUE, op is then EMBER_LIB_CONV2D): x, w[, bias], then the post-ops' operands
+// (shaped as y, broadcast by their strides), applied to each output before its store.
 bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-          const ember_conv_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+          const ember_conv_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why,
+          const ember_epilogue_attrs* epi = nullptr) {
   const bool fwd = op == EMBER_LIB_CONV2D;
-  if (n_in != 2 && !(fwd && n_in == 3)) return fail(why, "conv2d: wrong number of inputs");
+  // The convolution's own inputs; an epilogue's operands follow them.
+  const int32_t n_conv = epi ? 2 + (epi->has_bias ? 1 : 0) : n_in;
+  if (n_conv > n_in || (n_conv != 2 && !(fwd && n_conv == 3))) return fail(why, "conv2d: wrong number of inputs");
   for (int32_t i = 0; i < n_in; ++i)
-    if (in[i].rank != (fwd && i == 2 ? 1 : 4)) return fail(why, "conv2d: operands must be 4-D (bias 1-D)");
+    if (in[i].rank != (fwd && i == 2 && n_conv == 3 ? 1 : 4)) return fail(why, "conv2d: operands must be 4-D (bias 1-D)");
+  if (epi) {
+    if (epi->n_ops < 1 || epi->n_ops > EMBER_MAX_POST_OPS) return fail(why, "conv2d epilogue: bad post-op count");
+    for (int k = 0; k < epi->n_ops; ++k)
+      if (epi->ops[k].kind < 0 || epi->ops[k].kind >= EMBER_POST_NUM_KINDS ||
+          (ember_post_has_operand(epi->ops[k].kind) && (epi->ops[k].input < n_conv || epi->ops[k].input >= n_in)))
+        return fail(why, "conv2d epilogue: an unknown post-op, or its operand is missing");
+  }
   if (out.rank != 4 || !same_float_dtypes(in, n_in, out, false)) return fail(why, "conv2d: ranks or dtypes differ");
   if (a.groups < 1 || a.stride[0] < 1 || a.stride[1] < 1 || a.dilation[0] < 1 || a.dilation[1] < 1)
     return fail(why, "conv2d: bad attributes");
@@ -105,9 +120,10 @@ bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
     // y[n, o, oh, ow] = bias[o] + sum over c, kh, kw of x[n, g Cg + c, ih, iw] w[o, c, kh, kw].
     p.tensor("x", in[0], 4);
     p.tensor("w", in[1], 4);
-    if (n_in == 3) p.tensor("b", in[2], 1);
+    if (n_conv == 3) p.tensor("b", in[2], 1);
     p.tensor("y", out, 4);
-    if (n_in == 3) init = A + "(" + load(*t, dt, 2, "b_o + o * b_s0") + ")";
+    for (int32_t k = n_conv; k < n_in; ++k) p.tensor("p" + S(k), in[k], 4);
+    if (n_conv == 3) init = A + "(" + load(*t, dt, 2, "b_o + o * b_s0") + ")";
     b += unravel4("n", "o", "oh", "ow", "O", "OH", "OW");
     b += "  int64_t out_at = " + at4("y", "n", "o", "oh", "ow") + ";\n";
     b += "  int64_t ci0 = (o / Og) * Cg, ih0 = oh * sh - ph, iw0 = ow * sw - pw;\n";
@@ -179,14 +195,23 @@ bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
     }
   }
   std::string functions;
+  std::string value = "acc", ind = "  ";
   if (tree) {
     functions = tree_shared(A, "part", target);
     b += tree_sum(A, "part", "acc", "total", target);
-    b += "  if (lid == 0u) " + store(*t, dt, n_in, "out_at", compute_dtype(dt), fwd ? init + " + total" : "total") +
-         "\n";
-  } else {
-    b += "  " + store(*t, dt, n_in, "out_at", compute_dtype(dt), "acc") + "\n";
+    b += "  if (lid == 0u) {\n";
+    value = fwd ? init + " + total" : "total";
+    ind = "    ";
   }
+  if (epi) {  // y[n, o, oh, ow] through the post-ops
+    b += ind + "precise " + A + " y = " + value + ";\n";
+    b += post_ops(*t, dt, *epi, [&](int k) {
+      return load(*t, uint8_t(in[k].dtype), k, at4("p" + S(k), "n", "o", "oh", "ow"));
+    }, ind);
+    value = "y";
+  }
+  b += ind + store(*t, dt, n_in, "out_at", compute_dtype(dt), value) + "\n";
+  if (tree) b += "  }\n";
   passes.push_back(make_pass("library call conv2d (" + std::to_string(op) + ")", target, dts, p, points, iterations, b,
                              functions, tree));
   return true;
@@ -339,6 +364,10 @@ bool conv_pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
   if (n_out != 1) return fail(why, "convolution and pooling have one output");
   if (op == EMBER_LIB_CONV2D || op == EMBER_LIB_CONV2D_BACKWARD_DATA || op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS)
     return conv(op, in, n_in, out[0], *static_cast<const ember_conv_attrs*>(attrs), target, passes, why);
+  if (op == EMBER_LIB_CONV2D_EPILOGUE) {
+    const auto* epi = static_cast<const ember_epilogue_attrs*>(attrs);
+    return conv(EMBER_LIB_CONV2D, in, n_in, out[0], epi->conv, target, passes, why, epi);
+  }
   return pool(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), target, passes, why);
 }
 

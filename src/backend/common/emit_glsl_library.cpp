@@ -3,9 +3,8 @@
 // offsets and strides. The semantics are the reference backend's (src/backend/reference/
 // library.cpp): same formulas, NaN rules and tie-breaking. This file has the shared helpers
 // (emit_glsl_library.h), matmul, the dispatch and the table of what exists; the families live in
-// emit_glsl_conv.cpp, emit_glsl_sort_scan.cpp and emit_glsl_attention.cpp. MATMUL_EPILOGUE applies
-// its post-ops before the store; CONV2D_EPILOGUE has no shader (the core then runs its post-ops as
-// kernels).
+// emit_glsl_conv.cpp, emit_glsl_sort_scan.cpp and emit_glsl_attention.cpp. The epilogue calls
+// (MATMUL_EPILOGUE, CONV2D_EPILOGUE) apply their post-ops before the store (post_ops).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
 #endif
@@ -487,8 +486,9 @@ bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) 
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return floating && (dtype != EMBER_F64 || lib::has_f64_exp_log(target));
     // f32 and f64 (the core folds no other dtype), where every post-op can be spelled
     case EMBER_LIB_MATMUL_EPILOGUE:
+    case EMBER_LIB_CONV2D_EPILOGUE:
       return (dtype == EMBER_F32 || dtype == EMBER_F64) && storable && target.int64 && lib::post_ops_supported(*t, dtype);
-    default: return false;  // CONV2D_EPILOGUE: the core runs its post-ops as separate kernels
+    default: return false;
   }
 }
 
@@ -513,7 +513,8 @@ bool emit_glsl_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, co
     case EMBER_LIB_MAX_POOL2D_INDICES:
     case EMBER_LIB_AVG_POOL2D:
     case EMBER_LIB_AVG_POOL2D_BACKWARD:
-    case EMBER_LIB_MAX_POOL2D_BACKWARD: return lib::conv_pool(op, in, n_in, out, n_out, attrs, target, passes, why);
+    case EMBER_LIB_MAX_POOL2D_BACKWARD:
+    case EMBER_LIB_CONV2D_EPILOGUE: return lib::conv_pool(op, in, n_in, out, n_out, attrs, target, passes, why);
     case EMBER_LIB_ARGSORT:
     case EMBER_LIB_TOPK:
     case EMBER_LIB_CUMSUM:
