@@ -49,6 +49,7 @@ bool DeviceContext::create(VkDeviceSize bytes, bool host, MemoryBlock& out, std:
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
   r = vkAllocateMemory(device, &ai, nullptr, &out.memory);
+  ++counters.allocations;
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(device, out.buffer, nullptr);
     out.buffer = VK_NULL_HANDLE;
@@ -261,11 +262,11 @@ void print_counters() {
     std::fprintf(stderr,
                  "vulkan:%d: %llu dispatches (%llu pushed, %llu with descriptor sets), %llu transfers, %llu barriers "
                  "between commands (%llu read-after-write, %llu write-after-write, %llu write-after-read, %llu "
-                 "unconditional), %llu submissions\n",
+                 "unconditional), %llu submissions, %llu memory allocations\n",
                  d->index, u(c.dispatches), u(c.pushed), u(c.descriptor_sets), u(c.transfers),
                  u(c.read_after_write) + u(c.write_after_write) + u(c.write_after_read) + u(c.unconditional),
                  u(c.read_after_write), u(c.write_after_write), u(c.write_after_read), u(c.unconditional),
-                 u(c.submissions));
+                 u(c.submissions), u(c.allocations));
   }
 }
 

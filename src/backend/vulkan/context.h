@@ -29,11 +29,14 @@ struct MemoryBlock {
 // What the queues of one device recorded, for EMBER_VULKAN_STATS=1 (printed at exit): how many
 // dispatches, how many of them pushed their bindings or took a descriptor set, the transfers,
 // the pipeline barriers between commands by the hazard that called for them (hazards.h; all
-// under EMBER_VULKAN_DISABLE=overlap_barriers) and the submissions.
+// under EMBER_VULKAN_DISABLE=overlap_barriers), the submissions and the memory allocations.
 struct RecordingCounters {
   std::atomic<uint64_t> dispatches{0}, pushed{0}, descriptor_sets{0}, transfers{0}, submissions{0};
   std::atomic<uint64_t> read_after_write{0}, write_after_write{0}, write_after_read{0}, unconditional{0};
+  std::atomic<uint64_t> allocations{0};  // vkAllocateMemory calls (buffers, slabs, staging)
 };
+
+class SmallBufferPool;  // small_buffers.h
 
 struct DeviceContext {
   int index = 0;
@@ -69,6 +72,10 @@ struct DeviceContext {
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
   uint32_t max_push_descriptors = 0;  // bindings one push may set (a pipeline with more uses sets)
   RecordingCounters counters;
+  // Slabs that small buffers are ranges of (small_buffers.h), made on first use; lives as long as
+  // the device.
+  std::once_flag small_buffers_once;
+  SmallBufferPool* small_buffers = nullptr;
 
   // Creates a buffer of `bytes` (at least 16) in device memory or, with `host`, in host-visible
   // memory (mapped). Returns false with *why on failure (out of memory, over the device limits).

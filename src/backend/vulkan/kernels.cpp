@@ -205,9 +205,10 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
     const bool window = size_t(i) < windows.size() && windows[size_t(i)].end > windows[size_t(i)].begin;
     infos[size_t(i) + 2] =
         !args[i] ? VkDescriptorBufferInfo{q->error_word.buffer, 0, VK_WHOLE_SIZE}
-        : window ? VkDescriptorBufferInfo{args[i]->block.buffer, windows[size_t(i)].begin,
+        : window ? VkDescriptorBufferInfo{args[i]->vk, args[i]->base + windows[size_t(i)].begin,
                                           windows[size_t(i)].end - windows[size_t(i)].begin}
-                 : VkDescriptorBufferInfo{args[i]->block.buffer, 0, VK_WHOLE_SIZE};
+                 : VkDescriptorBufferInfo{args[i]->vk, args[i]->base,
+                                          std::min<VkDeviceSize>(args[i]->extent, d->max_binding)};
   }
   std::vector<VkWriteDescriptorSet>& writes = q->binding_writes;
   writes.resize(n_bind);
@@ -388,15 +389,17 @@ int32_t run_piece(ember_queue q, ember_program p, const ember_kir_launch* l, uin
     const ember_kir_arg& arg = l->args[a];
     if (!arg.buffer) continue;
     const uint32_t elem = p->arg_bytes[size_t(a)];
-    const ByteRange w = arg_window(*l, arg, {elem, arg.buffer->block.size, false}, q->device->binding_alignment);
+    const ByteRange w = arg_window(*l, arg, {elem, arg.buffer->extent, false}, q->device->binding_alignment);
     if (w.end <= w.begin) {  // touches nothing: the buffer's first bytes (a binding must have some)
-      windows[size_t(a)] = {0, std::min<uint64_t>(arg.buffer->block.size, q->device->max_binding)};
+      windows[size_t(a)] = {0, std::min<uint64_t>(arg.buffer->extent, q->device->max_binding)};
       continue;
     }
     windows[size_t(a)] = w;
     // The whole window counts as accessed (as the validation layer counts it): the aligned start
     // may reach into what a neighbouring launch writes, e.g. the previous piece of a split launch.
-    accesses.push_back({buffer_key(arg.buffer->block.buffer), w.begin, w.end, bool(p->arg_written[size_t(a)])});
+    // (Offsets in the VkBuffer: small buffers share their slab's.)
+    accesses.push_back({buffer_key(arg.buffer->vk), arg.buffer->base + w.begin, arg.buffer->base + w.end,
+                        bool(p->arg_written[size_t(a)])});
     if (elem > 0) words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)] -= int64_t(w.begin / elem);
   }
   // 32-bit index arithmetic when every offset the launch can form from its windows fits in an int.
@@ -447,7 +450,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
     const ember_kir_arg& arg = merged.args[a];
     if (arg.buffer && arg.buffer->device != q->device)
       return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: argument %d lives on another device", p->name.c_str(), a);
-    layout[size_t(a)] = {p->arg_bytes[size_t(a)], arg.buffer ? uint64_t(arg.buffer->block.size) : 0,
+    layout[size_t(a)] = {p->arg_bytes[size_t(a)], arg.buffer ? uint64_t(arg.buffer->extent) : 0,
                          bool(p->arg_uniform[size_t(a)])};
   }
   std::string why;
@@ -498,7 +501,7 @@ int32_t matmul_in_pieces(ember_queue q, const ember_tensor_desc* in, const ember
     return EMBER_OK;
   DeviceContext* d = q->device;
   auto fits = [&](const ember_tensor_desc& t) {
-    const ByteRange w = tensor_range(t, t.buffer->block.size);
+    const ByteRange w = tensor_range(t, t.buffer->extent);
     return w.end - w.begin / d->binding_alignment * d->binding_alignment <= d->max_binding;
   };
   if (fits(a) && fits(b) && fits(c)) return EMBER_OK;
@@ -519,7 +522,7 @@ int32_t matmul_in_pieces(ember_queue q, const ember_tensor_desc* in, const ember
   l.n_args = 3;
   l.args = args.data();
   std::vector<ArgLayout> layout;
-  for (int t = 0; t < 3; ++t) layout.push_back({storage_bytes(ts[t]->dtype), uint64_t(ts[t]->buffer->block.size), false});
+  for (int t = 0; t < 3; ++t) layout.push_back({storage_bytes(ts[t]->dtype), uint64_t(ts[t]->buffer->extent), false});
   *split = true;
   std::string why;
   const int32_t rc = run_in_pieces(
@@ -575,18 +578,18 @@ int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* i
     if (!t.buffer) continue;
     if (t.buffer->device != d)
       return set_status(st, EMBER_ERR_INVALID, "vulkan: library call %d: a tensor lives on another device", op);
-    const uint64_t size = t.buffer->block.size;
+    const uint64_t size = t.buffer->extent;
     const ByteRange r = tensor_range(t, size);
     const uint32_t elem = storage_bytes(t.dtype);
     if (elem == 0 || r.end <= r.begin) {  // no elements (or an unknown dtype): the buffer's first bytes
       windows.back() = {0, std::min<uint64_t>(size, d->max_binding)};
-      if (r.end > r.begin) accesses.push_back({buffer_key(t.buffer->block.buffer), 0, size, i >= n_in});
+      if (r.end > r.begin) accesses.push_back({buffer_key(t.buffer->vk), t.buffer->base, t.buffer->base + size, i >= n_in});
       continue;
     }
     const ByteRange w{r.begin / d->binding_alignment * d->binding_alignment, r.end};
     // The bound window counts as accessed, as for KIR launches. (A pass may read what an earlier
     // pass of the call wrote: the queue orders those by their overlap.)
-    accesses.push_back({buffer_key(t.buffer->block.buffer), w.begin, w.end, i >= n_in});
+    accesses.push_back({buffer_key(t.buffer->vk), t.buffer->base + w.begin, t.buffer->base + w.end, i >= n_in});
     if (w.end - w.begin > d->max_binding)
       return set_status(st, EMBER_ERR_UNSUPPORTED,
                         "vulkan:%d: library call %d: %s %d spans %llu bytes, more than the device's largest storage "

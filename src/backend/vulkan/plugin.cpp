@@ -1,15 +1,18 @@
 // The Vulkan plugin's C table (abi.h, v2): every Vulkan 1.2 physical device with timeline
 // semaphores is a device (vulkan:0, ...). Fused KIR programs become GLSL compute shaders
-// (backend/common/emit_glsl.cpp) compiled at run time; matmul is a library shader; other library
-// calls are not implemented yet (supports_op says so, and the core names the op).
+// (backend/common/emit_glsl.cpp) compiled at run time; library calls are library shaders
+// (emit_glsl_library.cpp); what has none is refused by supports_op, and the core takes the host
+// fallback naming the op.
 //
 //   EMBER_VULKAN_DISABLE=f64,int8,int16,int64  treat the device as lacking these features
 //   EMBER_VULKAN_DISABLE=push_descriptors       bind through descriptor sets even where the
 //                                        device has VK_KHR_push_descriptor
 //   EMBER_VULKAN_DISABLE=overlap_barriers       a barrier between every two commands
+//   EMBER_VULKAN_DISABLE=small_buffers          every buffer its own allocation (small_buffers.h)
 //   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
 //   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
-//   EMBER_VULKAN_STATS=1                 print dispatch, barrier and submission counts at exit
+//   EMBER_VULKAN_STATS=1                 print dispatch, barrier, submission and allocation counts
+//                                        at exit
 #include <cstdio>
 
 #include "backend/common/host_services.h"

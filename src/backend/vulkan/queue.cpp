@@ -37,7 +37,8 @@ int32_t wait_value(DeviceContext* d, VkSemaphore s, uint64_t value, ember_status
 }
 
 void release_buffer(ember_buffer b) {
-  b->device->destroy(b->block);
+  if (b->slice.slab) small_buffer_pool(*b->device).give_back(*b->device, b->slice);
+  else b->device->destroy(b->block);
   delete b;
 }
 
@@ -121,8 +122,8 @@ void barrier(VkCommandBuffer cb, VkPipelineStageFlags dst_stage, VkAccessFlags d
 
 // The access of a transfer to bytes [offset, offset + n) of `b`.
 BufferAccess transfer_access(ember_buffer b, size_t offset, size_t n, bool write) {
-  const ByteRange r = word_range(offset, offset + n, b->block.size);
-  return BufferAccess{buffer_key(b->block.buffer), r.begin, r.end, write};
+  const ByteRange r = word_range(b->base + offset, b->base + offset + n, b->base + b->extent);
+  return BufferAccess{buffer_key(b->vk), r.begin, r.end, write};
 }
 
 }  // namespace
@@ -363,9 +364,21 @@ int32_t buffer_alloc(int32_t device_index, size_t bytes, ember_buffer* out, embe
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY,
                       "vulkan:%d: a buffer of %zu bytes is larger than the device's largest buffer (%llu bytes)",
                       device_index, bytes, (unsigned long long)d->max_buffer);
-  auto* b = new ember_buffer_s{d, {}, bytes};
+  auto* b = new ember_buffer_s{d, {}, {}, bytes};
   std::string why;
-  if (!d->create(bytes, false, b->block, &why)) {
+  // Small buffers are slices of shared slabs (small_buffers.h), aligned for binding.
+  const bool small = bytes <= SmallBufferPool::kLargest && !feature_disabled("small_buffers");
+  if (small && small_buffer_pool(*d).take(*d, std::max<size_t>(bytes, 16), std::max<VkDeviceSize>(256, d->binding_alignment),
+                                          &b->slice, &why)) {
+    b->vk = b->slice.buffer;
+    b->base = b->slice.offset;
+    b->extent = b->slice.size;
+    b->mapped = b->slice.mapped;
+  } else if (d->create(bytes, false, b->block, &why)) {
+    b->vk = b->block.buffer;
+    b->extent = b->block.size;
+    b->mapped = b->block.mapped;
+  } else {
     delete b;
     return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "vulkan:%d: allocating %zu bytes: %s", device_index, bytes, why.c_str());
   }
@@ -390,8 +403,8 @@ int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* sr
   if (n == 0) return EMBER_OK;
   std::lock_guard lock(q->mutex);
   retire(q);
-  if (dst->block.mapped && idle(q)) {  // nothing enqueued can touch it: write in place
-    std::memcpy(static_cast<char*>(dst->block.mapped) + off, src, n);
+  if (dst->mapped && idle(q)) {  // nothing enqueued can touch it: write in place
+    std::memcpy(static_cast<char*>(dst->mapped) + off, src, n);
     return EMBER_OK;
   }
   if (int32_t rc = begin(q, st); rc != EMBER_OK) return rc;
@@ -401,8 +414,8 @@ int32_t buffer_write(ember_queue q, ember_buffer dst, size_t off, const void* sr
   std::memcpy(static_cast<char*>(c->block.mapped) + at, src, n);
   const BufferAccess access = transfer_access(dst, off, n, true);  // staging memory is this copy's alone
   order_accesses(q, &access, 1);
-  VkBufferCopy region{at, off, n};
-  vkCmdCopyBuffer(q->open.cb, c->block.buffer, dst->block.buffer, 1, &region);
+  VkBufferCopy region{at, dst->base + off, n};
+  vkCmdCopyBuffer(q->open.cb, c->block.buffer, dst->vk, 1, &region);
   ++q->device->counters.transfers;
   return end_command(q, st);
 }
@@ -412,9 +425,9 @@ int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size
     return set_status(st, EMBER_ERR_INVALID, "vulkan: read of %zu bytes at %zu from a buffer of %zu", n, off, src->bytes);
   if (n == 0) return EMBER_OK;
   std::lock_guard lock(q->mutex);
-  if (src->block.mapped) {
+  if (src->mapped) {
     if (int32_t rc = wait_all(q, st); rc != EMBER_OK) return rc;
-    std::memcpy(dst, static_cast<const char*>(src->block.mapped) + off, n);
+    std::memcpy(dst, static_cast<const char*>(src->mapped) + off, n);
     return EMBER_OK;
   }
   // Device-local memory: copy into staging memory, then wait for it.
@@ -424,8 +437,8 @@ int32_t buffer_read(ember_queue q, ember_buffer src, size_t off, void* dst, size
   if (int32_t rc = scratch(q, n, 16, &c, &at, st); rc != EMBER_OK) return rc;
   const BufferAccess access = transfer_access(src, off, n, false);
   order_accesses(q, &access, 1);
-  VkBufferCopy region{off, at, n};
-  vkCmdCopyBuffer(q->open.cb, src->block.buffer, c->block.buffer, 1, &region);
+  VkBufferCopy region{src->base + off, at, n};
+  vkCmdCopyBuffer(q->open.cb, src->vk, c->block.buffer, 1, &region);
   ++q->device->counters.transfers;
   ++q->open.commands;
   if (int32_t rc = flush(q, st); rc != EMBER_OK) return rc;
@@ -457,8 +470,8 @@ int32_t buffer_copy(ember_queue q, ember_buffer dst, size_t dst_off, ember_buffe
   if (int32_t rc = begin(q, st); rc != EMBER_OK) return rc;
   const BufferAccess accesses[2] = {transfer_access(src, src_off, n, false), transfer_access(dst, dst_off, n, true)};
   order_accesses(q, accesses, 2);
-  VkBufferCopy region{src_off, dst_off, n};
-  vkCmdCopyBuffer(q->open.cb, src->block.buffer, dst->block.buffer, 1, &region);
+  VkBufferCopy region{src->base + src_off, dst->base + dst_off, n};
+  vkCmdCopyBuffer(q->open.cb, src->vk, dst->vk, 1, &region);
   ++q->device->counters.transfers;
   return end_command(q, st);
 }

@@ -16,11 +16,18 @@
 
 #include "backend/vulkan/context.h"
 #include "backend/vulkan/hazards.h"
+#include "backend/vulkan/small_buffers.h"
 
 struct ember_buffer_s {
   ember::vk::DeviceContext* device;
-  ember::vk::MemoryBlock block;
+  ember::vk::MemoryBlock block;  // its own allocation (none for a small buffer)
+  ember::vk::BufferSlice slice;  // a small buffer's range of a shared slab (small_buffers.h)
   size_t bytes;
+  // Where byte 0 is: the VkBuffer to bind and copy, the offset in it, the bytes from there that
+  // may be bound (at least 16), and its host address where the memory is host visible.
+  VkBuffer vk = VK_NULL_HANDLE;
+  VkDeviceSize base = 0, extent = 0;
+  void* mapped = nullptr;
 };
 
 namespace ember::vk {
