@@ -80,7 +80,7 @@ ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpI
 # run-to-run bit check depends on where the CPU tier switch falls, which depends on what the
 # process ran before (tests/dist/data_parallel_test.cpp).
 NO_VULKAN_DRIVER = VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json
-VULKAN_FILTER ?= VulkanTest.*:*vulkan*:ThreadStressTest.*
+VULKAN_FILTER ?= Vulkan*:*vulkan*:ThreadStressTest.*
 ASAN_FILTER ?= DType*:OnnxLoaderTest*:OnnxFuzzCorpusTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:ShardTest*:NpyTest*:OptionsJsonTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:EpilogueTest*:ExportedModelTest*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:CaptureTest*:-*Million*:*vulkan*:VulkanTest.*:Optimizers/DataParallelEquivalenceTest.*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data

@@ -44,7 +44,7 @@ run() {
   echo "vulkan checks: $label"
   env EMBER_VULKAN_VALIDATION=$validation VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
     "$@" EMBER_VULKAN_DUMP="$dump" EMBER_TEST_DEVICE=vulkan:0 "$bin" --gtest_brief=1 \
-    --gtest_filter='VulkanTest.*:*vulkan*:ThreadStressTest.*'
+    --gtest_filter='Vulkan*:*vulkan*:ThreadStressTest.*'
   local n=0
   if [ "${check_shaders:-1}" = 0 ]; then
     echo "vulkan checks: $label: the suite passes (its shaders are the lavapipe configuration's: not checked again)"
