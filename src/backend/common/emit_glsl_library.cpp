@@ -280,35 +280,59 @@ bool use_tiled_matmul(const ember_tensor_desc& a, const ember_tensor_desc& c, co
          c.shape[r - 1] >= 32 && tiled_iterations(a.shape[r - 1], r) <= 60000;
 }
 
+// The launch words both matmul shaders declare (M, N, K, the batch dims n0.., then a, b, c and an
+// epilogue's operands p2.., offset and strides each) and their bindings' dtypes (the call's
+// inputs, then c).
+lib::Params matmul_params(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& c,
+                          std::vector<uint8_t>& dtypes) {
+  using lib::S;
+  const int r = c.rank;
+  lib::Params params;
+  params.i64("M", c.shape[r - 2]);
+  params.i64("N", c.shape[r - 1]);
+  params.i64("K", in[0].shape[r - 1]);
+  for (int d = 0; d < r - 2; ++d) params.i64("n" + S(d), c.shape[d]);
+  params.tensor("a", in[0], r);
+  params.tensor("b", in[1], r);
+  params.tensor("c", c, r);
+  dtypes = {uint8_t(c.dtype), uint8_t(c.dtype)};
+  for (int32_t k = 2; k < n_in; ++k) {
+    params.tensor("p" + S(k), in[k], r);
+    dtypes.push_back(uint8_t(in[k].dtype));
+  }
+  dtypes.push_back(uint8_t(c.dtype));
+  return params;
+}
+
+// Statements adding the batch index (decoded from `rem`, innermost dim first) times each
+// tensor's batch strides to its offset: oa, ob, oc and op2...
+std::string batch_offsets(int32_t n_in, int r) {
+  using lib::S;
+  std::string s;
+  for (int d = r - 3; d >= 0; --d) {
+    s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
+         "; oc += x * c_s" + S(d) + ";";
+    for (int32_t k = 2; k < n_in; ++k) s += " op" + S(k) + " += x * p" + S(k) + "_s" + S(d) + ";";
+    s += " }\n";
+  }
+  return s;
+}
+
 // `in` = a, b, then an epilogue's operands (MATMUL_EPILOGUE, with `epi`; shaped as c, broadcast
 // by their strides): the bindings are the call's inputs, then c.
 GlslPass matmul_tiled(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& c, const GlslTarget& target,
                       const ember_epilogue_attrs* epi) {
   using lib::S;
-  const ember_tensor_desc &a = in[0], &b = in[1];
+  const ember_tensor_desc& a = in[0];
   const int r = c.rank;
   const uint8_t dt = uint8_t(c.dtype);
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const std::string A = lib::compute_type(dt), R2 = S(r - 2), R1 = S(r - 1);
   const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
   int64_t tiles = ((M + kTile - 1) / kTile) * ((N + kTile - 1) / kTile);
-  lib::Params params;
-  params.i64("M", M);
-  params.i64("N", N);
-  params.i64("K", K);
-  for (int d = 0; d < r - 2; ++d) {
-    params.i64("n" + S(d), c.shape[d]);
-    tiles *= c.shape[d];
-  }
-  params.tensor("a", a, r);
-  params.tensor("b", b, r);
-  params.tensor("c", c, r);
-  std::vector<uint8_t> dtypes{dt, dt};
-  for (int32_t k = 2; k < n_in; ++k) {
-    params.tensor("p" + S(k), in[k], r);
-    dtypes.push_back(uint8_t(in[k].dtype));
-  }
-  dtypes.push_back(dt);
+  for (int d = 0; d < r - 2; ++d) tiles *= c.shape[d];
+  std::vector<uint8_t> dtypes;
+  const lib::Params params = matmul_params(in, n_in, c, dtypes);
   const int out_arg = n_in;
   const std::string shared = "shared " + A + " sa[16][65];\nshared " + A + " sb[16][65];\n";
   std::string s;
@@ -316,12 +340,7 @@ GlslPass matmul_tiled(const ember_tensor_desc* in, int32_t n_in, const ember_ten
   s += "  int64_t tj = id % tn, rem = id / tn;\n  int64_t ti = rem % tm;\n  rem /= tm;\n";
   s += "  int64_t oa = a_o, ob = b_o, oc = c_o;\n";
   for (int32_t k = 2; k < n_in; ++k) s += "  int64_t op" + S(k) + " = p" + S(k) + "_o;\n";
-  for (int d = r - 3; d >= 0; --d) {
-    s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
-         "; oc += x * c_s" + S(d) + ";";
-    for (int32_t k = 2; k < n_in; ++k) s += " op" + S(k) + " += x * p" + S(k) + "_s" + S(d) + ";";
-    s += " }\n";
-  }
+  s += batch_offsets(n_in, r);
   s += "  int64_t i0 = ti * 64, j0 = tj * 64;\n  uint tx = lid % 16u, ty = lid / 16u;\n";
   s += "  " + A + " acc[4][4];\n  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) acc[u][v] = " + A + "(0);\n";
   s += "  for (int64_t k0 = 0; k0 < K; k0 += 16) {\n";
@@ -358,40 +377,21 @@ GlslPass matmul_tiled(const ember_tensor_desc* in, int32_t n_in, const ember_ten
 GlslPass matmul_epilogue_simple(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& c,
                                 const GlslTarget& target, const ember_epilogue_attrs& epi) {
   using lib::S;
-  const ember_tensor_desc &a = in[0], &b = in[1];
+  const ember_tensor_desc& a = in[0];
   const int r = c.rank;
   const uint8_t dt = uint8_t(c.dtype);
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const std::string A = lib::compute_type(dt), R2 = S(r - 2), R1 = S(r - 1);
   const int64_t M = c.shape[r - 2], N = c.shape[r - 1], K = a.shape[r - 1];
   int64_t points = M * N;
-  lib::Params params;
-  params.i64("M", M);
-  params.i64("N", N);
-  params.i64("K", K);
-  for (int d = 0; d < r - 2; ++d) {
-    params.i64("n" + S(d), c.shape[d]);
-    points *= c.shape[d];
-  }
-  params.tensor("a", a, r);
-  params.tensor("b", b, r);
-  params.tensor("c", c, r);
-  std::vector<uint8_t> dtypes{dt, dt};
-  for (int32_t k = 2; k < n_in; ++k) {
-    params.tensor("p" + S(k), in[k], r);
-    dtypes.push_back(uint8_t(in[k].dtype));
-  }
-  dtypes.push_back(dt);
+  for (int d = 0; d < r - 2; ++d) points *= c.shape[d];
+  std::vector<uint8_t> dtypes;
+  const lib::Params params = matmul_params(in, n_in, c, dtypes);
   std::string s = "  int64_t j = id % N, rem = id / N;\n  int64_t i = rem % M;\n  rem /= M;\n";
   s += "  int64_t oa = a_o + i * a_s" + R2 + ", ob = b_o + j * b_s" + R1 + ", oc = c_o + i * c_s" + R2 + " + j * c_s" + R1 + ";\n";
   for (int32_t k = 2; k < n_in; ++k)
     s += "  int64_t op" + S(k) + " = p" + S(k) + "_o + i * p" + S(k) + "_s" + R2 + " + j * p" + S(k) + "_s" + R1 + ";\n";
-  for (int d = r - 3; d >= 0; --d) {
-    s += "  { int64_t x = rem % n" + S(d) + "; rem /= n" + S(d) + "; oa += x * a_s" + S(d) + "; ob += x * b_s" + S(d) +
-         "; oc += x * c_s" + S(d) + ";";
-    for (int32_t k = 2; k < n_in; ++k) s += " op" + S(k) + " += x * p" + S(k) + "_s" + S(d) + ";";
-    s += " }\n";
-  }
+  s += batch_offsets(n_in, r);
   s += "  " + A + " acc = " + A + "(0);\n";
   s += "  for (int64_t k = 0; k < K; ++k)\n";
   s += "    acc += " + lib::load(*t, dt, 0, "oa + k * a_s" + R1) + " * " + lib::load(*t, dt, 1, "ob + k * b_s" + R2) + ";\n";

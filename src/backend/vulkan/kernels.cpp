@@ -2,10 +2,8 @@
 #include "backend/vulkan/kernels.h"
 
 #include <shaderc/shaderc.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
