@@ -1,7 +1,12 @@
-// Introspection for tests and tuning: how much work realizations launched.
+// Introspection for tests and tuning: how much work realizations launched, and the graph an
+// array is waiting on.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/array.h"
 
 namespace ember {
 
@@ -21,6 +26,12 @@ void reset_execution_stats();
 // Kernel fusion is on by default; EMBER_FUSION=0 or this turns it off (every op its own kernel).
 bool fusion_enabled();
 void set_fusion_enabled(bool on);
+
+// The pending graph behind `outputs`, one numbered line per node in the order they can run:
+//   %2 = conv2d(%0, %1) f32[1, 8, 6, 6] {stride (1, 1), padding (top 1, ...), ...}  # net.cpp:12
+// Computed arrays appear as `value` (they no longer hold their inputs); a node on a device other
+// than the CPU names it. For reading and for tests; the format may grow.
+std::string graph_text(const std::vector<Array>& outputs);
 
 // Finding the op that first made a NaN/inf (runs unfused while on): ember/anomaly.h.
 

@@ -73,13 +73,14 @@ struct SlicePiece {
 std::pair<int, int64_t> simple_slice(const GradNode& n, const Shape& in_shape, const Shape& g_shape) {
   int dim = -1;
   int64_t start = 0;
-  if (in_shape.rank() != g_shape.rank() || n.attrs.ints.size() != size_t(2 * in_shape.rank())) return {-1, 0};
+  const SliceAttrs& cut = n.attrs.get<SliceAttrs>();
+  if (in_shape.rank() != g_shape.rank() || cut.step.size() != size_t(in_shape.rank())) return {-1, 0};
   for (int d = 0; d < in_shape.rank(); ++d) {
-    if (n.attrs.ints[size_t(2 * d + 1)] != 1) return {-1, 0};
+    if (cut.step[size_t(d)] != 1) return {-1, 0};
     if (g_shape[d] == in_shape[d]) continue;
     if (dim >= 0 || g_shape[d] == 0) return {-1, 0};
     dim = d;
-    start = n.attrs.ints[size_t(2 * d)];
+    start = cut.start[size_t(d)];
   }
   return {dim, start};
 }

@@ -25,10 +25,10 @@ Shape keep_shape(const Shape& in, const std::vector<int64_t>& reduced) {
 std::vector<int> as_dims(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
 // Gradient of slice: the slice's gradient placed into zeros of the input's shape.
-Array slice_backward(const Array& g, const Shape& in_shape, const std::vector<int64_t>& starts_steps) {
+Array slice_backward(const Array& g, const Shape& in_shape, const SliceAttrs& cut) {
   Array r = g;
   for (int d = 0; d < in_shape.rank(); ++d) {
-    int64_t start = starts_steps[size_t(2 * d)], step = starts_steps[size_t(2 * d + 1)];
+    const int64_t start = cut.start[size_t(d)], step = cut.step[size_t(d)];
     int64_t len = r.shape()[d], size = in_shape[d];
     if (len == size) continue;
     TensorOptions like{r.dtype(), r.device()};
@@ -67,7 +67,7 @@ Array slice_backward(const Array& g, const Shape& in_shape, const std::vector<in
 // A permutation node that swaps the last two dims and keeps the others (a transpose).
 bool swaps_last_two(const GradNode& n) {
   if (n.op != Op::Permute) return false;
-  const auto& p = n.attrs.ints;
+  const auto& p = n.attrs.get<PermuteAttrs>().order;
   size_t r = p.size();
   if (r < 2 || p[r - 1] != int64_t(r - 2) || p[r - 2] != int64_t(r - 1)) return false;
   for (size_t i = 0; i + 2 < r; ++i)
@@ -106,32 +106,34 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
 
     // ---- reductions: the gradient is broadcast back over the reduced dims ----------------
     case Op::Sum:
-      return {expand(reshape(g, keep_shape(in[0].shape, a.ints)), in[0].shape)};
+      return {expand(reshape(g, keep_shape(in[0].shape, a.get<ReduceAttrs>().dims)), in[0].shape)};
     case Op::Mean: {
+      const std::vector<int64_t>& dims = a.get<ReduceAttrs>().dims;
       int64_t count = 1;
-      for (int64_t d : a.ints) count *= in[0].shape[int(d)];
-      return {expand(reshape(g, keep_shape(in[0].shape, a.ints)), in[0].shape) / double(count)};
+      for (int64_t d : dims) count *= in[0].shape[int(d)];
+      return {expand(reshape(g, keep_shape(in[0].shape, dims)), in[0].shape) / double(count)};
     }
     case Op::Prod: {  // d prod / d x_i = prod / x_i (inputs with zeros give inf/nan, as 0/0)
-      Shape keep = keep_shape(in[0].shape, a.ints);
+      Shape keep = keep_shape(in[0].shape, a.get<ReduceAttrs>().dims);
       return {reshape(g, keep) * reshape(out, keep) / x};
     }
     case Op::Max:
     case Op::Min: {  // ties share the gradient equally
-      Shape keep = keep_shape(in[0].shape, a.ints);
+      const std::vector<int64_t>& dims = a.get<ReduceAttrs>().dims;
+      Shape keep = keep_shape(in[0].shape, dims);
       Array mask = cast(eq(x, reshape(out, keep)), g.dtype());
-      Array count = sum(mask, as_dims(a.ints), true);
+      Array count = sum(mask, as_dims(dims), true);
       return {reshape(g, keep) * mask / count};
     }
 
     // ---- movement -------------------------------------------------------------------------
     case Op::Reshape: return {reshape(g, in[0].shape)};
-    case Op::Permute: return {permute(g, inverse_permutation(a.ints))};
-    case Op::Slice: return {slice_backward(g, in[0].shape, a.ints)};
+    case Op::Permute: return {permute(g, inverse_permutation(a.get<PermuteAttrs>().order))};
+    case Op::Slice: return {slice_backward(g, in[0].shape, a.get<SliceAttrs>())};
     case Op::Expand: return {g};  // summed back to the input shape by the engine
     case Op::Contiguous: return {g};
     case Op::Cat: {
-      int dim = int(a.ints[0]);
+      const int dim = int(a.get<AxisAttrs>().dim);
       std::vector<Array> grads;
       int64_t start = 0;
       for (const auto& e : in) {
@@ -145,15 +147,15 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
     // The forward's line goes with these: an index out of range fails here too (the scatters
     // check their indices), and the error should name the user's call, not this file.
     case Op::Gather: {
-      int dim = int(a.ints[0]);
+      const int dim = int(a.get<AxisAttrs>().dim);
       return {scatter_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g, node.loc), Array()};
     }
     case Op::IndexSelect: {
-      int dim = int(a.ints[0]);
+      const int dim = int(a.get<AxisAttrs>().dim);
       return {index_add(zeros(in[0].shape, {g.dtype(), g.device()}), dim, y, g, node.loc), Array()};
     }
     case Op::ScatterAdd: {  // out[p] = sum of src where index hits p: src's gradient gathers
-      int dim = int(a.ints[0]);
+      const int dim = int(a.get<AxisAttrs>().dim);
       return {gather(g, dim, y, node.loc), Array()};
     }
 

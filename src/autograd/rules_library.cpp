@@ -22,26 +22,18 @@ using namespace math;  // NOLINT: operators for the rule formulas
 
 namespace {
 
-Conv2dOptions conv_options(const std::vector<int64_t>& i) {
-  return {.stride = {i[0], i[1]}, .padding = {i[2], i[4], i[3], i[5]}, .dilation = {i[6], i[7]}, .groups = i[8]};
-}
-
-Pool2dOptions pool_options(const std::vector<int64_t>& i) {
-  return {.kernel = {i[0], i[1]}, .stride = {i[2], i[3]}, .padding = {i[4], i[5]}, .count_include_pad = i[8] != 0};
-}
-
 Array saved(GradNode& node, size_t k) { return k < node.saved_inputs.size() ? node.saved_inputs[k] : Array(); }
 
 }  // namespace
 
 std::vector<Array> library_rule(GradNode& node, const Array& g) {
-  const std::vector<int64_t>& a = node.attrs.ints;
+  const OpAttrs& a = node.attrs;
   const auto& in = node.inputs;
   const Array x = saved(node, 0), y = saved(node, 1);
   switch (node.op) {
     // y = conv(x, w) = A_w x: dx = A_w^T dy (backward data), dw = backward weights, db = sum.
     case Op::Conv2d: {
-      const Conv2dOptions o = conv_options(a);
+      const Conv2dOptions o = a.get<Conv2dOptions>();
       std::vector<Array> r{in[0].fn ? conv2d_backward_data(g, y, in[0].shape, o) : Array(),
                            in[1].fn ? conv2d_backward_weights(x, g, in[1].shape, o) : Array()};
       if (in.size() == 3) r.push_back(in[2].fn ? sum(g, {0, 2, 3}) : Array());
@@ -49,19 +41,19 @@ std::vector<Array> library_rule(GradNode& node, const Array& g) {
     }
     // dx = A_w^T dy is bilinear in (dy, w): <G, A_w^T dy> = <conv(G, w), dy>.
     case Op::Conv2dBackwardData: {
-      const Conv2dOptions o = conv_options(a);
+      const Conv2dOptions o = a.get<Conv2dOptions>();
       return {in[0].fn ? conv2d(g, y, o) : Array(),
               in[1].fn ? conv2d_backward_weights(g, x, in[1].shape, o) : Array()};
     }
     // dw = BW(x, dy) with <G, BW(x, dy)> = <conv(x, G), dy>.
     case Op::Conv2dBackwardWeights: {
-      const Conv2dOptions o = conv_options(a);
+      const Conv2dOptions o = a.get<Conv2dOptions>();
       return {in[0].fn ? conv2d_backward_data(y, g, in[0].shape, o) : Array(), in[1].fn ? conv2d(x, g, o) : Array()};
     }
 
     // Max pooling: the gradient goes to the first maximum of each window (one library call that
     // finds it again, instead of materializing indices and scattering).
-    case Op::MaxPool2d: return {max_pool2d_backward(g, x, pool_options(a))};
+    case Op::MaxPool2d: return {max_pool2d_backward(g, x, a.get<Pool2dOptions>())};
     // dx = S_x dy is linear in dy, with S_x the scatter to each window's maximum: its adjoint
     // gathers G at those positions. Piecewise constant in x: a zero gradient there.
     case Op::MaxPool2dBackward: {
@@ -70,26 +62,30 @@ std::vector<Array> library_rule(GradNode& node, const Array& g) {
       Array dy;
       if (in[0].fn) {
         const Shape flat_x{xs[0], xs[1], xs[2] * xs[3]}, flat_y{ys[0], ys[1], ys[2] * ys[3]};
-        Array idx = reshape(max_pool2d_indices(y, pool_options(a)), flat_y);
+        Array idx = reshape(max_pool2d_indices(y, a.get<Pool2dOptions>()), flat_y);
         dy = reshape(gather(reshape(g, flat_x), 2, idx), ys);
       }
       return {dy, in[1].fn ? zeros(xs, {g.dtype(), g.device()}) : Array()};
     }
     // Average pooling is linear: its gradient is its adjoint, and the adjoint's gradient is it.
-    case Op::AvgPool2d: return {avg_pool2d_backward(g, in[0].shape, pool_options(a))};
-    case Op::AvgPool2dBackward: return {avg_pool2d(g, pool_options(a))};
+    case Op::AvgPool2d: return {avg_pool2d_backward(g, in[0].shape, a.get<Pool2dOptions>())};
+    case Op::AvgPool2dBackward: return {avg_pool2d(g, a.get<Pool2dOptions>())};
 
     // Scans: out_i = sum_{j <= i} x_j, so dx_j = sum_{i >= j} g_i (a reverse cumsum), and back.
-    case Op::Cumsum: return {a[1] ? cumsum(g, int(a[0])) : cumsum_reverse(g, int(a[0]))};
+    case Op::Cumsum: {
+      const ScanAttrs& s = a.get<ScanAttrs>();
+      return {s.reverse ? cumsum(g, int(s.dim)) : cumsum_reverse(g, int(s.dim))};
+    }
     // out_i = prod_{j <= i} x_j: dx_j = sum_{i >= j} g_i out_i / x_j. Exact for inputs without
     // zeros (a zero gives inf/NaN, as the formula divides by it).
-    case Op::Cumprod: return {cumsum_reverse(g * node.output(), int(a[0])) / x};
+    case Op::Cumprod: return {cumsum_reverse(g * node.output(), int(a.get<ScanAttrs>().dim)) / x};
 
     // Fused attention recomputes the probabilities from the saved logsumexp (plain ops).
     case Op::FusedAttention: {
       std::vector<bool> needs;
       for (const auto& e : in) needs.push_back(e.fn != nullptr);
-      return fused_attention_backward(node.saved_inputs, node.output(), g, node.attrs.f0, a[0] != 0, needs);
+      const AttentionAttrs& att = a.get<AttentionAttrs>();
+      return fused_attention_backward(node.saved_inputs, node.output(), g, att.scale, att.causal, needs);
     }
 
     default:

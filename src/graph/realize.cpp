@@ -49,7 +49,8 @@ void log_plan(const Plan& plan) {
   if (!log_fusion()) return;
   for (const Step& s : plan.steps) {
     if (s.kernel < 0) {
-      std::cerr << "[ember fusion] alone: " << s.node->where() << "\n";
+      const std::string attrs = describe(s.node->attrs.params);
+      std::cerr << "[ember fusion] alone: " << s.node->where() << (attrs.empty() ? "" : " {" + attrs + "}") << "\n";
       continue;
     }
     const FusedKernel& k = plan.kernels[size_t(s.kernel)];
@@ -135,7 +136,7 @@ void place_cat_inputs(Plan& plan) {
   for (const Step& s : plan.steps) {
     Node* c = s.kernel < 0 ? s.node : nullptr;
     if (!c || c->op != Op::Cat || c->placement || c->shape.numel() == 0) continue;
-    const int dim = int(c->attrs.ints[0]);
+    const int dim = int(c->attrs.get<AxisAttrs>().dim);
     bool slabs = true;
     for (int d = 0; d < dim; ++d) slabs = slabs && c->shape[d] == 1;
     if (!slabs) continue;
@@ -162,8 +163,9 @@ void place_cat_inputs(Plan& plan) {
       for (size_t i = chain.size() - 1; i-- > 0 && contiguous;) {
         const Node& m = *chain[i];
         if (m.op == Op::Permute) {
-          std::vector<int64_t> st(m.attrs.ints.size());
-          for (size_t j = 0; j < st.size(); ++j) st[j] = v.strides[size_t(m.attrs.ints[j])];
+          const std::vector<int64_t>& order = m.attrs.get<PermuteAttrs>().order;
+          std::vector<int64_t> st(order.size());
+          for (size_t j = 0; j < st.size(); ++j) st[j] = v.strides[size_t(order[j])];
           v.strides = std::move(st);
         } else {  // a reshape is a view with contiguous strides only of a contiguous input
           contiguous = is_contiguous(v, chain[i + 1]->shape);

@@ -93,9 +93,7 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
     }
     inputs.push_back(reshape(expand(m, target, loc), Shape{B, L, S}, loc));
   }
-  OpAttrs attrs;
-  attrs.ints = {opts.causal ? 1 : 0};
-  attrs.f0 = scale;
+  OpAttrs attrs{.params = AttentionAttrs{.scale = scale, .causal = opts.causal}};
   const int64_t n_out = B * L * Ev;
   // f16 / bf16 compute in f32, and the node keeps f32: the logsumexp that the backward reads back
   // (one bf16 rounding of an lse near 10 moves every probability by up to 4 %), and o, which the
@@ -135,9 +133,7 @@ std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const 
     std::vector<Array> ins{q, k, v, reshape(lse, Shape{B, L}), reshape(sub(sum(mul(go, o), {2}, true), glse), Shape{B, L}),
                            cast(go, dt, loc)};
     if (in.size() > 3) ins.push_back(in[3]);
-    OpAttrs attrs;
-    attrs.ints = {causal ? 1 : 0};
-    attrs.f0 = scale;
+    OpAttrs attrs{.params = AttentionAttrs{.scale = scale, .causal = causal}};
     const int64_t nq = B * L * E, nk = B * S * E;
     Array packed_grads = make_array(Op::FusedAttentionBackward, std::move(attrs), ins, Shape{nq + nk + B * S * Ev},
                                     q.dtype(), q.device(), loc);

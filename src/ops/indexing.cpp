@@ -26,9 +26,7 @@ Array gather(const Array& x, int dim, const Array& index, Loc loc) {
       fail("gather", fmt::format("index shape {} exceeds input shape {} in dim {}", idx->shape.str(),
                                  n->shape.str(), k),
            loc);
-  OpAttrs attrs;
-  attrs.ints = {d};
-  return make_array(Op::Gather, std::move(attrs), {x, index}, idx->shape, n->dtype, n->device, loc);
+  return make_array(Op::Gather, {.params = AxisAttrs{d}}, {x, index}, idx->shape, n->dtype, n->device, loc);
 }
 
 Array index_select(const Array& x, int dim, const Array& index, Loc loc) {
@@ -43,9 +41,7 @@ Array index_select(const Array& x, int dim, const Array& index, Loc loc) {
   int d = dim_arg(dim, r, "index_select", loc);
   Shape shape = n->shape;
   shape[d] = idx->shape[0];
-  OpAttrs attrs;
-  attrs.ints = {d};
-  return make_array(Op::IndexSelect, std::move(attrs), {x, index}, shape, n->dtype, n->device, loc);
+  return make_array(Op::IndexSelect, {.params = AxisAttrs{d}}, {x, index}, shape, n->dtype, n->device, loc);
 }
 
 Array matmul(const Array& a, const Array& b, Loc loc) {
@@ -110,12 +106,9 @@ static Array scatter_sum(const Array& given_src, int dim, const Array& index, in
                         reshape(index, {-1}, loc), loc);
     src = sub(src, reshape(zero, index.shape(), loc), loc);
   }
-  OpAttrs attrs;
-  attrs.ints = {dim};
-  attrs.value = {double(size), size};
   Shape shape = index.shape();
   shape[dim] = size;
-  return make_array(Op::ScatterAdd, std::move(attrs), {src, index}, shape, src.dtype(), src.device(), loc);
+  return make_array(Op::ScatterAdd, {.params = AxisAttrs{dim}}, {src, index}, shape, src.dtype(), src.device(), loc);
 }
 
 // Zero-pads `a` at the end of every dim up to `shape` (scatter results for a smaller index).

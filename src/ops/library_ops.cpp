@@ -24,32 +24,24 @@ DType floating_operands(const std::vector<const Array*>& xs, const char* op, Loc
   return dt;
 }
 
-// Resolved convolution parameters, in the order of OpAttrs::ints (see ops_library.def).
-struct ConvParams {
-  int64_t sh, sw, pt, pl, pb, pr, dh, dw, groups;
-  std::vector<int64_t> ints() const { return {sh, sw, pt, pl, pb, pr, dh, dw, groups}; }
-};
-
-ConvParams conv_params(const Conv2dOptions& o, int64_t KH, int64_t KW, const char* op, Loc loc) {
+// The options checked, with padding 'same' resolved into numbers: the node's attributes.
+Conv2dOptions conv_params(const Conv2dOptions& o, int64_t KH, int64_t KW, const char* op, Loc loc) {
   if (o.stride.h < 1 || o.stride.w < 1)
     fail(op, fmt::format("stride must be at least 1, got {}", pair_str(o.stride.h, o.stride.w)), loc);
   if (o.dilation.h < 1 || o.dilation.w < 1)
     fail(op, fmt::format("dilation must be at least 1, got {}", pair_str(o.dilation.h, o.dilation.w)), loc);
   if (o.groups < 1) fail(op, fmt::format("groups must be at least 1, got {}", o.groups), loc);
-  ConvParams p{o.stride.h, o.stride.w, o.padding.top, o.padding.left, o.padding.bottom, o.padding.right,
-               o.dilation.h, o.dilation.w, o.groups};
+  Conv2dOptions p = o;
+  Padding2d& pad = p.padding;
   if (o.padding.is_same) {
     if (o.stride.h != 1 || o.stride.w != 1)
       fail(op, fmt::format("padding 'same' needs stride 1, got {}", pair_str(o.stride.h, o.stride.w)), loc);
     const int64_t th = o.dilation.h * (KH - 1), tw = o.dilation.w * (KW - 1);
-    p.pt = th / 2;
-    p.pb = th - p.pt;
-    p.pl = tw / 2;
-    p.pr = tw - p.pl;
+    pad = Padding2d(th / 2, th - th / 2, tw / 2, tw - tw / 2);
   }
-  if (p.pt < 0 || p.pb < 0 || p.pl < 0 || p.pr < 0)
-    fail(op, fmt::format("padding must not be negative, got (top {}, bottom {}, left {}, right {})", p.pt, p.pb, p.pl,
-                         p.pr),
+  if (pad.top < 0 || pad.bottom < 0 || pad.left < 0 || pad.right < 0)
+    fail(op, fmt::format("padding must not be negative, got (top {}, bottom {}, left {}, right {})", pad.top,
+                         pad.bottom, pad.left, pad.right),
          loc);
   return p;
 }
@@ -61,7 +53,7 @@ int64_t out_size(int64_t in, int64_t pad_total, int64_t eff_kernel, int64_t stri
 }
 
 // Checks x and weight of a convolution; returns the output shape.
-Shape conv_shape(const Shape& xs, const Shape& ws, const ConvParams& p, const char* op, Loc loc) {
+Shape conv_shape(const Shape& xs, const Shape& ws, const Conv2dOptions& p, const char* op, Loc loc) {
   if (xs.rank() != 4) fail(op, fmt::format("input must be 4-D [N, C, H, W], got shape {}", xs.str()), loc);
   if (ws.rank() != 4) fail(op, fmt::format("weight must be 4-D [O, C/groups, KH, KW], got shape {}", ws.str()), loc);
   const int64_t C = xs[1], O = ws[0];
@@ -72,11 +64,13 @@ Shape conv_shape(const Shape& xs, const Shape& ws, const ConvParams& p, const ch
     fail(op, fmt::format("channel mismatch: input {} has {} channels, weight {} expects {} ({} per group x {} groups)",
                          xs.str(), C, ws.str(), ws[1] * p.groups, ws[1], p.groups),
          loc);
-  const int64_t ekh = p.dh * (ws[2] - 1) + 1, ekw = p.dw * (ws[3] - 1) + 1;
-  const int64_t OH = out_size(xs[2], p.pt + p.pb, ekh, p.sh), OW = out_size(xs[3], p.pl + p.pr, ekw, p.sw);
+  const Padding2d& pad = p.padding;
+  const int64_t ekh = p.dilation.h * (ws[2] - 1) + 1, ekw = p.dilation.w * (ws[3] - 1) + 1;
+  const int64_t OH = out_size(xs[2], pad.top + pad.bottom, ekh, p.stride.h);
+  const int64_t OW = out_size(xs[3], pad.left + pad.right, ekw, p.stride.w);
   if (ws[2] < 1 || ws[3] < 1 || OH < 1 || OW < 1)
     fail(op, fmt::format("kernel {} (dilated {}) is larger than the padded input {}", pair_str(ws[2], ws[3]),
-                         pair_str(ekh, ekw), pair_str(xs[2] + p.pt + p.pb, xs[3] + p.pl + p.pr)),
+                         pair_str(ekh, ekw), pair_str(xs[2] + pad.top + pad.bottom, xs[3] + pad.left + pad.right)),
          loc);
   return Shape{xs[0], O, OH, OW};
 }
@@ -95,7 +89,7 @@ Array conv2d(const Array& x, const Array& weight, const Array& bias, Conv2dOptio
   const DType dt = floating_operands(all, op, loc);
   const Shape& ws = weight.shape();
   if (ws.rank() != 4) fail(op, fmt::format("weight must be 4-D [O, C/groups, KH, KW], got shape {}", ws.str()), loc);
-  const ConvParams p = conv_params(opts, ws[2], ws[3], op, loc);
+  const Conv2dOptions p = conv_params(opts, ws[2], ws[3], op, loc);
   Shape out = conv_shape(x.shape(), ws, p, op, loc);
   std::vector<Array> inputs{cast(x, dt, loc), cast(weight, dt, loc)};
   if (bias.defined()) {
@@ -103,9 +97,7 @@ Array conv2d(const Array& x, const Array& weight, const Array& bias, Conv2dOptio
       fail(op, fmt::format("bias must have shape [{}] (the output channels), got {}", ws[0], bias.shape().str()), loc);
     inputs.push_back(cast(bias, dt, loc));
   }
-  OpAttrs attrs;
-  attrs.ints = p.ints();
-  return make_array(Op::Conv2d, std::move(attrs), inputs, std::move(out), dt, dev, loc);
+  return make_array(Op::Conv2d, {.params = p}, inputs, std::move(out), dt, dev, loc);
 }
 
 Array conv2d(const Array& x, const Array& weight, Conv2dOptions opts, Loc loc) {
@@ -119,14 +111,12 @@ Array conv2d_backward_data(const Array& grad_out, const Array& weight, const Sha
   const DType dt = floating_operands({&grad_out, &weight}, op, loc);
   const Shape& ws = weight.shape();
   if (ws.rank() != 4) fail(op, fmt::format("weight must be 4-D [O, C/groups, KH, KW], got shape {}", ws.str()), loc);
-  const ConvParams p = conv_params(opts, ws[2], ws[3], op, loc);
+  const Conv2dOptions p = conv_params(opts, ws[2], ws[3], op, loc);
   const Shape out = conv_shape(input_shape, ws, p, op, loc);
   if (grad_out.shape() != out)
     fail(op, fmt::format("grad_out has shape {}, the convolution's output has {}", grad_out.shape().str(), out.str()),
          loc);
-  OpAttrs attrs;
-  attrs.ints = p.ints();
-  return make_array(Op::Conv2dBackwardData, std::move(attrs), {cast(grad_out, dt, loc), cast(weight, dt, loc)},
+  return make_array(Op::Conv2dBackwardData, {.params = p}, {cast(grad_out, dt, loc), cast(weight, dt, loc)},
                     input_shape, dt, dev, loc);
 }
 
@@ -137,14 +127,12 @@ Array conv2d_backward_weights(const Array& x, const Array& grad_out, const Shape
   const DType dt = floating_operands({&x, &grad_out}, op, loc);
   if (weight_shape.rank() != 4)
     fail(op, fmt::format("weight shape must be 4-D [O, C/groups, KH, KW], got {}", weight_shape.str()), loc);
-  const ConvParams p = conv_params(opts, weight_shape[2], weight_shape[3], op, loc);
+  const Conv2dOptions p = conv_params(opts, weight_shape[2], weight_shape[3], op, loc);
   const Shape out = conv_shape(x.shape(), weight_shape, p, op, loc);
   if (grad_out.shape() != out)
     fail(op, fmt::format("grad_out has shape {}, the convolution's output has {}", grad_out.shape().str(), out.str()),
          loc);
-  OpAttrs attrs;
-  attrs.ints = p.ints();
-  return make_array(Op::Conv2dBackwardWeights, std::move(attrs), {cast(x, dt, loc), cast(grad_out, dt, loc)},
+  return make_array(Op::Conv2dBackwardWeights, {.params = p}, {cast(x, dt, loc), cast(grad_out, dt, loc)},
                     weight_shape, dt, dev, loc);
 }
 
@@ -176,12 +164,8 @@ Array conv1d(const Array& x, const Array& weight, Conv1dOptions opts, Loc loc) {
 // ---- pooling ---------------------------------------------------------------------------------
 namespace {
 
-struct PoolParams {
-  int64_t kh, kw, sh, sw, pt, pl, pb, pr, include_pad;
-  std::vector<int64_t> ints() const { return {kh, kw, sh, sw, pt, pl, pb, pr, include_pad}; }
-};
-
-PoolParams pool_params(const Pool2dOptions& o, const char* op, Loc loc) {
+// The options checked, with a stride of 0 resolved to the kernel size: the node's attributes.
+Pool2dOptions pool_params(const Pool2dOptions& o, const char* op, Loc loc) {
   if (o.kernel.h < 1 || o.kernel.w < 1)
     fail(op, fmt::format("kernel must be at least 1, got {}", pair_str(o.kernel.h, o.kernel.w)), loc);
   const int64_t sh = o.stride.h == 0 ? o.kernel.h : o.stride.h, sw = o.stride.w == 0 ? o.kernel.w : o.stride.w;
@@ -190,16 +174,18 @@ PoolParams pool_params(const Pool2dOptions& o, const char* op, Loc loc) {
     fail(op, fmt::format("padding {} must be between 0 and half the kernel {}", pair_str(o.padding.h, o.padding.w),
                          pair_str(o.kernel.h, o.kernel.w)),
          loc);
-  return {o.kernel.h, o.kernel.w, sh, sw, o.padding.h, o.padding.w, o.padding.h, o.padding.w,
-          o.count_include_pad ? 1 : 0};
+  Pool2dOptions p = o;
+  p.stride = {sh, sw};
+  return p;
 }
 
-Shape pool_shape(const Shape& xs, const PoolParams& p, const char* op, Loc loc) {
+Shape pool_shape(const Shape& xs, const Pool2dOptions& p, const char* op, Loc loc) {
   if (xs.rank() != 4) fail(op, fmt::format("input must be 4-D [N, C, H, W] or 3-D [C, H, W], got shape {}", xs.str()), loc);
-  const int64_t OH = out_size(xs[2], p.pt + p.pb, p.kh, p.sh), OW = out_size(xs[3], p.pl + p.pr, p.kw, p.sw);
+  const int64_t ph = 2 * p.padding.h, pw = 2 * p.padding.w;
+  const int64_t OH = out_size(xs[2], ph, p.kernel.h, p.stride.h), OW = out_size(xs[3], pw, p.kernel.w, p.stride.w);
   if (OH < 1 || OW < 1)
-    fail(op, fmt::format("kernel {} is larger than the padded input {}", pair_str(p.kh, p.kw),
-                         pair_str(xs[2] + p.pt + p.pb, xs[3] + p.pl + p.pr)),
+    fail(op, fmt::format("kernel {} is larger than the padded input {}", pair_str(p.kernel.h, p.kernel.w),
+                         pair_str(xs[2] + ph, xs[3] + pw)),
          loc);
   return Shape{xs[0], xs[1], OH, OW};
 }
@@ -211,12 +197,10 @@ Array pool(Op kind, const Array& x, const Pool2dOptions& opts, const char* op, L
     fail(op, fmt::format("needs a floating input, got {}; cast it first", dtype_name(n->dtype)), loc);
   const bool unbatched = n->shape.rank() == 3;
   Array in = unbatched ? unsqueeze(x, 0, loc) : x;
-  const PoolParams p = pool_params(opts, op, loc);
+  const Pool2dOptions p = pool_params(opts, op, loc);
   Shape out = pool_shape(in.shape(), p, op, loc);
-  OpAttrs attrs;
-  attrs.ints = p.ints();
   DType dt = kind == Op::MaxPool2dIndices ? DType::I64 : n->dtype;
-  Array y = make_array(kind, std::move(attrs), {in}, std::move(out), dt, n->device, loc);
+  Array y = make_array(kind, {.params = p}, {in}, std::move(out), dt, n->device, loc);
   return unbatched ? squeeze(y, 0, loc) : y;
 }
 
@@ -237,27 +221,23 @@ Array max_pool2d_backward(const Array& grad_out, const Array& x, Pool2dOptions o
                          dtype_name(n->dtype)),
          loc);
   if (g->device != n->device) fail(op, "grad_out and x are on different devices", loc);
-  const PoolParams p = pool_params(opts, op, loc);
+  const Pool2dOptions p = pool_params(opts, op, loc);
   const Shape out = pool_shape(n->shape, p, op, loc);
   if (g->shape != out)
     fail(op, fmt::format("grad_out has shape {}, the pooling of x {} gives {}", g->shape.str(), n->shape.str(), out.str()),
          loc);
-  OpAttrs attrs;
-  attrs.ints = p.ints();
-  return make_array(Op::MaxPool2dBackward, std::move(attrs), {grad_out, x}, n->shape, n->dtype, n->device, loc);
+  return make_array(Op::MaxPool2dBackward, {.params = p}, {grad_out, x}, n->shape, n->dtype, n->device, loc);
 }
 
 Array avg_pool2d_backward(const Array& grad_out, const Shape& input_shape, Pool2dOptions opts, Loc loc) {
   const char* op = "avg_pool2d_backward";
   const NodePtr& n = node_of(grad_out, op, loc);
   if (!is_floating(n->dtype)) fail(op, fmt::format("needs a floating gradient, got {}", dtype_name(n->dtype)), loc);
-  const PoolParams p = pool_params(opts, op, loc);
+  const Pool2dOptions p = pool_params(opts, op, loc);
   const Shape out = pool_shape(input_shape, p, op, loc);
   if (n->shape != out)
     fail(op, fmt::format("grad_out has shape {}, the pooling's output has {}", n->shape.str(), out.str()), loc);
-  OpAttrs attrs;
-  attrs.ints = p.ints();
-  return make_array(Op::AvgPool2dBackward, std::move(attrs), {grad_out}, input_shape, n->dtype, n->device, loc);
+  return make_array(Op::AvgPool2dBackward, {.params = p}, {grad_out}, input_shape, n->dtype, n->device, loc);
 }
 
 namespace {
@@ -307,20 +287,21 @@ Array avg_pool1d(const Array& x, Pool1dOptions opts, Loc loc) { return pool1d(Op
 
 // ---- sorting -----------------------------------------------------------------------------------
 namespace {
-// An index op along dim over x (a scalar is treated as one element).
-Array index_op(Op kind, const Array& x, int dim, std::vector<int64_t> ints_after_dim, int64_t k, const char* op, Loc loc) {
+// An index op along dim over x (a scalar is treated as one element): `flag` is descending
+// (argsort), largest (topk) or reverse (cummax, cummin); k is topk's.
+Array index_op(Op kind, const Array& x, int dim, bool flag, int64_t k, const char* op, Loc loc) {
   const NodePtr& n = node_of(x, op, loc);
   const int r = n->shape.rank();
   const int d = dim_arg(dim, r, op, loc);
   if (r == 0) {
     Array one = reshape(x, Shape{1}, loc);
-    return reshape(index_op(kind, one, 0, std::move(ints_after_dim), k, op, loc), Shape{}, loc);
+    return reshape(index_op(kind, one, 0, flag, k, op, loc), Shape{}, loc);
   }
   Shape out = n->shape;
   if (kind == Op::TopkIndices) out[d] = k;
   OpAttrs attrs;
-  attrs.ints = {d};
-  attrs.ints.insert(attrs.ints.end(), ints_after_dim.begin(), ints_after_dim.end());
+  if (kind == Op::Argsort || kind == Op::TopkIndices) attrs.params = SortAttrs{.dim = d, .descending = flag, .k = k};
+  else attrs.params = ScanAttrs{.dim = d, .reverse = flag};
   return make_array(kind, std::move(attrs), {x}, std::move(out), DType::I64, n->device, loc);
 }
 
@@ -331,11 +312,11 @@ Array gather_values(const Array& x, int dim, const Array& idx, Loc loc) {
 }  // namespace
 
 Array argsort(const Array& x, int dim, bool descending, Loc loc) {
-  return index_op(Op::Argsort, x, dim, {descending ? 1 : 0, 0}, 0, "argsort", loc);
+  return index_op(Op::Argsort, x, dim, descending, 0, "argsort", loc);
 }
 
 ValuesIndices sort(const Array& x, int dim, bool descending, Loc loc) {
-  Array idx = index_op(Op::Argsort, x, dim, {descending ? 1 : 0, 0}, 0, "sort", loc);
+  Array idx = index_op(Op::Argsort, x, dim, descending, 0, "sort", loc);
   return {gather_values(x, dim, idx, loc), idx};
 }
 
@@ -353,7 +334,7 @@ ValuesIndices topk(const Array& x, int64_t k, int dim, bool largest, bool sorted
     if (k == 0) return t;
     return {reshape(t.values, Shape{}, loc), reshape(t.indices, Shape{}, loc)};
   }
-  Array idx = index_op(Op::TopkIndices, x, d, {largest ? 1 : 0, k}, k, op, loc);
+  Array idx = index_op(Op::TopkIndices, x, d, largest, k, op, loc);
   return {gather(x, d, idx, loc), idx};
 }
 
@@ -409,9 +390,7 @@ Array scan(Op kind, const Array& x, int dim, bool reverse, const char* op, Loc l
   const int r = n->shape.rank();
   const int d = dim_arg(dim, r, op, loc);
   if (r == 0) return in;
-  OpAttrs attrs;
-  attrs.ints = {d, reverse ? 1 : 0};
-  return make_array(kind, std::move(attrs), {in}, n->shape, dt, n->device, loc);
+  return make_array(kind, {.params = ScanAttrs{.dim = d, .reverse = reverse}}, {in}, n->shape, dt, n->device, loc);
 }
 }  // namespace
 
@@ -422,11 +401,11 @@ Array cumprod(const Array& x, int dim, Loc loc) { return scan(Op::Cumprod, x, di
 Array cumsum_reverse(const Array& x, int dim, Loc loc) { return scan(Op::Cumsum, x, dim, true, "cumsum", loc); }
 
 ValuesIndices cummax(const Array& x, int dim, Loc loc) {
-  Array idx = index_op(Op::CummaxIndices, x, dim, {0}, 0, "cummax", loc);
+  Array idx = index_op(Op::CummaxIndices, x, dim, false, 0, "cummax", loc);
   return {gather_values(x, dim, idx, loc), idx};
 }
 ValuesIndices cummin(const Array& x, int dim, Loc loc) {
-  Array idx = index_op(Op::CumminIndices, x, dim, {0}, 0, "cummin", loc);
+  Array idx = index_op(Op::CumminIndices, x, dim, false, 0, "cummin", loc);
   return {gather_values(x, dim, idx, loc), idx};
 }
 

@@ -50,20 +50,20 @@ Array permute(const Array& x, const std::vector<int>& dims, Loc loc) {
   int r = n->shape.rank();
   if (int(dims.size()) != r)
     fail("permute", fmt::format("got {} dims for a tensor of rank {}", dims.size(), r), loc);
-  OpAttrs attrs;
+  PermuteAttrs perm;
   std::vector<bool> used(size_t(r), false);
   std::vector<int64_t> shape;
   for (int d : dims) {
     int w = dim_arg(d, r, "permute", loc);
     if (used[size_t(w)]) fail("permute", fmt::format("dim {} appears more than once", d), loc);
     used[size_t(w)] = true;
-    attrs.ints.push_back(w);
+    perm.order.push_back(w);
     shape.push_back(n->shape[w]);
   }
   bool identity = true;
-  for (int i = 0; i < r; ++i) identity &= attrs.ints[size_t(i)] == i;
+  for (int i = 0; i < r; ++i) identity &= perm.order[size_t(i)] == i;
   if (identity) return x;
-  return movement(Op::Permute, x, std::move(attrs), Shape(shape), loc);
+  return movement(Op::Permute, x, {.params = std::move(perm)}, Shape(shape), loc);
 }
 
 Array transpose(const Array& x, int dim0, int dim1, Loc loc) {
@@ -91,14 +91,12 @@ Array slice(const Array& x, int dim, int64_t start, int64_t end, int64_t step, L
   int64_t s = clampi(start), e = clampi(end);
   int64_t len = e > s ? (e - s + step - 1) / step : 0;
   if (s == 0 && len == size && step == 1) return x;
-  OpAttrs attrs;
-  attrs.ints.assign(size_t(2 * r), 0);
-  for (int i = 0; i < r; ++i) attrs.ints[size_t(2 * i + 1)] = 1;
-  attrs.ints[size_t(2 * d)] = len ? s : 0;
-  attrs.ints[size_t(2 * d + 1)] = step;
+  SliceAttrs cut{.start = std::vector<int64_t>(size_t(r), 0), .step = std::vector<int64_t>(size_t(r), 1)};
+  cut.start[size_t(d)] = len ? s : 0;
+  cut.step[size_t(d)] = step;
   Shape shape = n->shape;
   shape[d] = len;
-  return movement(Op::Slice, x, std::move(attrs), shape, loc);
+  return movement(Op::Slice, x, {.params = std::move(cut)}, shape, loc);
 }
 
 Array expand(const Array& x, const Shape& shape, Loc loc) {
@@ -195,9 +193,7 @@ Array cat(const std::vector<Array>& xs, int dim, Loc loc) {
   if (xs.size() == 1) return xs[0];
   std::vector<Array> inputs;
   for (const Array& a : xs) inputs.push_back(cast(a, dt, loc));
-  OpAttrs attrs;
-  attrs.ints = {d};
-  return make_array(Op::Cat, std::move(attrs), inputs, Shape(out), dt, device, loc);
+  return make_array(Op::Cat, {.params = AxisAttrs{d}}, inputs, Shape(out), dt, device, loc);
 }
 
 }  // namespace ember

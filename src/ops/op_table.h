@@ -7,6 +7,7 @@
 
 #include "ember/dtype.h"
 #include "kir/builder.h"
+#include "ops/op_attrs.h"
 
 namespace ember {
 
@@ -30,13 +31,22 @@ enum class DTypeRule : uint8_t {
   None
 };
 
-// Attributes of a node. Which fields matter depends on the op.
+// Attributes of a node. `params` holds the op's structural attributes as their named struct
+// (ops/op_attrs.h); the scalars are constants its kernel embeds.
 struct OpAttrs {
-  std::vector<int64_t> ints;               // dims, permutation, slice starts/steps, shapes
-  double f0 = 0, f1 = 0;                   // scalars: arange start/step, random bounds
+  OpParams params;
+  double f0 = 0, f1 = 0;                   // arange start/step, random bounds, activation parameters
   kir::Builder::Scalar2 value{0, 0};       // full: the fill value
   uint64_t seed = 0;                       // random ops
   DType dtype = DType::F32;                // cast target
+
+  // The params as `T`, which the node's op must hold (an internal error otherwise).
+  template <class T>
+  const T& get() const {
+    if (const T* p = std::get_if<T>(&params)) [[likely]]
+      return *p;
+    wrong_params(params, params_name(OpParams(std::in_place_type<T>)));
+  }
 };
 
 struct OpInfo {

@@ -27,12 +27,12 @@ static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, 
   } catch (const Error& e) {
     throw Error(with_location(e.what(), loc));
   }
-  OpAttrs attrs;
+  ReduceAttrs reduce;
   std::vector<int64_t> out;
   int64_t count = 1;
   for (int d = 0; d < rank; ++d) {
     if (reduced[size_t(d)]) {
-      attrs.ints.push_back(d);
+      reduce.dims.push_back(d);
       count *= n->shape[d];
       if (keepdim) out.push_back(1);
     } else {
@@ -42,7 +42,7 @@ static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, 
   bool needs_elements = op_info(op).rule == DTypeRule::SameNonEmpty || op_info(op).rule == DTypeRule::IndexNonEmpty;
   if (needs_elements && count == 0)
     fail(name, fmt::format("cannot reduce over zero elements (input shape {})", n->shape.str()), loc);
-  return make_array(op, std::move(attrs), {x}, Shape(std::move(out)), t.result, n->device, loc);
+  return make_array(op, {.params = std::move(reduce)}, {x}, Shape(std::move(out)), t.result, n->device, loc);
 }
 
 Array sum(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) { return reduce(Op::Sum, x, std::move(dims), keepdim, loc); }

@@ -40,7 +40,6 @@ bool log_fusion() {
   return on;
 }
 
-constexpr int kConvInts = 9;
 constexpr size_t kMaxOperands = 4;
 
 // Ops that may be part of a chain (the head or a link).
@@ -63,18 +62,13 @@ std::optional<double> constant_value(const Node& f) {
   return std::nullopt;
 }
 
-ember_post_op post(int32_t kind, double alpha = 0, double beta = 0, int32_t input = -1) {
-  ember_post_op p{};
-  p.kind = kind;
-  p.input = input;
-  p.alpha = alpha;
-  p.beta = beta;
-  return p;
+PostOp post(int32_t kind, double alpha = 0, double beta = 0, int32_t input = -1) {
+  return {.kind = kind, .input = input, .alpha = alpha, .beta = beta};
 }
 
 // The post-op that computes consumer c from the chain's value `cur`, or nullopt. An added tensor
 // operand is appended to `operands` (its input index: first_operand + position).
-std::optional<ember_post_op> match(const Node& c, const Node* cur, const Node& head, std::vector<NodePtr>& operands,
+std::optional<PostOp> match(const Node& c, const Node* cur, const Node& head, std::vector<NodePtr>& operands,
                                    int32_t first_operand) {
   switch (c.op) {
     case Op::Relu: return post(EMBER_POST_RELU);
@@ -154,9 +148,8 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     if (head->dtype != DType::F32 && head->dtype != DType::F64) continue;
     const bool conv = head->op == Op::Conv2d;
     const int32_t code = conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE;
-    if (conv && head->attrs.ints.size() != size_t(kConvInts)) continue;
     const int32_t first_operand = int32_t(head->inputs.size());
-    std::vector<ember_post_op> ops;
+    std::vector<PostOp> ops;
     std::vector<NodePtr> operands;
     std::vector<Node*> absorbed;
     Node* cur = head;
@@ -165,7 +158,7 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
       if (!found || !*found || removed.find(*found)) break;
       Node* c = *found;
       if (c->device != head->device || c->dtype != head->dtype || c->shape != head->shape || !c->is_pending()) break;
-      std::optional<ember_post_op> op = match(*c, cur, *head, operands, first_operand);
+      std::optional<PostOp> op = match(*c, cur, *head, operands, first_operand);
       if (!op) break;
       ops.push_back(*op);
       absorbed.push_back(cur);
@@ -175,14 +168,8 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     // A device that cannot bind one of the tensors whole runs the plain product (which it may
     // split, as Vulkan splits matmuls) and the post-ops as a kernel, not the fused call on the host.
     if (!fits_one_binding(*head, operands, *cur)) continue;
-    OpAttrs attrs;
-    std::vector<int64_t>& ints = attrs.ints;
-    ints.push_back(conv && head->inputs.size() == 3 ? 1 : 0);
-    if (conv) ints.insert(ints.end(), head->attrs.ints.begin(), head->attrs.ints.end());
-    else ints.insert(ints.end(), size_t(kConvInts), 0);
-    ints.push_back(int64_t(ops.size()));
-    for (const ember_post_op& p : ops)
-      ints.insert(ints.end(), {p.kind, p.input, std::bit_cast<int64_t>(p.alpha), std::bit_cast<int64_t>(p.beta)});
+    EpilogueAttrs epilogue{.has_bias = conv && head->inputs.size() == 3, .ops = std::move(ops)};
+    if (conv) epilogue.conv = head->attrs.get<Conv2dOptions>();
     if (log_fusion()) {
       std::string chain = op_name(head->op);
       for (Node* a : absorbed)
@@ -196,7 +183,7 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     for (const NodePtr& o : operands)  // now an input of the rewritten node
       if (Node** c = consumer.find(o.get())) *c = nullptr;
     cur->op = conv ? Op::Conv2dEpilogue : Op::MatmulEpilogue;
-    cur->attrs = std::move(attrs);
+    cur->attrs = OpAttrs{.params = std::move(epilogue)};
     cur->inputs = std::move(inputs);  // releases the absorbed chain (nothing else holds it)
   }
   if (removed.size() > 0)
@@ -204,18 +191,25 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
                 order.end());
 }
 
+ember_conv_attrs conv_call_attrs(const Conv2dOptions& c) {
+  return {{c.stride.h, c.stride.w}, {c.padding.top, c.padding.left}, {c.padding.bottom, c.padding.right},
+          {c.dilation.h, c.dilation.w}, c.groups};
+}
+
 ember_epilogue_attrs epilogue_attrs(const Node& n) {
-  const std::vector<int64_t>& i = n.attrs.ints;
+  const EpilogueAttrs& e = n.attrs.get<EpilogueAttrs>();
   ember_epilogue_attrs a{};
-  a.has_bias = int32_t(i.at(0));
-  a.conv = {{i.at(1), i.at(2)}, {i.at(3), i.at(4)}, {i.at(5), i.at(6)}, {i.at(7), i.at(8)}, i.at(9)};
-  a.n_ops = int32_t(i.at(10));
-  if (a.n_ops < 1 || a.n_ops > EMBER_MAX_POST_OPS || i.size() != size_t(11 + 4 * a.n_ops))
-    throw Error(fmt::format("{}: malformed epilogue attributes", n.where()));
+  a.has_bias = int32_t(e.has_bias);
+  if (n.op == Op::Conv2dEpilogue) a.conv = conv_call_attrs(e.conv);
+  a.n_ops = int32_t(e.ops.size());
+  if (a.n_ops < 1 || a.n_ops > EMBER_MAX_POST_OPS)
+    throw Error(fmt::format("{}: an epilogue of {} post-ops (1 to {})", n.where(), a.n_ops, EMBER_MAX_POST_OPS));
   for (int k = 0; k < a.n_ops; ++k) {
-    const size_t at = size_t(11 + 4 * k);
-    a.ops[k] = post(int32_t(i[at]), std::bit_cast<double>(i[at + 2]), std::bit_cast<double>(i[at + 3]),
-                    int32_t(i[at + 1]));
+    const PostOp& p = e.ops[size_t(k)];
+    a.ops[k].kind = p.kind;
+    a.ops[k].input = p.input;
+    a.ops[k].alpha = p.alpha;
+    a.ops[k].beta = p.beta;
   }
   return a;
 }

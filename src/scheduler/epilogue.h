@@ -23,9 +23,9 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots);
 bool epilogue_folding_enabled();
 void set_epilogue_folding_enabled(bool on);
 
-// The library attrs of a MatmulEpilogue / Conv2dEpilogue node. OpAttrs::ints layout: has_bias,
-// the 9 conv ints (ops_library.def; zeros for matmul), n_ops, then per post-op: kind, input
-// index, alpha and beta (the doubles' bits).
+// A convolution's attributes as a library call takes them.
+ember_conv_attrs conv_call_attrs(const Conv2dOptions& c);
+// The library attrs of a MatmulEpilogue / Conv2dEpilogue node (its EpilogueAttrs).
 ember_epilogue_attrs epilogue_attrs(const Node& n);
 
 // Lowering of a MatmulEpilogue / Conv2dEpilogue node: one library call (sets its view).

@@ -89,7 +89,7 @@ std::optional<IndexMap> edge_map(const Node& c, const IndexMap& mc, size_t input
       if (!reduce_kdims) return std::nullopt;
       IndexMap mi;
       std::vector<bool> reduced(static_cast<size_t>(in.shape.rank()), false);
-      for (int64_t d : c.attrs.ints) reduced[size_t(d)] = true;
+      for (int64_t d : c.attrs.get<ReduceAttrs>().dims) reduced[size_t(d)] = true;
       bool keepdim = c.shape.rank() == in.shape.rank();
       size_t next_kept = 0, next_reduced = 0;
       for (int j = 0; j < in.shape.rank(); ++j) {
@@ -108,17 +108,18 @@ std::optional<IndexMap> edge_map(const Node& c, const IndexMap& mc, size_t input
         case Op::Expand: return broadcast_map(in.shape, c.shape, mc);
         case Op::Permute: {
           IndexMap mi;
-          mi.dims.resize(c.attrs.ints.size());
-          for (size_t j = 0; j < c.attrs.ints.size(); ++j) mi.dims[size_t(c.attrs.ints[j])] = mc.dims[j];
+          const std::vector<int64_t>& order = c.attrs.get<PermuteAttrs>().order;
+          mi.dims.resize(order.size());
+          for (size_t j = 0; j < order.size(); ++j) mi.dims[size_t(order[j])] = mc.dims[j];
           return mi;
         }
         case Op::Slice: {
           IndexMap mi = mc;
+          const SliceAttrs& cut = c.attrs.get<SliceAttrs>();
           for (size_t j = 0; j < mi.dims.size(); ++j) {
-            int64_t start = c.attrs.ints[2 * j], step = c.attrs.ints[2 * j + 1];
             DimMap& d = mi.dims[j];
-            d.offset = start + d.offset * step;
-            d.scale *= step;
+            d.offset = cut.start[j] + d.offset * cut.step[j];
+            d.scale *= cut.step[j];
           }
           return mi;
         }
@@ -258,7 +259,7 @@ struct Planner {
         m.dims.push_back({j, 1, 0, -1});
       }
       std::vector<int> rd;
-      for (int64_t d : root->attrs.ints) {
+      for (int64_t d : root->attrs.get<ReduceAttrs>().dims) {
         rd.push_back(int(k.extents.size()));
         k.extents.push_back(in.shape[int(d)]);
         k.reduce_dim.push_back(true);
@@ -330,7 +331,7 @@ struct Planner {
       const Node& in = *n->inputs[0];
       bool keepdim = n->shape.rank() == in.shape.rank();
       size_t dropped = 0;
-      for (int64_t d : n->attrs.ints) {
+      for (int64_t d : n->attrs.get<ReduceAttrs>().dims) {
         int kd = -1;
         if (keepdim) kd = m.dims[size_t(d)].src >= 0 ? -2 : m.dims[size_t(d)].bcast;
         else if (dropped < m.dropped_bcast.size()) kd = m.dropped_bcast[dropped++];
@@ -577,8 +578,7 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
     k.push_back(int64_t(n->dtype));
     k.push_back(int64_t(n->device.kind) * 1000 + n->device.index);
     shape(*n);
-    k.push_back(int64_t(n->attrs.ints.size()));
-    k.insert(k.end(), n->attrs.ints.begin(), n->attrs.ints.end());
+    append_key(n->attrs.params, k);
     k.push_back(int64_t(n->attrs.dtype));
     const Seen& self = *seen.find(n);
     const bool ext = self.root || !self.read || self.total > self.internal;

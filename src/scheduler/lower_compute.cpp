@@ -64,7 +64,7 @@ void run_generator(Node& n) {
   l.run(n.device, b, op_name(n.op));
 }
 
-// attrs.ints: the reduced dims (sorted, wrapped); the node's shape has them removed or kept as 1.
+// ReduceAttrs: the reduced dims (sorted, wrapped); the node's shape has them removed or kept as 1.
 void run_reduce(Node& n) {
   const Node& in = *n.inputs[0];
   ReduceTypes t = reduce_types(n.op, in.dtype);
@@ -72,7 +72,7 @@ void run_reduce(Node& n) {
   if (n.shape.numel() == 0) return;
 
   std::vector<bool> reduced(size_t(in.shape.rank()), false);
-  for (int64_t d : n.attrs.ints) reduced[size_t(d)] = true;
+  for (int64_t d : n.attrs.get<ReduceAttrs>().dims) reduced[size_t(d)] = true;
   Launch l;
   std::vector<int64_t> in_strides, out_strides;
   int64_t count = 1;
@@ -109,6 +109,6 @@ void run_reduce(Node& n) {
   l.run(n.device, b, op_name(n.op));
 }
 
-// Gather (attrs.ints = {dim}): out[p] = x[p with p[dim] replaced by index[p]].
-// IndexSelect (attrs.ints = {dim}): out[p] = x[p with p[dim] replaced by index[p[dim]]].
+// Gather (AxisAttrs): out[p] = x[p with p[dim] replaced by index[p]].
+// IndexSelect (AxisAttrs): out[p] = x[p with p[dim] replaced by index[p[dim]]].
 }  // namespace ember

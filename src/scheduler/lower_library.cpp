@@ -61,8 +61,8 @@ ember_tensor_desc tensor_desc(const Node& x, const View& v) {
 
 }  // namespace
 
-// Ops of ops_library.def: one library call each, attributes from OpAttrs::ints (layouts listed in
-// ops_library.def) into the attrs struct of abi.h.
+// Ops of ops_library.def: one library call each, the node's typed attributes (ops/op_attrs.h)
+// spelled as the attrs struct of abi.h.
 void run_library(Node& n) {
   if (n.op == Op::MatmulEpilogue || n.op == Op::Conv2dEpilogue) return run_epilogue(n);
   n.view = alloc_contiguous(n);
@@ -70,7 +70,6 @@ void run_library(Node& n) {
   std::vector<ember_tensor_desc> ins;
   for (const NodePtr& in : n.inputs) ins.push_back(tensor_desc(*in, in->view));
   ember_tensor_desc out = tensor_desc(n, n.view);
-  const std::vector<int64_t>& i = n.attrs.ints;
   ember_conv_attrs conv{};
   ember_pool_attrs pool{};
   ember_sort_attrs sort{};
@@ -99,27 +98,36 @@ void run_library(Node& n) {
   }
   switch (code) {
     case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
-      conv = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, i[8]};
+      conv = conv_call_attrs(n.attrs.get<Conv2dOptions>());
       attrs = &conv;
       break;
     case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
-    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD:
-      pool = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, int32_t(i[8])};
+    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD: {
+      const Pool2dOptions& p = n.attrs.get<Pool2dOptions>();
+      pool = {{p.kernel.h, p.kernel.w}, {p.stride.h, p.stride.w}, {p.padding.h, p.padding.w},
+              {p.padding.h, p.padding.w}, int32_t(p.count_include_pad)};
       attrs = &pool;
       break;
-    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK:
-      sort = {int32_t(i[0]), int32_t(i[1]), i[2]};
+    }
+    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: {
+      const SortAttrs& s = n.attrs.get<SortAttrs>();
+      sort = {int32_t(s.dim), int32_t(s.descending), s.k};
       attrs = &sort;
       break;
+    }
     case EMBER_LIB_FUSED_ATTENTION:
-    case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
-      attention = {n.attrs.f0, int32_t(i[0])};
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD: {
+      const AttentionAttrs& a = n.attrs.get<AttentionAttrs>();
+      attention = {a.scale, int32_t(a.causal)};
       attrs = &attention;
       break;
-    default:
-      scan = {int32_t(i[0]), int32_t(i[1])};
+    }
+    default: {
+      const ScanAttrs& s = n.attrs.get<ScanAttrs>();
+      scan = {int32_t(s.dim), int32_t(s.reverse)};
       attrs = &scan;
       break;
+    }
   }
   std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
   for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);

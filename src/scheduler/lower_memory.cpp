@@ -71,14 +71,14 @@ void run_movement(Node& n) {
     }
     case Op::Permute: {
       out.strides.clear();
-      for (int64_t p : n.attrs.ints) out.strides.push_back(v.strides[size_t(p)]);
+      for (int64_t p : n.attrs.get<PermuteAttrs>().order) out.strides.push_back(v.strides[size_t(p)]);
       break;
     }
-    case Op::Slice: {  // ints: per dim start, step
-      for (int d = 0; d < n.shape.rank(); ++d) {
-        int64_t start = n.attrs.ints[size_t(2 * d)], step = n.attrs.ints[size_t(2 * d + 1)];
-        out.offset += start * v.strides[size_t(d)];
-        out.strides[size_t(d)] = v.strides[size_t(d)] * step;
+    case Op::Slice: {
+      const SliceAttrs& cut = n.attrs.get<SliceAttrs>();
+      for (size_t d = 0; d < size_t(n.shape.rank()); ++d) {
+        out.offset += cut.start[d] * v.strides[d];
+        out.strides[d] = v.strides[d] * cut.step[d];
       }
       break;
     }
@@ -96,7 +96,7 @@ void run_movement(Node& n) {
 void run_gather(Node& n) {
   const Node& x = *n.inputs[0];
   const Node& index = *n.inputs[1];
-  int dim = int(n.attrs.ints[0]);
+  const int dim = int(n.attrs.get<AxisAttrs>().dim);
   n.view = alloc_contiguous(n);
   if (n.shape.numel() == 0) return;
   Launch l;
@@ -121,13 +121,13 @@ void run_gather(Node& n) {
   l.run(n.device, b, op_name(n.op));
 }
 
-// ScatterAdd (attrs.ints = {dim}): a reduction over the index's extent k along dim:
+// ScatterAdd (AxisAttrs): a reduction over the index's extent k along dim:
 // out[p] = sum_k (index[p|dim=k] == p[dim] ? src[p|dim=k] : 0). The comparison value p[dim] is
 // the IOTA of an argument without a buffer that steps 1 along dim.
 void run_scatter_add(Node& n) {
   const Node& src = *n.inputs[0];
   const Node& index = *n.inputs[1];
-  int dim = int(n.attrs.ints[0]);
+  const int dim = int(n.attrs.get<AxisAttrs>().dim);
   n.view = alloc_contiguous(n);
   if (n.shape.numel() == 0) return;
   int r = n.shape.rank();
@@ -164,10 +164,10 @@ void run_scatter_add(Node& n) {
   l.run(n.device, b, op_name(n.op));
 }
 
-// Cat (attrs.ints = {dim}): one copy per input into its slab of the output, except for inputs
+// Cat (AxisAttrs): one copy per input into its slab of the output, except for inputs
 // that were computed in their slab already (place_cat_inputs in realize.cpp).
 void run_cat(Node& n) {
-  int dim = int(n.attrs.ints[0]);
+  const int dim = int(n.attrs.get<AxisAttrs>().dim);
   n.view = alloc_contiguous(n);
   int64_t start = 0;
   for (auto& in : n.inputs) {

@@ -1,0 +1,73 @@
+// graph_text (ember/debug.h): the pending graph behind some arrays as numbered lines, one per
+// node, with its op, operands, dtype, shape, typed attributes (ops/op_attrs.h) and the user's line.
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "ember/debug.h"
+#include "graph/node.h"
+
+namespace ember {
+
+namespace {
+
+std::string scalar_attrs(const Node& n) {
+  switch (n.op) {
+    case Op::Full:
+      return is_floating(n.dtype) ? fmt::format("value {}", n.attrs.value.f) : fmt::format("value {}", n.attrs.value.i);
+    case Op::Cast: return fmt::format("to {}", dtype_name(n.attrs.dtype));
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::string graph_text(const std::vector<Array>& outputs) {
+  // Depth-first post-order without recursion (graphs can be deep).
+  std::unordered_map<const Node*, int> number;
+  std::vector<const Node*> order;
+  for (const Array& out : outputs) {
+    if (!out.defined()) continue;
+    std::vector<std::pair<const Node*, size_t>> stack{{out.node().get(), 0}};
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (number.count(n)) {
+        stack.pop_back();
+        continue;
+      }
+      // A realized node has dropped its inputs: it is a value here.
+      const bool pending = !n->is_ready();
+      if (pending && next < n->inputs.size()) {
+        const Node* in = n->inputs[next++].get();
+        if (!number.count(in)) stack.push_back({in, 0});
+        continue;
+      }
+      number[n] = int(order.size());
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  std::string text;
+  for (const Node* n : order) {
+    std::string line = fmt::format("%{} = ", number[n]);
+    if (n->is_ready()) {
+      line += "value";
+    } else {
+      line += op_name(n->op);
+      line += "(";
+      for (size_t i = 0; i < n->inputs.size(); ++i) line += fmt::format("{}%{}", i ? ", " : "", number[n->inputs[i].get()]);
+      line += ")";
+    }
+    line += fmt::format(" {}{}", dtype_name(n->dtype), n->shape.str());
+    if (n->device != Device::cpu()) line += " on " + n->device.str();
+    std::string attrs = n->is_ready() ? "" : describe(n->attrs.params);
+    const std::string scalars = n->is_ready() ? "" : scalar_attrs(*n);
+    if (!scalars.empty()) attrs += (attrs.empty() ? "" : ", ") + scalars;
+    if (!attrs.empty()) line += " {" + attrs + "}";
+    line += "  # " + format_location(n->loc) + "\n";
+    text += line;
+  }
+  return text;
+}
+
+}  // namespace ember

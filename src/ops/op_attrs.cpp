@@ -1,0 +1,142 @@
+// Printing, cache keys and checked access of the typed op attributes (ops/op_attrs.h).
+#include "ops/op_attrs.h"
+
+#include <bit>
+#include <type_traits>
+
+#include "ember/error.h"
+#include <fmt/format.h>
+
+namespace ember {
+
+namespace {
+
+template <class>
+constexpr bool kAlwaysFalse = false;
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string pair(const IntPair& p) { return fmt::format("({}, {})", p.h, p.w); }
+
+std::string conv_str(const Conv2dOptions& c) {
+  return fmt::format("stride {}, padding (top {}, left {}, bottom {}, right {}), dilation {}, groups {}",
+                     pair(c.stride), c.padding.top, c.padding.left, c.padding.bottom, c.padding.right,
+                     pair(c.dilation), c.groups);
+}
+
+void conv_key(const Conv2dOptions& c, std::vector<int64_t>& k) {
+  k.insert(k.end(), {c.stride.h, c.stride.w, c.padding.top, c.padding.left, c.padding.bottom, c.padding.right,
+                     c.dilation.h, c.dilation.w, c.groups});
+}
+
+}  // namespace
+
+const char* params_name(const OpParams& p) {
+  return std::visit(
+      [](const auto& a) -> const char* {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, std::monostate>) return "no attributes";
+        else if constexpr (std::is_same_v<T, ReduceAttrs>) return "ReduceAttrs";
+        else if constexpr (std::is_same_v<T, PermuteAttrs>) return "PermuteAttrs";
+        else if constexpr (std::is_same_v<T, SliceAttrs>) return "SliceAttrs";
+        else if constexpr (std::is_same_v<T, AxisAttrs>) return "AxisAttrs";
+        else if constexpr (std::is_same_v<T, Conv2dOptions>) return "Conv2dOptions";
+        else if constexpr (std::is_same_v<T, Pool2dOptions>) return "Pool2dOptions";
+        else if constexpr (std::is_same_v<T, SortAttrs>) return "SortAttrs";
+        else if constexpr (std::is_same_v<T, ScanAttrs>) return "ScanAttrs";
+        else if constexpr (std::is_same_v<T, AttentionAttrs>) return "AttentionAttrs";
+        else if constexpr (std::is_same_v<T, EpilogueAttrs>) return "EpilogueAttrs";
+        else static_assert(kAlwaysFalse<T>, "a new params struct needs its name here");
+      },
+      p);
+}
+
+std::string describe(const OpParams& p) {
+  return std::visit(
+      [](const auto& a) -> std::string {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          return "";
+        } else if constexpr (std::is_same_v<T, ReduceAttrs>) {
+          return "dims " + list(a.dims);
+        } else if constexpr (std::is_same_v<T, PermuteAttrs>) {
+          return "order " + list(a.order);
+        } else if constexpr (std::is_same_v<T, SliceAttrs>) {
+          return "start " + list(a.start) + ", step " + list(a.step);
+        } else if constexpr (std::is_same_v<T, AxisAttrs>) {
+          return fmt::format("dim {}", a.dim);
+        } else if constexpr (std::is_same_v<T, Conv2dOptions>) {
+          return conv_str(a);
+        } else if constexpr (std::is_same_v<T, Pool2dOptions>) {
+          return fmt::format("kernel {}, stride {}, padding {}, count_include_pad {}", pair(a.kernel), pair(a.stride),
+                             pair(a.padding), a.count_include_pad);
+        } else if constexpr (std::is_same_v<T, SortAttrs>) {
+          return fmt::format("dim {}, descending {}, k {}", a.dim, a.descending, a.k);
+        } else if constexpr (std::is_same_v<T, ScanAttrs>) {
+          return fmt::format("dim {}, reverse {}", a.dim, a.reverse);
+        } else if constexpr (std::is_same_v<T, AttentionAttrs>) {
+          return fmt::format("scale {}, causal {}", a.scale, a.causal);
+        } else if constexpr (std::is_same_v<T, EpilogueAttrs>) {
+          std::string s = fmt::format("bias {}, {} post-ops", a.has_bias, a.ops.size());
+          for (const PostOp& o : a.ops)
+            s += fmt::format(" [kind {} input {} alpha {} beta {}]", o.kind, o.input, o.alpha, o.beta);
+          return s + ", conv " + conv_str(a.conv);
+        } else {
+          static_assert(kAlwaysFalse<T>, "a new params struct needs describe()");
+        }
+      },
+      p);
+}
+
+void append_key(const OpParams& p, std::vector<int64_t>& k) {
+  k.push_back(int64_t(p.index()));
+  std::visit(
+      [&k](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        auto put_list = [&k](const std::vector<int64_t>& v) {
+          k.push_back(int64_t(v.size()));
+          k.insert(k.end(), v.begin(), v.end());
+        };
+        if constexpr (std::is_same_v<T, std::monostate>) {
+        } else if constexpr (std::is_same_v<T, ReduceAttrs>) {
+          put_list(a.dims);
+        } else if constexpr (std::is_same_v<T, PermuteAttrs>) {
+          put_list(a.order);
+        } else if constexpr (std::is_same_v<T, SliceAttrs>) {
+          put_list(a.start);
+          put_list(a.step);
+        } else if constexpr (std::is_same_v<T, AxisAttrs>) {
+          k.push_back(a.dim);
+        } else if constexpr (std::is_same_v<T, Conv2dOptions>) {
+          conv_key(a, k);
+        } else if constexpr (std::is_same_v<T, Pool2dOptions>) {
+          k.insert(k.end(), {a.kernel.h, a.kernel.w, a.stride.h, a.stride.w, a.padding.h, a.padding.w,
+                             int64_t(a.count_include_pad)});
+        } else if constexpr (std::is_same_v<T, SortAttrs>) {
+          k.insert(k.end(), {a.dim, int64_t(a.descending), a.k});
+        } else if constexpr (std::is_same_v<T, ScanAttrs>) {
+          k.insert(k.end(), {a.dim, int64_t(a.reverse)});
+        } else if constexpr (std::is_same_v<T, AttentionAttrs>) {
+          k.insert(k.end(), {std::bit_cast<int64_t>(a.scale), int64_t(a.causal)});
+        } else if constexpr (std::is_same_v<T, EpilogueAttrs>) {
+          k.push_back(int64_t(a.has_bias));
+          conv_key(a.conv, k);
+          k.push_back(int64_t(a.ops.size()));
+          for (const PostOp& o : a.ops)
+            k.insert(k.end(), {o.kind, o.input, std::bit_cast<int64_t>(o.alpha), std::bit_cast<int64_t>(o.beta)});
+        } else {
+          static_assert(kAlwaysFalse<T>, "a new params struct needs append_key()");
+        }
+      },
+      p);
+}
+
+void wrong_params(const OpParams& p, const char* expected) {
+  throw Error(fmt::format("internal error: an op's attributes hold {}, its rule expects {}", params_name(p), expected));
+}
+
+}  // namespace ember
