@@ -15,6 +15,7 @@
 #include "ember/dtype.h"
 #include "ember/error.h"
 #include "ember/ops.h"
+#include "ember/ops_nn.h"
 #include "ember/profiler.h"
 #include "ember/shape.h"
 #include "ember/tensor.h"

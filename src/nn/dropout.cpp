@@ -6,15 +6,6 @@
 
 namespace ember::nn {
 
-Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed, Loc loc) {
-  UserCall call("dropout", loc);
-  if (p < 0 || p > 1) throw nn_error(fmt::format("dropout: p must be in [0, 1], got {}", p));
-  if (!training || p == 0) return x;
-  if (p == 1) return mul(x, 0.0);
-  Array keep = ge(uniform(x.shape(), 0, 1, {.seed = seed, .dtype = DType::F32, .device = x.device()}), p);
-  return where(keep, mul(x, 1.0 / (1.0 - p)), 0.0);
-}
-
 Dropout::Dropout(DropoutOptions opts) : options(opts) {
   if (opts.p < 0 || opts.p > 1) throw nn_error(fmt::format("Dropout: p must be in [0, 1], got {}", opts.p));
 }

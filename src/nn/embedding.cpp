@@ -4,6 +4,7 @@
 
 #include "ember/nn/init.h"
 #include "nn/json_util.h"
+#include "ops/nn_embedding.h"
 
 namespace ember::nn {
 
@@ -23,41 +24,9 @@ Embedding::Embedding(EmbeddingOptions opts) : options(opts) {
   weight = Param<2>(Tensor<2>(w));
 }
 
-namespace {
-
-// What embedding() computes, inside the caller's UserCall (so errors name the layer or function).
-Array lookup(const UserCall& call, const Array& indices, const Array& weight, std::optional<int64_t> padding_idx) {
-  if (!is_integral(indices.dtype()))
-    throw call.error(fmt::format("indices must be integers, got {}", dtype_name(indices.dtype())));
-  if (weight.rank() != 2) throw call.error(fmt::format("weight must be [num, dim], got {}", weight.shape().str()));
-  const int64_t num = weight.size(0);
-  if (padding_idx) {
-    if (*padding_idx < -num || *padding_idx >= num)
-      throw call.error(fmt::format("padding_idx {} out of range for {} entries", *padding_idx, num));
-    if (*padding_idx < 0) *padding_idx += num;
-  }
-  std::vector<int64_t> out_dims = indices.shape().dims();
-  out_dims.push_back(weight.size(1));
-  Array flat = reshape(indices, {-1});
-  Array rows = index_select(weight, 0, flat);
-  if (padding_idx) {
-    // Same values, but no gradient flows into the padding row.
-    Array is_pad = reshape(eq(flat, *padding_idx), {-1, 1});
-    rows = where(is_pad, rows.detach(), rows);
-  }
-  return reshape(rows, Shape(out_dims));
-}
-
-}  // namespace
-
 Array Embedding::forward(const Array& indices, Loc loc) {
   UserCall call("Embedding", loc);
-  return lookup(call, indices, weight.array(), options.padding_idx);
-}
-
-Array embedding(const Array& indices, const Array& weight, std::optional<int64_t> padding_idx, Loc loc) {
-  UserCall call("embedding", loc);
-  return lookup(call, indices, weight, padding_idx);
+  return embedding_lookup(call, indices, weight.array(), options.padding_idx);
 }
 
 std::string EmbeddingOptions::to_json() const {

@@ -1,4 +1,5 @@
-// Group and instance normalization (include/ember/nn/group_norm.h).
+// The GroupNorm and InstanceNorm layers (include/ember/nn/group_norm.h), which run group_norm and
+// instance_norm (src/ops/nn_norm.cpp).
 #include "ember/nn/group_norm.h"
 #include "nn/layer_error.h"
 #include "ember/autocast.h"
@@ -6,43 +7,6 @@
 #include "nn/json_util.h"
 
 namespace ember::nn {
-
-static Shape channel_shape(const Array& x) {
-  std::vector<int64_t> s(static_cast<size_t>(x.rank()), 1);
-  s[1] = x.size(1);
-  return Shape(s);
-}
-
-static Array affine(Array y, const Array& x, const Array& weight, const Array& bias) {
-  if (weight.defined()) y = mul(y, reshape(weight, channel_shape(x)));
-  if (bias.defined()) y = add(y, reshape(bias, channel_shape(x)));
-  return y;
-}
-
-Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const Array& bias, double eps, Loc loc) {
-  UserCall call("group_norm", loc);
-  const Array x = autocast_f32(x_in);  // statistics in f32 under autocast (autocast_policy.def)
-  if (x.rank() < 2 || groups <= 0 || x.size(1) % groups)
-    throw nn_error(fmt::format("group_norm: expected [N, C, *] with C a multiple of {} groups, got {}", groups,
-                            x.shape().str()));
-  Array g = reshape(x, {x.size(0), groups, -1});
-  Array mu = mean(g, {2}, true);
-  Array centered = sub(g, mu);
-  Array var = mean(mul(centered, centered), {2}, true);
-  Array y = reshape(div(centered, sqrt(add(var, eps))), x.shape());
-  return affine(y, x, weight, bias);
-}
-
-Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps, Loc loc) {
-  UserCall call("instance_norm", loc);
-  if (x.rank() < 3) throw nn_error(fmt::format("instance_norm: expected [N, C, *spatial], got {}", x.shape().str()));
-  std::vector<int> dims;
-  for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
-  Array mu = mean(x, dims, true);
-  Array centered = sub(x, mu);
-  Array var = mean(mul(centered, centered), dims, true);
-  return affine(div(centered, sqrt(add(var, eps))), x, weight, bias);
-}
 
 GroupNorm::GroupNorm(GroupNormOptions opts) : options(opts) {
   if (opts.groups <= 0 || opts.channels <= 0 || opts.channels % opts.groups)

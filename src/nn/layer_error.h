@@ -1,18 +1,13 @@
-// nn_error: the Error that nn code throws, located at the user's line when a layer runs.
+// nn_error: the Error that nn code throws, located at the user's line when a layer runs (the
+// composite ops' call_error, ops/call_error.h).
 #pragma once
 
 #include <string>
 
-#include "ember/error.h"
+#include "ops/call_error.h"
 
 namespace ember::nn {
 
-// Inside a layer or functional the user called (an open ember::UserCall), the message gets the
-// user's line and, unless it already starts with it, the layer's name: "Linear: expected input
-// [..., 9216], got [2, 10816] (at mnist.cpp:42)". Elsewhere (constructors, options parsing) the
-// message alone: a line inside Ember would not help the user.
-inline Error nn_error(const std::string& message, Loc here = Loc::current()) {
-  return attributed_layer(here) ? Error(with_location(message, here)) : Error(message);
-}
+inline Error nn_error(const std::string& message, Loc here = Loc::current()) { return call_error(message, here); }
 
 }  // namespace ember::nn

@@ -1,4 +1,4 @@
-// Normalization layers (include/ember/nn/norm.h).
+// Normalization layers (include/ember/nn/norm.h) over the functions of src/ops/nn_norm.cpp.
 #include "ember/nn/norm.h"
 #include "nn/layer_error.h"
 #include "ember/autocast.h"
@@ -35,51 +35,21 @@ Array BatchNorm::forward(const Array& x_in, Loc loc) {
                             ranks_.back() == 4 ? ", H, W" : "(, L)", x.shape().str()));
   if (weight.defined()) check_input_dtype(name_, x, weight);
   else check_input_dtype(name_, x, running_mean, "running_mean");
-  std::vector<int> dims{0};
-  for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
-  std::vector<int64_t> bshape(size_t(x.rank()), 1);
-  bshape[1] = options.features;
-  Shape channel_shape(bshape);
-
-  Array mu, var;
-  bool use_batch = is_training() || !options.track_running_stats;
-  if (use_batch) {
-    int64_t n = x.numel() / options.features;  // elements per channel in the statistics
-    if (is_training() && group_sum) {
-      // Two passes over the group, as the local formula below: the mean of every rank's rows,
-      // then the mean squared deviation from it (numerically the same as one process's batch).
-      Array counts = group_sum(full(Shape{}, n, {.dtype = DType::I64, .device = x.device()}));
-      if (!counts.defined() || counts.numel() != 1)
-        throw call.error("group_sum must return an array of the argument's shape");
-      n = counts.item<int64_t>();
-      if (n <= 0) throw call.error("the synchronized batch is empty on every rank");
-      mu = div(group_sum(sum(x, dims, true)), double(n));
-      Array centered = sub(x, mu);
-      var = div(group_sum(sum(mul(centered, centered), dims, true)), double(n));
-    } else {
-      mu = mean(x, dims, true);
-      Array centered = sub(x, mu);
-      var = mean(mul(centered, centered), dims, true);
-    }
-    if (is_training() && options.track_running_stats) {
-      NoGradGuard no_grad;
-      double m = options.momentum;
-      Array batch_mean = reshape(mu.detach(), {options.features});
-      Array unbiased = mul(reshape(var.detach(), {options.features}), n > 1 ? double(n) / double(n - 1) : 1.0);
-      running_mean.set(add(mul(running_mean.array(), 1 - m), mul(cast(batch_mean, running_mean.array().dtype()), m)));
-      running_var.set(add(mul(running_var.array(), 1 - m), mul(cast(unbiased, running_var.array().dtype()), m)));
-      num_batches_tracked.set(add(num_batches_tracked.array(), 1));
-    }
-  } else {
-    return batch_norm_inference(x, reshape(running_mean.array(), channel_shape),
-                                reshape(running_var.array(), channel_shape),
-                                weight.defined() ? reshape(weight.array(), channel_shape) : Array(),
-                                bias.defined() ? reshape(bias.array(), channel_shape) : Array(), options.eps);
+  // Batch statistics in training, and always without running statistics.
+  const bool track = options.track_running_stats;
+  BatchNormResult r = batch_norm(x, track ? running_mean.array() : Array(), track ? running_var.array() : Array(),
+                                 weight.defined() ? weight.array() : Array(), bias.defined() ? bias.array() : Array(),
+                                 {.training = is_training() || !track,
+                                  .momentum = options.momentum,
+                                  .eps = options.eps,
+                                  .group_sum = is_training() ? group_sum : nullptr});
+  if (is_training() && track) {
+    running_mean.set(r.running_mean);
+    running_var.set(r.running_var);
+    NoGradGuard no_grad;
+    num_batches_tracked.set(add(num_batches_tracked.array(), 1));
   }
-  Array y = div(sub(x, mu), sqrt(add(var, options.eps)));
-  if (weight.defined()) y = mul(y, reshape(weight.array(), channel_shape));
-  if (bias.defined()) y = add(y, reshape(bias.array(), channel_shape));
-  return y;
+  return r.output;
 }
 
 std::string BatchNormOptions::to_json() const {
@@ -108,44 +78,6 @@ BatchNormOptions BatchNormOptions::from_json(const std::string& text) {
 }
 
 // ---- layer norm and RMS norm ---------------------------------------------------------------
-
-static std::vector<int> trailing_dims(const Array& x, int n, const char* op) {
-  if (n < 1 || n > x.rank())
-    throw nn_error(fmt::format("{}: cannot normalize {} trailing dims of {}", op, n, x.shape().str()));
-  std::vector<int> dims;
-  for (int d = x.rank() - n; d < x.rank(); ++d) dims.push_back(d);
-  return dims;
-}
-
-Array batch_norm_inference(const Array& x, const Array& mean, const Array& var, const Array& weight, const Array& bias,
-                           double eps) {
-  Array scale = rsqrt(add(var, eps));
-  if (weight.defined()) scale = mul(scale, weight);
-  Array shift = bias.defined() ? sub(bias, mul(mean, scale)) : neg(mul(mean, scale));
-  return add(mul(x, scale), shift);
-}
-
-Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, const Array& bias, double eps, Loc loc) {
-  UserCall call("layer_norm", loc);
-  const Array x = autocast_f32(x_in);  // norms run in f32 under autocast (autocast_policy.def)
-  std::vector<int> dims = trailing_dims(x, normalized_dims, "layer_norm");
-  Array mu = mean(x, dims, true);
-  Array centered = sub(x, mu);
-  Array var = mean(mul(centered, centered), dims, true);
-  Array y = div(centered, sqrt(add(var, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y;
-}
-
-Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, double eps, Loc loc) {
-  UserCall call("rms_norm", loc);
-  const Array x = autocast_f32(x_in);
-  std::vector<int> dims = trailing_dims(x, normalized_dims, "rms_norm");
-  Array y = div(x, sqrt(add(mean(mul(x, x), dims, true), eps)));
-  if (weight.defined()) y = mul(y, weight);
-  return y;
-}
 
 static void check_trailing(const Array& x, const std::vector<int64_t>& shape, const UserCall& call) {
   int n = int(shape.size());

@@ -6,8 +6,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "ember/nn/conv_transpose.h"
-#include "ember/nn/norm.h"
+#include "ember/ops_nn.h"
 #include "onnx/op_registry.h"
 
 namespace ember::onnx::detail {
@@ -255,7 +254,7 @@ Array conv_transpose3d_full(const Array& x, const Array& w, const std::vector<in
   Array y;
   for (int64_t k = 0; k < KD; ++k) {
     Array wk = squeeze(slice(w, 2, k, k + 1), 2);
-    Array t = nn::conv_transpose2d(planes, wk, nn::ConvTranspose2dOptions{.stride = IntPair(stride[1], stride[2]),
+    Array t = conv_transpose2d(planes, wk, ConvTranspose2dOptions{.stride = IntPair(stride[1], stride[2]),
                                                                            .dilation = IntPair(dil[1], dil[2]),
                                                                            .groups = groups});
     const int64_t O = t.shape()[1], H2 = t.shape()[2], W2 = t.shape()[3];
@@ -325,9 +324,9 @@ std::vector<Array> op_conv_transpose(const OpContext& c) {
   int64_t groups = c.attr_int("group", 1);
   Array y;
   if (n == 1) {
-    y = nn::conv_transpose1d(x, wgt, nn::ConvTranspose1dOptions{.stride = stride[0], .dilation = dil[0], .groups = groups});
+    y = conv_transpose1d(x, wgt, ConvTranspose1dOptions{.stride = stride[0], .dilation = dil[0], .groups = groups});
   } else if (n == 2) {
-    y = nn::conv_transpose2d(x, wgt, nn::ConvTranspose2dOptions{.stride = IntPair(stride[0], stride[1]),
+    y = conv_transpose2d(x, wgt, ConvTranspose2dOptions{.stride = IntPair(stride[0], stride[1]),
                                                                  .dilation = IntPair(dil[0], dil[1]), .groups = groups});
   } else {
     y = conv_transpose3d_full(x, wgt, stride, dil, groups);
@@ -532,7 +531,7 @@ std::vector<Array> op_batch_norm(const OpContext& c) {
     outs.push_back(reshape(add(mul(c.input(4), momentum), mul(reshape(bv, Shape{-1}), 1 - momentum)), c.input(4).shape()));
     return outs;
   }
-  return {nn::batch_norm_inference(x, mu, var, scale, bias, eps)};
+  return {batch_norm_inference(x, mu, var, scale, bias, eps)};
 }
 
 std::vector<Array> op_instance_norm(const OpContext& c) {

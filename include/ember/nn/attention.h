@@ -11,35 +11,16 @@
 
 #include "ember/nn/linear.h"
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
-struct SdpaOptions {
-  // Broadcast to [..., L, S]. bool: true where a query may attend to a key (PyTorch's SDPA
-  // convention; MultiheadAttention's masks are the opposite); floating: added to the scores.
-  Array attn_mask{};
-  double dropout_p = 0;   // dropout on the attention weights, applied only when training
-  bool is_causal = false;  // query i attends to keys 0..i (top-left aligned); not with attn_mask
-  std::optional<double> scale{};  // unset: 1 / sqrt(E)
-  bool training = true;  // false: no dropout
-  std::optional<uint64_t> seed{};  // the dropout mask's seed; unset: the next global seed
-};
-
-// softmax(q k^T * scale + mask) v. q [..., L, E], k [..., S, E], v [..., S, Ev] (leading dims
-// broadcast) -> [..., L, Ev]. A query row with every key masked gives NaN, as in PyTorch.
-Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const SdpaOptions& opts = {}, Loc loc = Loc::current());
-
-// The same, also returning the attention weights [..., L, S] (after dropout). Always the
-// composed path.
-struct SdpaResult {
-  Array output{};
-  Array weights{};
-};
-SdpaResult scaled_dot_product_attention_with_weights(const Array& q, const Array& k, const Array& v,
-                                                          const SdpaOptions& opts = {}, Loc loc = Loc::current());
-
-// Bool [L, S] mask, true where j <= i (a query attends to itself and earlier keys).
-Array causal_mask(int64_t L, int64_t S, Device device = Device::cpu());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::SdpaOptions;
+using ember::SdpaResult;
+using ember::causal_mask;
+using ember::scaled_dot_product_attention;
+using ember::scaled_dot_product_attention_with_weights;
 
 struct MultiheadAttentionOptions {
   int64_t embed_dim = 0;

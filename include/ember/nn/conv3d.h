@@ -9,44 +9,15 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
-// A (depth, height, width) triple; one number means all three.
-struct IntTriple {
-  int64_t d = 0, h = 0, w = 0;
-  IntTriple() = default;
-  IntTriple(int64_t v) : d(v), h(v), w(v) {}  // NOLINT: implicit, so `.stride = 2` works
-  IntTriple(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
-};
-
-// Zero padding of a 3-D convolution: per dim on both sides (one number or {d, h, w}), or same()
-// (stride 1 only: the output has the input's size; an odd total puts the extra plane at the end,
-// as PyTorch does).
-struct Padding3d {
-  IntTriple size = 0;
-  bool is_same = false;
-  Padding3d() = default;
-  Padding3d(int64_t p) : size(p) {}  // NOLINT: implicit on purpose
-  Padding3d(int64_t d, int64_t h, int64_t w) : size(d, h, w) {}
-  static Padding3d same() {
-    Padding3d p;
-    p.is_same = true;
-    return p;
-  }
-};
-
-struct Conv3dOptions {
-  IntTriple stride = 1;
-  Padding3d padding = 0;
-  IntTriple dilation = 1;
-  int64_t groups = 1;
-};
-
-// x [N, C, D, H, W], weight [O, C / groups, KD, KH, KW], bias [O] (optional) -> [N, O, OD, OH, OW]
-// with OD = (D + 2 * pad_d - dilation_d * (KD - 1) - 1) / stride_d + 1 (likewise OH, OW).
-Array conv3d(const Array& x, const Array& weight, const Array& bias, Conv3dOptions opts = {}, Loc loc = Loc::current());
-Array conv3d(const Array& x, const Array& weight, Conv3dOptions opts = {}, Loc loc = Loc::current());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::IntTriple;
+using ember::Padding3d;
+using ember::Conv3dOptions;
+using ember::conv3d;
 
 struct Conv3dLayerOptions {
   int64_t in = 0;

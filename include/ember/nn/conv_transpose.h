@@ -12,31 +12,15 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
-// ---- functions ----------------------------------------------------------------------------------
-struct ConvTranspose2dOptions {
-  IntPair stride = 1;
-  IntPair padding = 0;         // removed from both sides of each spatial dim of the output
-  IntPair output_padding = 0;  // added to one side (bottom / right); < stride or < dilation
-  IntPair dilation = 1;
-  int64_t groups = 1;
-};
-struct ConvTranspose1dOptions {
-  int64_t stride = 1;
-  int64_t padding = 0;
-  int64_t output_padding = 0;
-  int64_t dilation = 1;
-  int64_t groups = 1;
-};
-
-// x [N, C, H, W], weight [C, O / groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW].
-Array conv_transpose2d(const Array& x, const Array& weight, const Array& bias, ConvTranspose2dOptions opts = {}, Loc loc = Loc::current());
-Array conv_transpose2d(const Array& x, const Array& weight, ConvTranspose2dOptions opts = {}, Loc loc = Loc::current());
-// x [N, C, L], weight [C, O / groups, K], bias [O] (optional) -> [N, O, OL].
-Array conv_transpose1d(const Array& x, const Array& weight, const Array& bias, ConvTranspose1dOptions opts = {}, Loc loc = Loc::current());
-Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptions opts = {}, Loc loc = Loc::current());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::ConvTranspose1dOptions;
+using ember::ConvTranspose2dOptions;
+using ember::conv_transpose1d;
+using ember::conv_transpose2d;
 
 // ---- layers -------------------------------------------------------------------------------------
 struct ConvTranspose1dLayerOptions {

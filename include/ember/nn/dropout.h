@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
@@ -17,8 +18,8 @@ struct DropoutOptions {
   static DropoutOptions from_json(const std::string& json);
 };
 
-// The function form; `seed` unset takes the next global seed.
-Array dropout(const Array& x, double p, bool training, std::optional<uint64_t> seed = std::nullopt, Loc loc = Loc::current());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::dropout;
 
 class Dropout : public Module {
  public:

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
@@ -38,10 +39,7 @@ class Embedding : public Module {
   std::string config() const override { return options.to_json(); }
 };
 
-// The functional form (PyTorch's F.embedding): rows of `weight` [num, dim] at integer `indices`
-// of any shape -> [..., dim]. No gradient flows into row `padding_idx` (negative counts from the
-// end). An index outside [0, num) is an error naming it, at the next read.
-Array embedding(const Array& indices, const Array& weight, std::optional<int64_t> padding_idx = std::nullopt,
-                Loc loc = Loc::current());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::embedding;
 
 }  // namespace ember::nn

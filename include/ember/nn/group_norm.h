@@ -5,12 +5,13 @@
 #pragma once
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
-// x [N, C, *]; weight and bias [C] or undefined Arrays.
-Array group_norm(const Array& x, int64_t groups, const Array& weight, const Array& bias, double eps = 1e-5, Loc loc = Loc::current());
-Array instance_norm(const Array& x, const Array& weight, const Array& bias, double eps = 1e-5, Loc loc = Loc::current());
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::group_norm;
+using ember::instance_norm;
 
 struct GroupNormOptions {
   int64_t groups = 1;

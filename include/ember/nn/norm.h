@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
@@ -81,17 +82,10 @@ struct LayerNormOptions {
   static LayerNormOptions from_json(const std::string& json);
 };
 
-// Function forms; weight/bias may be undefined Arrays.
-Array layer_norm(const Array& x, int normalized_dims, const Array& weight, const Array& bias, double eps, Loc loc = Loc::current());
-Array rms_norm(const Array& x, int normalized_dims, const Array& weight, double eps, Loc loc = Loc::current());
-// Batch normalization with fixed statistics (inference; BatchNorm in eval mode, ONNX's
-// BatchNormalization), as PyTorch's CPU kernel computes it: a scale and a shift per channel,
-// a = weight / sqrt(var + eps) and b = bias - mean * a, then y = x * a + b. mean, var, weight and
-// bias are shaped to broadcast along x's channels ([1, C, 1, ...]); weight and bias may be
-// undefined. Per element that is a multiply and an add (not a square root and a division), and
-// after a convolution both become its epilogue (oneDNN post-ops on the CPU).
-Array batch_norm_inference(const Array& x, const Array& mean, const Array& var, const Array& weight, const Array& bias,
-                           double eps);
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::batch_norm_inference;
+using ember::layer_norm;
+using ember::rms_norm;
 
 class LayerNorm : public Module {
  public:

@@ -10,27 +10,15 @@
 #include <vector>
 
 #include "ember/nn/module.h"
+#include "ember/ops_nn.h"
 
 namespace ember::nn {
 
-enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear };
-
-struct InterpolateOptions {
-  std::vector<int64_t> size{};         // output size per spatial dim (one number: every dim), or empty
-  std::vector<double> scale_factor{};  // output = floor(input * factor) per spatial dim (one: every dim), or empty
-  InterpolateMode mode = InterpolateMode::Nearest;
-  bool align_corners = false;  // linear / bilinear only: the corner samples of input and output line up
-  bool recompute_scale_factor = false;  // with scale_factor: interpolate with in / out instead of 1 / factor
-
-  std::string to_json() const;
-  static InterpolateOptions from_json(const std::string& json);
-};
-
-// Exactly one of size and scale_factor must be given.
-Array interpolate(const Array& x, const InterpolateOptions& opts, Loc loc = Loc::current());
-
-// The name of a mode as PyTorch spells it ("nearest", "nearest-exact", "linear", "bilinear").
-const char* interpolate_mode_name(InterpolateMode mode);
+// The functional forms are tensor ops (ember/ops_nn.h); these names stay for existing code.
+using ember::InterpolateMode;
+using ember::InterpolateOptions;
+using ember::interpolate;
+using ember::interpolate_mode_name;
 
 class Upsample : public Module {
  public:
