@@ -25,7 +25,7 @@ Saves saves_of(Op op) {
   case Op::Name: return Saves::saves;
 #define EMBER_REDUCE(Name, fn, rule, accumulate, finish, saves, grad) \
   case Op::Name: return Saves::saves;
-#define EMBER_OTHER(Name, fn, kind, saves, grad) \
+#define EMBER_OTHER(Name, fn, kind, attrs, saves, grad) \
   case Op::Name: return Saves::saves;
 #include "ops/ops.def"
     default: return Saves::None;
@@ -48,7 +48,7 @@ bool is_differentiable(Op op) {
   case Op::Name: return !no_gradient(#dx) || !no_gradient(#dy) || !no_gradient(#dz);
 #define EMBER_REDUCE(Name, fn, rule, accumulate, finish, saves, grad) \
   case Op::Name: return grad;
-#define EMBER_OTHER(Name, fn, kind, saves, grad) \
+#define EMBER_OTHER(Name, fn, kind, attrs, saves, grad) \
   case Op::Name: return grad;
 #include "ops/ops.def"
     default: return false;  // generators

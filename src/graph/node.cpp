@@ -156,6 +156,9 @@ void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc) {
   check_node_extent(shape, dtype, op, loc);
+  if (attrs.params.index() != op_info(op).params) [[unlikely]]  // the op table names the struct
+    throw Error(fmt::format("internal error: {} made with {}, the op table declares another attributes struct",
+                            op_name(op), params_name(attrs.params)));
   // Inside a layer the user called (UserCall), the node records the user's line and the layer.
   const char* layer = attributed_layer(loc);
   loc = attributed_location(loc);

@@ -1,7 +1,9 @@
 // Printing, cache keys and checked access of the typed op attributes (ops/op_attrs.h).
 #include "ops/op_attrs.h"
 
+#include <array>
 #include <bit>
+#include <utility>
 #include <type_traits>
 
 #include "ember/error.h"
@@ -53,6 +55,13 @@ const char* params_name(const OpParams& p) {
         else static_assert(kAlwaysFalse<T>, "a new params struct needs its name here");
       },
       p);
+}
+
+const char* params_name_at(size_t index) {
+  static const auto names = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<const char*, sizeof...(I)>{params_name(OpParams(std::in_place_index<I>))...};
+  }(std::make_index_sequence<std::variant_size_v<OpParams>>{});
+  return index < names.size() ? names[index] : "?";
 }
 
 std::string describe(const OpParams& p) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -76,11 +77,32 @@ struct EpilogueAttrs {
   std::vector<PostOp> ops;
 };
 
-using OpParams = std::variant<std::monostate, ReduceAttrs, PermuteAttrs, SliceAttrs, AxisAttrs, Conv2dOptions,
+// Ops without structural attributes (elementwise ops, reshape, matmul, ...).
+using NoAttrs = std::monostate;
+
+using OpParams = std::variant<NoAttrs, ReduceAttrs, PermuteAttrs, SliceAttrs, AxisAttrs, Conv2dOptions,
                               Pool2dOptions, SortAttrs, ScanAttrs, AttentionAttrs, EpilogueAttrs>;
+
+// The position of struct T in OpParams (what OpInfo::params records for an op).
+template <class T, class Variant = OpParams>
+struct ParamsIndex;
+template <class T, class... Ts>
+struct ParamsIndex<T, std::variant<Ts...>> {
+  static constexpr uint8_t value = [] {
+    uint8_t i = 0;
+    bool found = false;
+    ((found = found || std::is_same_v<T, Ts>, i += found ? 0 : 1), ...);
+    return i;
+  }();
+  static_assert(value < sizeof...(Ts), "not an OpParams struct");
+};
+template <class T>
+inline constexpr uint8_t kParamsIndex = ParamsIndex<T>::value;
 
 // The struct's name as describe() and errors print it ("SliceAttrs").
 const char* params_name(const OpParams& p);
+// The name of the struct at position `index` of OpParams.
+const char* params_name_at(size_t index);
 // "dims [1, 2]", "stride (2, 2), padding (top 1, left 1, bottom 0, right 0), ...", "" for none.
 std::string describe(const OpParams& p);
 // Appends the struct's type and every field to `key` (the partition cache's key; two values with

@@ -9,12 +9,13 @@ namespace ember {
 
 const OpInfo& op_info(Op op) {
   static const OpInfo table[] = {
-#define EMBER_UNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 1, DTypeRule::rule},
-#define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule},
-#define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule},
-#define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None},
-#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) {#fn, OpKind::Reduce, 1, DTypeRule::rule},
-#define EMBER_OTHER(Name, fn, kind, ...) {#fn, OpKind::kind, -1, DTypeRule::None},
+#define EMBER_UNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 1, DTypeRule::rule, kParamsIndex<NoAttrs>},
+#define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule, kParamsIndex<NoAttrs>},
+#define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule, kParamsIndex<NoAttrs>},
+#define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None, kParamsIndex<NoAttrs>},
+#define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) \
+  {#fn, OpKind::Reduce, 1, DTypeRule::rule, kParamsIndex<ReduceAttrs>},
+#define EMBER_OTHER(Name, fn, kind, attrs, ...) {#fn, OpKind::kind, -1, DTypeRule::None, kParamsIndex<attrs>},
 #include "ops/ops.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == size_t(Op::NumOps));

@@ -54,6 +54,7 @@ struct OpInfo {
   OpKind kind;
   int arity;  // for elementwise ops; -1 otherwise
   DTypeRule rule;
+  uint8_t params;  // the OpParams alternative its nodes hold (kParamsIndex of the table's struct)
 };
 
 const OpInfo& op_info(Op op);

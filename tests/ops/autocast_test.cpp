@@ -199,9 +199,12 @@ std::map<std::string, Builder> composite_builders() {
   b["logsumexp"] = [=](DType d) { return logsumexp(x(d), {1}); };
   b["var"] = [=](DType d) { return var(x(d), {1}); };
   b["std"] = [=](DType d) { return ember::std(x(d), {1}); };
-  b["nn::layer_norm"] = [=](DType d) { return nn::layer_norm(x(d), 1, Array(), Array(), 1e-5); };
-  b["nn::rms_norm"] = [=](DType d) { return nn::rms_norm(x(d), 1, Array(), 1e-5); };
-  b["nn::group_norm"] = [](DType d) { return nn::group_norm(input({2, 4, 3}, d), 2, Array(), Array(), 1e-5); };
+  b["layer_norm"] = [=](DType d) { return layer_norm(x(d), 1, Array(), Array(), 1e-5); };
+  b["rms_norm"] = [=](DType d) { return rms_norm(x(d), 1, Array(), 1e-5); };
+  b["group_norm"] = [](DType d) { return group_norm(input({2, 4, 3}, d), 2, Array(), Array(), 1e-5); };
+  b["batch_norm"] = [](DType d) {
+    return batch_norm(input({4, 6}, d), Array(), Array(), Array(), Array(), {.training = true}).output;
+  };
   b["nn::BatchNorm"] = [](DType d) {
     // f32 parameters under autocast (master weights); outside, a layer takes its own dtype.
     nn::BatchNorm1d bn({.features = 6, .dtype = autocast_dtype() ? DType::F32 : d});
