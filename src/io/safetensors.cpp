@@ -349,12 +349,67 @@ KeyMap rename_prefixes(std::vector<std::pair<std::string, std::string>> rules) {
 
 namespace ember {
 
+namespace {
+
+using json = nlohmann::json;
+
+// The type and options of every leaf module (one without submodules; containers' options are
+// their children's) by dotted name, "" for the model itself: "Linear {\"bias\":true,...}",
+// without the options that loading converts anyway (dtype, device) and seeds.
+std::map<std::string, std::string> leaf_configs(nn::Module& model) {
+  std::vector<std::pair<std::string, nn::Module*>> all{{"", &model}};
+  model.walk_modules([&](const std::string& name, nn::Module& m) { all.emplace_back(name, &m); });
+  std::map<std::string, std::string> out;
+  for (const auto& [name, m] : all) {
+    const std::string prefix = name.empty() ? "" : name + ".";
+    const bool leaf = std::none_of(all.begin(), all.end(), [&](const auto& other) {
+      return other.first.size() > prefix.size() && other.first.compare(0, prefix.size(), prefix) == 0;
+    });
+    if (!leaf) continue;
+    std::string options = m->config();
+    json j = json::parse(options, nullptr, false);
+    if (j.is_object()) {
+      for (const char* key : {"dtype", "device", "seed"}) j.erase(key);
+      options = j.dump();
+    }
+    out[name] = m->type_name() + " " + options;
+  }
+  return out;
+}
+
+std::string module_label(const std::string& name) { return name.empty() ? "the model" : "module '" + name + "'"; }
+
+// Throws when a module recorded in the file has another type or other options in `model`.
+void check_configs(nn::Module& model, const io::Metadata& metadata, const std::string& path) {
+  auto it = metadata.find("ember.config");
+  if (it == metadata.end()) return;
+  json saved = json::parse(it->second, nullptr, false);
+  if (!saved.is_object()) throw Error(fmt::format("load: {} has a malformed 'ember.config' record", path));
+  std::string mismatches;
+  int count = 0;
+  for (const auto& [name, now] : leaf_configs(model)) {
+    auto s = saved.find(name);
+    if (s == saved.end() || !s->is_string() || s->get<std::string>() == now) continue;
+    if (++count <= 3)
+      mismatches += fmt::format("\n  {}: saved as {}, this model has {}", module_label(name), s->get<std::string>(), now);
+  }
+  if (count)
+    throw Error(fmt::format("load: {} was saved from a model with other module options ({} module{} differ):{}{}\n"
+                            "Build the model with the saved options, or pass check_config = false to load the values "
+                            "anyway.",
+                            path, count, count == 1 ? "" : "s", mismatches, count > 3 ? "\n  ..." : ""));
+}
+
+}  // namespace
+
 void save(nn::Module& model, const std::string& path) {
-  io::save_file(path, model.state_dict(), {{"format", "pt"}, {"ember.module", model.type_name()}});
+  io::save_file(path, model.state_dict(),
+                {{"format", "pt"}, {"ember.module", model.type_name()}, {"ember.config", json(leaf_configs(model)).dump()}});
 }
 
 void load(nn::Module& model, const std::string& path, const io::LoadOptions& opts) {
   io::SafetensorsFile f = io::load_file(path);
+  if (opts.check_config && !opts.remap) check_configs(model, f.metadata, path);
   nn::StateDict state;
   for (auto& [key, value] : f.tensors) {
     std::optional<std::string> name = opts.remap ? opts.remap(key) : std::optional<std::string>(key);

@@ -109,6 +109,48 @@ TEST(SafetensorsTest, ModelRoundTripIsBitExact) {
   EXPECT_EQ(a.forward(x).to_vector<float>(), b.forward(x).to_vector<float>());
 }
 
+// save() records each leaf module's type and options; load() into a model built with other
+// options (which the shapes do not show) names the module and both, unless told not to check.
+TEST(SafetensorsTest, LoadChecksTheRecordedModuleOptions) {
+  auto model = [](double eps, bool tanh_gelu, DType dtype, uint64_t seed = 1) {
+    return std::make_shared<nn::Sequential>(nn::Linear({.in = 3, .out = 4, .seed = seed, .dtype = dtype}),
+                                            nn::GELU({.tanh_approximation = tanh_gelu}),
+                                            nn::BatchNorm1d({.features = 4, .eps = eps, .dtype = dtype}));
+  };
+  const std::string path = temp_path("config.safetensors");
+  auto saved = model(1e-3, false, DType::F32);
+  save(*saved, path);
+  const io::Metadata meta = io::load_file(path).metadata;
+  ASSERT_TRUE(meta.count("ember.config"));
+  EXPECT_NE(meta.at("ember.config").find("BatchNorm1d"), std::string::npos) << meta.at("ember.config");
+  // The same options, in another dtype (load converts values): no complaint; values equal.
+  auto same = model(1e-3, false, DType::F64);
+  load(*same, path);
+  EXPECT_EQ(same->state_dict().at("0.weight").to_vector<double>(),
+            cast(saved->state_dict().at("0.weight"), DType::F64).to_vector<double>());
+  // Other eps and another GELU: both modules named, with the saved and current options.
+  auto other = model(1e-5, true, DType::F32, 2);  // seeds are not compared
+  const std::string e = testing::error_of([&] { load(*other, path); });
+  EXPECT_NE(e.find("load: " + path + " was saved from a model with other module options (2 modules differ)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("module '1': saved as GELU {\"tanh_approximation\":false}, this model has GELU "
+                   "{\"tanh_approximation\":true}"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("module '2': saved as BatchNorm1d"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"eps\":0.001"), std::string::npos) << e;
+  EXPECT_NE(e.find("check_config = false"), std::string::npos) << e;
+  // Nothing was loaded by the failed call; with the check off the values load.
+  EXPECT_NE(other->state_dict().at("0.weight").to_vector<float>(), saved->state_dict().at("0.weight").to_vector<float>());
+  load(*other, path, {.check_config = false});
+  EXPECT_EQ(other->state_dict().at("0.weight").to_vector<float>(), saved->state_dict().at("0.weight").to_vector<float>());
+  // A file without the record (written by another tool) loads as before.
+  io::save_file(path, saved->state_dict());
+  load(*other, path);
+  std::remove(path.c_str());
+}
+
 // A saved file gets 0666 less the umask, as any file the program creates (mkstemp's 0600 hid
 // saved models from the user's group even where the umask allowed it).
 TEST(SafetensorsTest, SavedFilesHonorTheUmask) {

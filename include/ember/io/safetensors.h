@@ -64,13 +64,20 @@ KeyMap rename_prefixes(std::vector<std::pair<std::string, std::string>> rules);
 struct LoadOptions {
   bool strict = true;  // missing or unexpected keys are errors
   KeyMap remap{};        // applied to every key in the file first
+  // A file saved by Ember records each leaf module's type and options (metadata
+  // "ember.config"); loading it into a model whose module of the same name has another type or
+  // other options (eps, momentum, an activation's approximation, ...) is an error naming both,
+  // since shapes alone do not show them. Options that loading converts anyway (dtype, device)
+  // and seeds are not compared; neither are files without the record, nor loads with `remap`.
+  bool check_config = true;
 };
 
 }  // namespace ember::io
 
 namespace ember {
 
-// A model's parameters and buffers (its state_dict) as a safetensors file.
+// A model's parameters and buffers (its state_dict) as a safetensors file, with its modules'
+// options recorded in the metadata (io::LoadOptions::check_config).
 void save(nn::Module& model, const std::string& path);
 void load(nn::Module& model, const std::string& path, const io::LoadOptions& opts = {});
 // An optimizer's state (step count and per-parameter state).
