@@ -32,6 +32,9 @@ void set_fusion_enabled(bool on);
 // Computed arrays appear as `value` (they no longer hold their inputs); a node on a device other
 // than the CPU names it. For reading and for tests; the format may grow.
 std::string graph_text(const std::vector<Array>& outputs);
+// The same as JSON, for tools: {"nodes": [{"id", "op", "inputs", "dtype", "shape", "device",
+// "attrs": {"type": "Conv2dOptions", ...}, "loc"}, ...], "outputs": [ids]}.
+std::string graph_json(const std::vector<Array>& outputs);
 
 // Finding the op that first made a NaN/inf (runs unfused while on): ember/anomaly.h.
 

@@ -1,6 +1,8 @@
-// graph_text (ember/debug.h): the pending graph behind some arrays as numbered lines, one per
-// node, with its op, operands, dtype, shape, typed attributes (ops/op_attrs.h) and the user's line.
+// graph_text and graph_json (ember/debug.h): the pending graph behind some arrays, one entry per
+// node with its op, operands, dtype, shape, typed attributes (ops/op_attrs.h) and the user's line.
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include <unordered_map>
 
@@ -20,12 +22,16 @@ std::string scalar_attrs(const Node& n) {
   }
 }
 
-}  // namespace
-
-std::string graph_text(const std::vector<Array>& outputs) {
-  // Depth-first post-order without recursion (graphs can be deep).
+// The nodes behind `outputs` in an order they can run (inputs first), numbered by position.
+struct Ordered {
   std::unordered_map<const Node*, int> number;
   std::vector<const Node*> order;
+};
+Ordered ordered(const std::vector<Array>& outputs) {
+  Ordered r;
+  auto& number = r.number;
+  auto& order = r.order;
+  // Depth-first post-order without recursion (graphs can be deep).
   for (const Array& out : outputs) {
     if (!out.defined()) continue;
     std::vector<std::pair<const Node*, size_t>> stack{{out.node().get(), 0}};
@@ -47,6 +53,13 @@ std::string graph_text(const std::vector<Array>& outputs) {
       stack.pop_back();
     }
   }
+  return r;
+}
+
+}  // namespace
+
+std::string graph_text(const std::vector<Array>& outputs) {
+  auto [number, order] = ordered(outputs);
   std::string text;
   for (const Node* n : order) {
     std::string line = fmt::format("%{} = ", number[n]);
@@ -68,6 +81,33 @@ std::string graph_text(const std::vector<Array>& outputs) {
     text += line;
   }
   return text;
+}
+
+std::string graph_json(const std::vector<Array>& outputs) {
+  using json = nlohmann::json;
+  auto [number, order] = ordered(outputs);
+  json nodes = json::array();
+  for (const Node* n : order) {
+    json e{{"id", number[n]},
+           {"op", n->is_ready() ? "value" : op_name(n->op)},
+           {"dtype", std::string(dtype_name(n->dtype))},
+           {"shape", n->shape.dims()},
+           {"device", n->device.str()},
+           {"loc", format_location(n->loc)}};
+    if (!n->is_ready()) {
+      json inputs = json::array();
+      for (const NodePtr& in : n->inputs) inputs.push_back(number[in.get()]);
+      e["inputs"] = inputs;
+      e["attrs"] = json::parse(params_json(n->attrs.params));
+      const std::string scalars = scalar_attrs(*n);
+      if (!scalars.empty()) e["scalars"] = scalars;
+    }
+    nodes.push_back(std::move(e));
+  }
+  json outs = json::array();
+  for (const Array& out : outputs)
+    if (out.defined()) outs.push_back(number[out.node().get()]);
+  return json{{"nodes", nodes}, {"outputs", outs}}.dump();
 }
 
 }  // namespace ember

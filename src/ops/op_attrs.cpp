@@ -9,6 +9,8 @@
 #include "ember/error.h"
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 namespace ember {
 
 namespace {
@@ -142,6 +144,102 @@ void append_key(const OpParams& p, std::vector<int64_t>& k) {
         }
       },
       p);
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+json pair_json(const IntPair& p) { return json{p.h, p.w}; }
+json padding_json(const Padding2d& p) { return json{{"top", p.top}, {"left", p.left}, {"bottom", p.bottom}, {"right", p.right}}; }
+json conv_json(const Conv2dOptions& c) {
+  return json{{"stride", pair_json(c.stride)}, {"padding", padding_json(c.padding)}, {"dilation", pair_json(c.dilation)},
+              {"groups", c.groups}};
+}
+
+// Reads field `key` of `j`, naming it in the error.
+template <class T>
+T field(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) throw Error(fmt::format("op attributes: missing field '{}' in {}", key, j.dump()));
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("op attributes: field '{}' of {}: {}", key, j.dump(), e.what()));
+  }
+}
+IntPair pair_field(const json& j, const char* key) {
+  const auto v = field<std::vector<int64_t>>(j, key);
+  if (v.size() != 2) throw Error(fmt::format("op attributes: field '{}' must hold 2 numbers, got {}", key, j.at(key).dump()));
+  return {v[0], v[1]};
+}
+Conv2dOptions conv_from(const json& j) {
+  const json& p = j.contains("padding") ? j.at("padding") : json();
+  return {.stride = pair_field(j, "stride"),
+          .padding = Padding2d(field<int64_t>(p, "top"), field<int64_t>(p, "bottom"), field<int64_t>(p, "left"),
+                               field<int64_t>(p, "right")),
+          .dilation = pair_field(j, "dilation"),
+          .groups = field<int64_t>(j, "groups")};
+}
+
+}  // namespace
+
+std::string params_json(const OpParams& p) {
+  json j = std::visit(
+      [](const auto& a) -> json {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, std::monostate>) return json::object();
+        else if constexpr (std::is_same_v<T, ReduceAttrs>) return {{"dims", a.dims}};
+        else if constexpr (std::is_same_v<T, PermuteAttrs>) return {{"order", a.order}};
+        else if constexpr (std::is_same_v<T, SliceAttrs>) return {{"start", a.start}, {"step", a.step}};
+        else if constexpr (std::is_same_v<T, AxisAttrs>) return {{"dim", a.dim}};
+        else if constexpr (std::is_same_v<T, Conv2dOptions>) return conv_json(a);
+        else if constexpr (std::is_same_v<T, Pool2dOptions>)
+          return {{"kernel", pair_json(a.kernel)}, {"stride", pair_json(a.stride)}, {"padding", pair_json(a.padding)},
+                  {"count_include_pad", a.count_include_pad}};
+        else if constexpr (std::is_same_v<T, SortAttrs>) return {{"dim", a.dim}, {"descending", a.descending}, {"k", a.k}};
+        else if constexpr (std::is_same_v<T, ScanAttrs>) return {{"dim", a.dim}, {"reverse", a.reverse}};
+        else if constexpr (std::is_same_v<T, AttentionAttrs>) return {{"scale", a.scale}, {"causal", a.causal}};
+        else if constexpr (std::is_same_v<T, EpilogueAttrs>) {
+          json ops = json::array();
+          for (const PostOp& o : a.ops) ops.push_back({{"kind", o.kind}, {"input", o.input}, {"alpha", o.alpha}, {"beta", o.beta}});
+          return {{"has_bias", a.has_bias}, {"conv", conv_json(a.conv)}, {"ops", ops}};
+        } else {
+          static_assert(kAlwaysFalse<T>, "a new params struct needs params_json()");
+        }
+      },
+      p);
+  j["type"] = params_name(p);
+  return j.dump();
+}
+
+OpParams params_from_json(const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error(fmt::format("op attributes: not a JSON object: {}", text));
+  const std::string type = field<std::string>(j, "type");
+  if (type == "no attributes") return NoAttrs{};
+  if (type == "ReduceAttrs") return ReduceAttrs{field<std::vector<int64_t>>(j, "dims")};
+  if (type == "PermuteAttrs") return PermuteAttrs{field<std::vector<int64_t>>(j, "order")};
+  if (type == "SliceAttrs") {
+    SliceAttrs s{field<std::vector<int64_t>>(j, "start"), field<std::vector<int64_t>>(j, "step")};
+    if (s.start.size() != s.step.size())
+      throw Error(fmt::format("op attributes: SliceAttrs has {} starts and {} steps", s.start.size(), s.step.size()));
+    return s;
+  }
+  if (type == "AxisAttrs") return AxisAttrs{field<int64_t>(j, "dim")};
+  if (type == "Conv2dOptions") return conv_from(j);
+  if (type == "Pool2dOptions")
+    return Pool2dOptions{.kernel = pair_field(j, "kernel"), .stride = pair_field(j, "stride"),
+                         .padding = pair_field(j, "padding"), .count_include_pad = field<bool>(j, "count_include_pad")};
+  if (type == "SortAttrs") return SortAttrs{field<int64_t>(j, "dim"), field<bool>(j, "descending"), field<int64_t>(j, "k")};
+  if (type == "ScanAttrs") return ScanAttrs{field<int64_t>(j, "dim"), field<bool>(j, "reverse")};
+  if (type == "AttentionAttrs") return AttentionAttrs{field<double>(j, "scale"), field<bool>(j, "causal")};
+  if (type == "EpilogueAttrs") {
+    EpilogueAttrs e{.has_bias = field<bool>(j, "has_bias"), .conv = conv_from(field<json>(j, "conv"))};
+    for (const json& o : field<json>(j, "ops"))
+      e.ops.push_back({field<int32_t>(o, "kind"), field<int32_t>(o, "input"), field<double>(o, "alpha"), field<double>(o, "beta")});
+    return e;
+  }
+  throw Error(fmt::format("op attributes: unknown type '{}'", type));
 }
 
 void wrong_params(const OpParams& p, const char* expected) {

@@ -108,6 +108,11 @@ std::string describe(const OpParams& p);
 // Appends the struct's type and every field to `key` (the partition cache's key; two values with
 // the same key are equal).
 void append_key(const OpParams& p, std::vector<int64_t>& key);
+// The struct as a JSON object {"type": "Conv2dOptions", "stride": [1, 1], ...} (graph dumps;
+// what an exporter writes), and back: params_from_json(params_json(p)) == p. A malformed or
+// unknown text throws ember::Error naming the field.
+std::string params_json(const OpParams& p);
+OpParams params_from_json(const std::string& json);
 // Throws the internal error of a node whose params are not the struct its op needs.
 [[noreturn]] void wrong_params(const OpParams& p, const char* expected);
 

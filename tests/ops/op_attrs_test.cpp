@@ -92,10 +92,8 @@ TEST(OpAttrsTest, WrongStructIsAnInternalErrorNamingBoth) {
   }
 }
 
-// Two attribute values that differ in any field have different keys (the partition cache keys
-// plans by them), including values of different structs with the same numbers.
-TEST(OpAttrsTest, KeysTellEveryFieldApart) {
-  std::vector<OpParams> values = {
+std::vector<OpParams> sample_params() {
+  return {
       std::monostate{},
       ReduceAttrs{{0, 1}},
       ReduceAttrs{{0}},
@@ -103,7 +101,7 @@ TEST(OpAttrsTest, KeysTellEveryFieldApart) {
       PermuteAttrs{{0, 1}},
       SliceAttrs{{0, 1}, {1, 1}},
       SliceAttrs{{0, 1}, {1, 2}},
-      SliceAttrs{{0}, {1, 1, 1}},
+      SliceAttrs{{0}, {1}},
       AxisAttrs{1},
       AxisAttrs{0},
       Conv2dOptions{},
@@ -119,18 +117,43 @@ TEST(OpAttrsTest, KeysTellEveryFieldApart) {
       ScanAttrs{1, false},
       ScanAttrs{1, true},
       AttentionAttrs{0.5, false},
-      AttentionAttrs{0.25, false},
+      AttentionAttrs{0.1, false},  // not exact in binary: the JSON form keeps every bit
       AttentionAttrs{0.5, true},
       EpilogueAttrs{.ops = {PostOp{.kind = 1}}},
       EpilogueAttrs{.ops = {PostOp{.kind = 1, .alpha = 2}}},
-      EpilogueAttrs{.has_bias = true, .ops = {PostOp{.kind = 1}}},
+      EpilogueAttrs{.has_bias = true, .conv = {.stride = 2}, .ops = {PostOp{.kind = 3, .input = 2, .beta = -1e-300}}},
   };
-  std::set<std::vector<int64_t>> keys;
-  for (const OpParams& p : values) {
-    std::vector<int64_t> k;
-    append_key(p, k);
-    EXPECT_TRUE(keys.insert(k).second) << "duplicate key for " << params_name(p) << " {" << describe(p) << "}";
+}
+
+std::vector<int64_t> key_of(const OpParams& p) {
+  std::vector<int64_t> k;
+  append_key(p, k);
+  return k;
+}
+
+// Every struct survives its JSON form field for field (the form graph_json writes).
+TEST(OpAttrsTest, JsonRoundTripsEveryStruct) {
+  for (const OpParams& p : sample_params()) {
+    const std::string text = params_json(p);
+    EXPECT_EQ(key_of(params_from_json(text)), key_of(p)) << text;
   }
+  EXPECT_EQ(params_json(SliceAttrs{{0, 2}, {1, 3}}), R"({"start":[0,2],"step":[1,3],"type":"SliceAttrs"})");
+  EXPECT_NE(testing::error_of([] { params_from_json(R"({"type":"AxisAttrs"})"); }).find("missing field 'dim'"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { params_from_json(R"({"type":"Blur"})"); }).find("unknown type 'Blur'"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { params_from_json(R"({"type":"SliceAttrs","start":[0],"step":[1,1]})"); })
+                .find("1 starts and 2 steps"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { params_from_json("[1, 2"); }).find("not a JSON object"), std::string::npos);
+}
+
+// Two attribute values that differ in any field have different keys (the partition cache keys
+// plans by them), including values of different structs with the same numbers.
+TEST(OpAttrsTest, KeysTellEveryFieldApart) {
+  std::set<std::vector<int64_t>> keys;
+  for (const OpParams& p : sample_params())
+    EXPECT_TRUE(keys.insert(key_of(p)).second) << "duplicate key for " << params_name(p) << " {" << describe(p) << "}";
 }
 
 TEST(OpAttrsTest, GraphTextPrintsOpsOperandsAndAttributes) {
@@ -153,6 +176,14 @@ TEST(OpAttrsTest, GraphTextPrintsOpsOperandsAndAttributes) {
             std::string::npos)
       << conv;
   EXPECT_EQ(std::count(conv.begin(), conv.end(), '\n'), 4) << conv;
+  // The JSON form: the same nodes, operands and attributes.
+  const std::string json = graph_json({c});
+  EXPECT_NE(json.find(R"({"device":"cpu","dtype":"float32","id":0,"loc":)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("attrs":{"dilation":[1,1],"groups":1,"padding":{"bottom":0,"left":1,"right":2,"top":0},)"
+                      R"("stride":[1,1],"type":"Conv2dOptions"},"device":"cpu","dtype":"float32","id":3,"inputs":[1,2],)"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("outputs":[3])"), std::string::npos) << json;
   // Once computed, the array is a value without history.
   (void)y.to_vector<float>();
   EXPECT_EQ(graph_text({y}), "%0 = value float32[2]  # " + format_location(y.node()->loc) + "\n");
