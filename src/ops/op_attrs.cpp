@@ -15,8 +15,9 @@ namespace ember {
 
 namespace {
 
+// For the static_asserts of branches no alternative reaches.
 template <class>
-constexpr bool kAlwaysFalse = false;
+[[maybe_unused]] constexpr bool kAlwaysFalse = false;
 
 std::string list(const std::vector<int64_t>& v) {
   std::string s = "[";
