@@ -384,12 +384,16 @@ void check_configs(nn::Module& model, const io::Metadata& metadata, const std::s
   auto it = metadata.find("ember.config");
   if (it == metadata.end()) return;
   json saved = json::parse(it->second, nullptr, false);
-  if (!saved.is_object()) throw Error(fmt::format("load: {} has a malformed 'ember.config' record", path));
+  // A record that is not an object of strings is refused, not skipped (it would silently turn
+  // the check off).
+  const bool well_formed =
+      saved.is_object() && std::all_of(saved.begin(), saved.end(), [](const json& v) { return v.is_string(); });
+  if (!well_formed) throw Error(fmt::format("load: {} has a malformed 'ember.config' record", path));
   std::string mismatches;
   int count = 0;
   for (const auto& [name, now] : leaf_configs(model)) {
     auto s = saved.find(name);
-    if (s == saved.end() || !s->is_string() || s->get<std::string>() == now) continue;
+    if (s == saved.end() || s->get<std::string>() == now) continue;
     if (++count <= 3)
       mismatches += fmt::format("\n  {}: saved as {}, this model has {}", module_label(name), s->get<std::string>(), now);
   }

@@ -145,9 +145,16 @@ TEST(SafetensorsTest, LoadChecksTheRecordedModuleOptions) {
   EXPECT_NE(other->state_dict().at("0.weight").to_vector<float>(), saved->state_dict().at("0.weight").to_vector<float>());
   load(*other, path, {.check_config = false});
   EXPECT_EQ(other->state_dict().at("0.weight").to_vector<float>(), saved->state_dict().at("0.weight").to_vector<float>());
-  // A file without the record (written by another tool) loads as before.
+  // A file without the record (written by another tool) loads as before; a malformed record is
+  // refused, naming the file, rather than skipped.
   io::save_file(path, saved->state_dict());
   load(*other, path);
+  for (const char* bad : {"[1, 2]", "{\"0\": 3}", "{not json"}) {
+    io::save_file(path, saved->state_dict(), {{"ember.config", bad}});
+    EXPECT_NE(testing::error_of([&] { load(*other, path); }).find("load: " + path + " has a malformed 'ember.config' record"),
+              std::string::npos)
+        << bad;
+  }
   std::remove(path.c_str());
 }
 
