@@ -164,11 +164,20 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
   };
   std::unordered_map<GradNode*, std::vector<SlicePiece>> pieces;  // slice gradients not yet merged
   std::unordered_map<GradNode*, Shape> piece_shape;
+  // Gradients of multi-output nodes' outputs after the first (Edge::output >= 1).
+  std::unordered_map<GradNode*, std::vector<Array>> extra_pending;
   pending_of(root) = seed;
   for (size_t at = 0; at < order.size(); ++at) {
     GradNode* n = order[at];
     auto pit = pieces.empty() ? pieces.end() : pieces.find(n);
-    if (!pending[at].defined() && pit == pieces.end()) continue;  // no gradient reached it
+    std::vector<Array> extra_grads;
+    if (!extra_pending.empty()) {
+      if (auto eit = extra_pending.find(n); eit != extra_pending.end()) {
+        extra_grads = std::move(eit->second);
+        extra_pending.erase(eit);
+      }
+    }
+    if (!pending[at].defined() && pit == pieces.end() && extra_grads.empty()) continue;  // no gradient reached it
     Array g = std::move(pending[at]);
     pending[at] = Array();
     if (pit != pieces.end()) {
@@ -176,7 +185,7 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
       g = g.defined() ? add(g, merged) : merged;
       pieces.erase(pit);
     }
-    if (targets) {
+    if (targets && g.defined()) {  // (undefined: only another output of a multi-output node got one)
       for (GradNode* t : *targets)
         if (t == n) {
           Array& slot = (*target_grads)[n];
@@ -191,7 +200,8 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
       }
       continue;
     }
-    if (n->op == Op::Slice && n->inputs.size() == 1 && n->inputs[0].fn && g.dtype() == n->inputs[0].dtype) {
+    if (n->op == Op::Slice && n->inputs.size() == 1 && n->inputs[0].fn && n->inputs[0].output == 0 && g.defined() &&
+        g.dtype() == n->inputs[0].dtype) {
       const GradNode::Edge& e = n->inputs[0];
       auto [dim, start] = simple_slice(*n, e.shape, g.shape());
       if (dim >= 0) {
@@ -212,14 +222,25 @@ void run_backward(const Array& output, const Array& grad_output, BackwardOptions
         throw Error(fmt::format("backward: the graph through {} (created at {}) was already used by a backward "
                                 "pass; pass retain_graph = true to the first one to run backward twice",
                                 op_name(n->op), format_location(n->loc)));
-      grads = autograd::apply_rule(*n, g);
+      if (!n->extra_outputs.empty()) extra_grads.resize(n->extra_outputs.size());
+      grads = autograd::apply_rule(*n, g, extra_grads);
     }
     for (size_t i = 0; i < n->inputs.size() && i < grads.size(); ++i) {
       const GradNode::Edge& e = n->inputs[i];
       if (!e.fn || !grads[i].defined()) continue;
       Array gi = cast(sum_to(grads[i], e.shape), e.dtype);
-      Array& slot = pending_of(e.fn.get());
-      slot = slot.defined() ? add(slot, gi) : gi;
+      Array* slot = nullptr;
+      if (e.output == 0) {
+        slot = &pending_of(e.fn.get());
+      } else {
+        std::vector<Array>& extra = extra_pending[e.fn.get()];
+        if (e.fn->extra_outputs.size() < size_t(e.output))
+          throw Error(fmt::format("internal error: backward routed a gradient to output {} of {}", e.output,
+                                  op_name(e.fn->op)));
+        extra.resize(e.fn->extra_outputs.size());
+        slot = &extra[size_t(e.output - 1)];
+      }
+      *slot = slot->defined() ? add(*slot, gi) : gi;
     }
   }
   if (!opts.retain_graph && !opts.create_graph)  // a recorded backward may be differentiated again

@@ -19,6 +19,7 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
     std::shared_ptr<GradNode> fn;  // null: this input needs no gradient
     Shape shape;                   // the input's shape and dtype, to sum broadcast gradients
     DType dtype = DType::F32;      // back and convert them
+    int32_t output = 0;            // which output of `fn` this input is (an OutputOf's: >= 1)
   };
 
   Op op = Op::FromData;
@@ -33,6 +34,9 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   NodePtr saved_output;
   Shape out_shape;
   DType out_dtype = DType::F32;
+  // A multi-output op's outputs after the first (graph/node.h): its rule receives their
+  // gradients too (apply_rule's `extra_grads`).
+  std::vector<OutputSpec> extra_outputs;
   bool released = false;  // saved values dropped after a backward pass without retain_graph
   // Guards the saved values and `released`: backward passes in several threads may run through
   // one shared history, and one of them may release it while another applies its rule.
@@ -63,11 +67,13 @@ std::shared_ptr<GradNode> record(Op op, const OpAttrs& attrs, const std::vector<
 std::shared_ptr<GradNode> make_leaf(const Shape& shape, DType dtype);
 
 // The op-table rule of `node`: one gradient per input (undefined where none), not yet summed
-// back to the input shapes.
-std::vector<Array> apply_rule(GradNode& node, const Array& grad_output);
+// back to the input shapes. A multi-output op's rule also gets the gradients of its other
+// outputs, `extra_grads` (one per GradNode::extra_outputs); there any gradient, grad_output
+// included, may be undefined (no gradient reached that output: zero).
+std::vector<Array> apply_rule(GradNode& node, const Array& grad_output, const std::vector<Array>& extra_grads = {});
 
 // Rules of the library-backed ops (src/autograd/rules_library.cpp).
-std::vector<Array> library_rule(GradNode& node, const Array& grad_output);
+std::vector<Array> library_rule(GradNode& node, const Array& grad_output, const std::vector<Array>& extra_grads);
 
 // What a rule saves from the forward pass.
 enum class Saves { None, X, Out, XY, XYOut, XYZ, All };

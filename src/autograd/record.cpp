@@ -100,6 +100,13 @@ std::shared_ptr<GradNode> record(Op op, const OpAttrs& attrs, const std::vector<
     any |= flows;
   }
   if (!any || !is_floating(output->dtype)) return nullptr;
+  if (op == Op::OutputOf) {  // the gradient goes to that output of the input's node
+    GradNode::Edge& e = node->inputs[0];
+    e.shape = output->shape;
+    e.dtype = output->dtype;
+    e.output = int32_t(attrs.get<OutputAttrs>().index);
+  }
+  for (const Node::ExtraOutput& e : output->extra_outputs) node->extra_outputs.push_back(e.spec);
   Saves s = saves_of(op);
   auto save_input = [&](size_t i) {
     if (node->saved_inputs.size() < inputs.size()) node->saved_inputs.resize(inputs.size());

@@ -83,7 +83,7 @@ std::vector<int> inverse_permutation(const std::vector<int64_t>& perm) {
 
 }  // namespace
 
-std::vector<Array> apply_rule(GradNode& node, const Array& g) {
+std::vector<Array> apply_rule(GradNode& node, const Array& g, const std::vector<Array>& extra_grads) {
   if (node.custom) return node.custom(node, g);
   const auto& in = node.inputs;
   const auto& a = node.attrs;
@@ -132,6 +132,7 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
     case Op::Slice: return {slice_backward(g, in[0].shape, a.get<SliceAttrs>())};
     case Op::Expand: return {g};  // summed back to the input shape by the engine
     case Op::Contiguous: return {g};
+    case Op::OutputOf: return {g};  // routed by the engine to that output of the input's node (Edge::output)
     case Op::Cat: {
       const int dim = int(a.get<AxisAttrs>().dim);
       std::vector<Array> grads;
@@ -191,7 +192,7 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g) {
     }
 
     default:
-      if (op_info(node.op).kind == OpKind::Library) return library_rule(node, g);
+      if (op_info(node.op).kind == OpKind::Library) return library_rule(node, g, extra_grads);
       throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),
                               format_location(node.loc)));
   }

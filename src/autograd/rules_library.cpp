@@ -12,8 +12,9 @@ namespace ember {
 // Suffix sums along dim (src/ops/library_ops.cpp): the gradient of cumsum.
 Array cumsum_reverse(const Array& x, int dim, Loc loc = Loc::current());
 // The gradients of fused attention's inputs (src/ops/fused_attention.cpp).
-std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
-                                            double scale, bool causal, const std::vector<bool>& needs);
+std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& o, const Array& lse,
+                                            const Array& go, const Array& glse, double scale, bool causal,
+                                            const std::vector<bool>& needs);
 }  // namespace ember
 
 namespace ember::autograd {
@@ -26,7 +27,7 @@ Array saved(GradNode& node, size_t k) { return k < node.saved_inputs.size() ? no
 
 }  // namespace
 
-std::vector<Array> library_rule(GradNode& node, const Array& g) {
+std::vector<Array> library_rule(GradNode& node, const Array& g, const std::vector<Array>& extra_grads) {
   const OpAttrs& a = node.attrs;
   const auto& in = node.inputs;
   const Array x = saved(node, 0), y = saved(node, 1);
@@ -80,12 +81,14 @@ std::vector<Array> library_rule(GradNode& node, const Array& g) {
     // zeros (a zero gives inf/NaN, as the formula divides by it).
     case Op::Cumprod: return {cumsum_reverse(g * node.output(), int(a.get<ScanAttrs>().dim)) / x};
 
-    // Fused attention recomputes the probabilities from the saved logsumexp (plain ops).
+    // Fused attention (outputs o and lse) recomputes the probabilities from the saved lse.
     case Op::FusedAttention: {
       std::vector<bool> needs;
       for (const auto& e : in) needs.push_back(e.fn != nullptr);
       const AttentionAttrs& att = a.get<AttentionAttrs>();
-      return fused_attention_backward(node.saved_inputs, node.output(), g, att.scale, att.causal, needs);
+      const Array o = node.output();
+      return fused_attention_backward(node.saved_inputs, o, output_of(o, 1), g, extra_grads.at(0), att.scale,
+                                      att.causal, needs);
     }
 
     default:

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define EMBER_BACKEND_ABI_VERSION 2u
+#define EMBER_BACKEND_ABI_VERSION 3u  /* 3: multi-output library calls (fused attention) */
 #define EMBER_MAX_ITER_RANK 16 /* outer dims + reduced dims */
 
 /* ---- status -------------------------------------------------------------------------------- */
@@ -192,16 +192,17 @@ enum {
                                         the latest of equal values; a NaN, once seen, stays          */
   EMBER_LIB_CUMMIN_INDICES = 14,     /* as CUMMAX_INDICES for the minimum                            */
   /* Scaled dot-product attention, attrs = ember_attention_attrs. in: q [B, L, E], k [B, S, E],
-   * v [B, S, Ev][, mask [B, L, S] (additive, may have 0 strides)]; out: 1-D [B*L*Ev + B*L], the
-   * attention o [B, L, Ev] (contiguous) followed by the row logsumexp lse [B, L] of the scores
-   * s = q k^T * scale (+ mask) (+ -inf where j > i if causal, top-left aligned):
-   * o = softmax(s) v. A row with no finite score gets o = NaN and lse = -inf. Need not hold
-   * an L x S buffer (the CPU backend tiles with an online softmax).                            */
+   * v [B, S, Ev][, mask [B, L, S] (additive, may have 0 strides)]; two outputs: the attention
+   * o [B, L, Ev] and the row logsumexp lse [B, L] (each of q's dtype, or f32 for f16 / bf16
+   * operands) of the scores s = q k^T * scale (+ mask) (+ -inf where j > i if causal, top-left
+   * aligned): o = softmax(s) v. A row with no finite score gets o = NaN and lse = -inf. Need not
+   * hold an L x S buffer (the CPU backend tiles with an online softmax).                      */
   EMBER_LIB_FUSED_ATTENTION = 15,
   /* Its gradient, same attrs. in: q, k, v, lse [B, L], d [B, L] = rowsum(do * o) - dlse,
-   * do [B, L, Ev][, mask]; out: 1-D [B*L*E + B*S*E + B*S*Ev]: dq, dk, dv (contiguous, in that
-   * order), with p = exp(s - lse), ds = p * (do v^T - d), dq = ds k * scale, dk = ds^T q * scale,
-   * dv = p^T do; p = 0 where s = -inf (so a row with no visible key gets zero gradients).     */
+   * do [B, L, Ev][, mask] (lse and d: q's dtype, or f32 for f16 / bf16 operands); three outputs
+   * in q's dtype: dq [B, L, E], dk [B, S, E], dv [B, S, Ev], with p = exp(s - lse),
+   * ds = p * (do v^T - d), dq = ds k * scale, dk = ds^T q * scale, dv = p^T do; p = 0 where
+   * s = -inf (so a row with no visible key gets zero gradients).                               */
   EMBER_LIB_FUSED_ATTENTION_BACKWARD = 16,
   /* The gradient of MAX_POOL2D, attrs = ember_pool_attrs. in: dy [N, C, OH, OW], x [N, C, H, W];
    * out: dx (shape of x): each window's dy added at its first maximum of x (a NaN is a maximum),

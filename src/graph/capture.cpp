@@ -63,7 +63,7 @@ struct RecordedCall {
   std::vector<int> allocate, release;
 };
 
-struct OutputSpec {
+struct RecordedOutput {
   SlotRef slot;
   int64_t offset = 0;
   std::vector<int64_t> strides;
@@ -103,7 +103,7 @@ struct Recording {
   std::vector<RecordedCall> calls;
   std::vector<size_t> scratch_bytes;
   std::vector<std::shared_ptr<DeviceBuffer>> constants;
-  std::vector<OutputSpec> outputs;
+  std::vector<RecordedOutput> outputs;
   std::string name;  // prefixes replay errors: "captured function (recorded with 3 input(s))"
   ParameterWork parameter_work;
   // Draws the recording call took from the global random sequence, and per random key slot the
@@ -234,7 +234,7 @@ class Recorder final : public WorkRecorder {
         refuse_locked("an output failed");
         return nullptr;
       }
-      OutputSpec spec{{}, n.view.offset, n.view.strides, n.shape, n.dtype,
+      RecordedOutput spec{{}, n.view.offset, n.view.strides, n.shape, n.dtype,
                       op_info(n.op).kind == OpKind::Movement ? n.op : Op::FromData, n.loc};
       if (n.view.buffer) {
         if (!on_device(n.device)) return nullptr;
@@ -256,7 +256,7 @@ class Recorder final : public WorkRecorder {
           first[size_t(s.index)] = std::min(first[size_t(s.index)], i);
           last[size_t(s.index)] = i;
         }
-    for (const OutputSpec& o : r->outputs)
+    for (const RecordedOutput& o : r->outputs)
       if (o.slot.kind == SlotRef::Scratch) {
         last[size_t(o.slot.index)] = n_calls;  // kept
         first[size_t(o.slot.index)] = std::min(first[size_t(o.slot.index)], n_calls - 1);
@@ -267,7 +267,7 @@ class Recorder final : public WorkRecorder {
       if (last[s] < n_calls) calls_[size_t(last[s])].release.push_back(int(s));
     }
     // An output in a scratch slot no call touches (impossible today) would not be allocated.
-    for (const OutputSpec& o : r->outputs)
+    for (const RecordedOutput& o : r->outputs)
       if (o.slot.kind == SlotRef::Scratch && calls_.empty()) {
         refuse_locked("an output has no recorded work");
         return nullptr;
@@ -376,7 +376,7 @@ void plan_parameter_work(Recording& r, size_t n_explicit, const std::vector<Node
       if (sl.kind == SlotRef::Scratch && !w.calls[c]) read_elsewhere[size_t(sl.index)] = 1;
       if (sl.kind == SlotRef::Input && w.calls[c]) input_read[size_t(sl.index)] = 1;
     }
-  for (const OutputSpec& o : r.outputs)
+  for (const RecordedOutput& o : r.outputs)
     if (o.slot.kind == SlotRef::Scratch) read_elsewhere[size_t(o.slot.index)] = 1;
   size_t bytes = 0;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -503,7 +503,7 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
     pw.results = std::move(made);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const OutputSpec& o = r.outputs[i];
+    const RecordedOutput& o = r.outputs[i];
     View v;
     if (o.slot.kind != SlotRef::None) {
       v.buffer = buffer_of(o.slot);
@@ -637,7 +637,7 @@ std::vector<Array> CapturedFunction::operator()(const std::vector<Array>& inputs
   if (recording) {
     std::vector<NodePtr> out_nodes;
     std::vector<Array> outs;
-    for (const OutputSpec& o : recording->outputs) {
+    for (const RecordedOutput& o : recording->outputs) {
       auto node = std::make_shared<Node>(o.op, OpAttrs{}, std::vector<NodePtr>{}, o.shape, o.dtype,
                                          recording->device, o.loc);
       out_nodes.push_back(node);

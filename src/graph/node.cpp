@@ -153,9 +153,12 @@ void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
 }
 }  // namespace
 
-Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
-                 Device device, Loc loc) {
+namespace {
+
+Array make_node_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype, Device device,
+                      Loc loc, std::vector<OutputSpec> extra) {
   check_node_extent(shape, dtype, op, loc);
+  for (const OutputSpec& e : extra) check_node_extent(e.shape, e.dtype, op, loc);
   if (attrs.params.index() != op_info(op).params) [[unlikely]]  // the op table names the struct
     throw Error(fmt::format("internal error: {} made with {}, the op table declares another attributes struct",
                             op_name(op), params_name(attrs.params)));
@@ -176,6 +179,10 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
     node->backward_of = origin->forward_op();
     node->backward_loc = origin->loc();
   }
+  if (!extra.empty()) {
+    node->extra_outputs.reserve(extra.size());
+    for (OutputSpec& e : extra) node->extra_outputs.push_back({std::move(e), View{}});
+  }
   std::shared_ptr<autograd::GradNode> grad;
   if (any_grad && grad_enabled()) grad = autograd::record(op, node->attrs, inputs, node, loc);
   const RuntimePolicy& policy = runtime_policy();
@@ -189,6 +196,37 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
     // until that kernel runs (counting those made a loop that evaluates as it goes flush).
     log_pending(node, policy.auto_eval_nodes);
   return Array(std::move(node), std::move(grad));
+}
+
+}  // namespace
+
+Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
+                 Device device, Loc loc) {
+  return make_node_array(op, std::move(attrs), inputs, std::move(shape), dtype, device, loc, {});
+}
+
+std::vector<Array> make_arrays(Op op, OpAttrs attrs, const std::vector<Array>& inputs, std::vector<OutputSpec> outputs,
+                               Device device, Loc loc) {
+  if (outputs.empty()) throw Error(fmt::format("internal error: {} made with no outputs", op_name(op)));
+  OutputSpec first = std::move(outputs.front());
+  outputs.erase(outputs.begin());
+  std::vector<Array> result;
+  result.reserve(outputs.size() + 1);
+  result.push_back(make_node_array(op, std::move(attrs), inputs, std::move(first.shape), first.dtype, device, loc,
+                                   std::move(outputs)));
+  for (size_t i = 1; i <= result.front().node()->extra_outputs.size(); ++i)
+    result.push_back(output_of(result.front(), int(i), loc));
+  return result;
+}
+
+Array output_of(const Array& primary, int index, Loc loc) {
+  const NodePtr& n = primary.node();
+  if (index < 1 || size_t(index) > n->extra_outputs.size())
+    throw Error(fmt::format("internal error: output {} of {}, which has {} outputs", index, op_name(n->op),
+                            n->extra_outputs.size() + 1));
+  const OutputSpec& spec = n->extra_outputs[size_t(index - 1)].spec;
+  return make_node_array(Op::OutputOf, OpAttrs{.params = OutputAttrs{.index = index}}, {primary}, spec.shape,
+                         spec.dtype, n->device, loc, {});
 }
 
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,

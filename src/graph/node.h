@@ -27,6 +27,12 @@ struct View {
 struct Node;
 using NodePtr = std::shared_ptr<Node>;
 
+// The shape and dtype of one output of a node.
+struct OutputSpec {
+  Shape shape;
+  DType dtype;
+};
+
 struct Node {
   Op op;
   OpAttrs attrs;
@@ -52,6 +58,16 @@ struct Node {
   // place_cat_inputs in realize.cpp); alloc_contiguous returns it. Set before the node runs.
   std::optional<View> placement;
   std::shared_ptr<const std::string> error;  // set before state becomes Failed
+  // A multi-output op (one library call writing several arrays, e.g. fused attention's o and its
+  // f32 log-sum-exp) is one node: output 0 is the node itself (shape, dtype, view above), and
+  // output i >= 1 is described here, its view set when the node runs (from then until the node
+  // dies its buffer stays alive). Users reach output i through an OutputOf node (output_of below)
+  // whose one input is this node, realized as that view.
+  struct ExtraOutput {
+    OutputSpec spec;
+    View view;  // valid once Ready
+  };
+  std::vector<ExtraOutput> extra_outputs;
 
   Node(Op op, OpAttrs attrs, std::vector<NodePtr> inputs, Shape shape, DType dtype, Device device,
        Loc loc);
@@ -107,6 +123,14 @@ class BackwardOrigin {
 // bound); optionally, so is a node deeper than the auto-eval depth.
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc);
+// A multi-output op: one node computing outputs.size() arrays (see Node::extra_outputs), returned
+// in order; result i >= 1 is an OutputOf node reading output i. The op's backward rule receives
+// one gradient per output (autograd/grad_node.h).
+std::vector<Array> make_arrays(Op op, OpAttrs attrs, const std::vector<Array>& inputs, std::vector<OutputSpec> outputs,
+                               Device device, Loc loc);
+// Output `index` (>= 1) of the multi-output node of `primary` (one of make_arrays' results 0), as a
+// new array with history: what backward rules use to read a sibling output.
+Array output_of(const Array& primary, int index, Loc loc = Loc::current());
 // A realized node that wraps an existing view (a leaf).
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
                        Loc loc);

@@ -1,7 +1,8 @@
 // Front end of fused attention (include/ember/ops_library.h): argument checks, flattening of the
-// leading dims to one batch dim B, and one FusedAttention library node whose 1-D output packs the
-// attention [B, L, Ev] and the per-query logsumexp [B, L] (abi.h EMBER_LIB_FUSED_ATTENTION); the
-// two results are contiguous slices of it. Also the backward formulas its autograd rule uses
+// leading dims to one batch dim B, and one FusedAttention library node with two outputs (graph/
+// node.h make_arrays): the attention [B, L, Ev] in the operands' dtype and the per-query
+// logsumexp [B, L] (f32 for f16 / bf16 operands; abi.h EMBER_LIB_FUSED_ATTENTION). Also the
+// backward formulas its autograd rule uses
 // (src/autograd/rules_library.cpp): a FusedAttentionBackward library node, or plain ops when the
 // gradient must be differentiable again (create_graph) or the mask needs a gradient.
 #include <cmath>
@@ -94,16 +95,17 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
     inputs.push_back(reshape(expand(m, target, loc), Shape{B, L, S}, loc));
   }
   OpAttrs attrs{.params = AttentionAttrs{.scale = scale, .causal = opts.causal}};
-  const int64_t n_out = B * L * Ev;
-  // f16 / bf16 compute in f32, and the node keeps f32: the logsumexp that the backward reads back
-  // (one bf16 rounding of an lse near 10 moves every probability by up to 4 %), and o, which the
-  // backward's rowsum(do * o) reads; o is rounded to the dtype once, after (as PyTorch's kernels).
-  const DType stored = dt == DType::F16 || dt == DType::BF16 ? DType::F32 : dt;
-  Array packed = make_array(Op::FusedAttention, std::move(attrs), inputs, Shape{n_out + B * L}, stored, dev, loc);
+  // f16 / bf16 compute in f32, and the node keeps both outputs in f32: the logsumexp that the
+  // backward reads back (one bf16 rounding of an lse near 10 moves every probability by up to 4 %),
+  // and o, which the backward's rowsum(do * o) reads (from a bf16 o the gradients' error grew from
+  // 1.6e-3 to 5.7e-3 rms in FusedAttentionTest.HalfDtypesKeepTheSoftmaxStatisticsInF32); o is
+  // rounded to the dtype once, after (a cast that fuses into its consumer).
+  const DType stat = dt == DType::F16 || dt == DType::BF16 ? DType::F32 : dt;
+  std::vector<Array> outs = make_arrays(Op::FusedAttention, std::move(attrs), inputs,
+                                        {{Shape{B, L, Ev}, stat}, {Shape{B, L}, stat}}, dev, loc);
   std::vector<int64_t> out_shape(qs.begin(), qs.end() - 1), lse_shape = out_shape;
   out_shape.push_back(Ev);
-  return {cast(reshape(slice(packed, 0, 0, n_out, 1, loc), Shape(out_shape), loc), dt, loc),
-          reshape(slice(packed, 0, n_out, n_out + B * L, 1, loc), Shape(lse_shape), loc)};
+  return {cast(reshape(outs[0], Shape(out_shape), loc), dt, loc), reshape(outs[1], Shape(lse_shape), loc)};
 }
 
 Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAttentionOptions opts, Loc loc) {
@@ -111,41 +113,41 @@ Array fused_attention(const Array& q, const Array& k, const Array& v, FusedAtten
 }
 
 // Gradients of the FusedAttention node (declared in rules_library.cpp). in = q [B, L, E],
-// k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; packed = the node's output (f32 for f16 / bf16
-// operands); g its gradient (o's and lse's). With s the masked scores and p = exp(s - lse):
-// dv = p^T do, dp = do v^T, ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale,
-// dk = ds^T q * scale, dmask = ds.
-std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& packed, const Array& g,
-                                            double scale, bool causal, const std::vector<bool>& needs) {
+// k [B, S, E], v [B, S, Ev][, mask [B, L, S]]; o [B, L, Ev] and lse [B, L] its outputs (both in f32
+// for f16 / bf16 operands), go and glse their gradients (either may be undefined: zero). With s
+// the masked scores and p = exp(s - lse): dv = p^T do, dp = do v^T,
+// ds = p * (dp - rowsum(do * o) + dlse), dq = ds k * scale, dk = ds^T q * scale, dmask = ds.
+std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& o, const Array& lse,
+                                            const Array& go_in, const Array& glse, double scale, bool causal,
+                                            const std::vector<bool>& needs) {
   const Loc loc = Loc::current();
   const Array &q = in[0], &k = in[1], &v = in[2];
   const DType dt = q.dtype();
   const int64_t B = q.shape()[0], L = q.shape()[1], S = k.shape()[1], Ev = v.shape()[2];
-  const int64_t n_out = B * L * Ev, n = n_out + B * L;
-  auto part = [&](const Array& x, int64_t a, int64_t b, const Shape& s) { return reshape(slice(x, 0, a, b, 1, loc), s); };
-  const Array o = part(packed, 0, n_out, Shape{B, L, Ev}), lse = part(packed, n_out, n, Shape{B, L, 1});
-  const Array go = part(g, 0, n_out, Shape{B, L, Ev}), glse = part(g, n_out, n, Shape{B, L, 1});
-  // Without create_graph and without a mask gradient: the fused backward op (no L x S buffer). lse
-  // and d = rowsum(do * o) - dlse stay in the packed output's precision (f32 for f16 / bf16), do
-  // is in the operands' dtype.
+  const Array go = go_in.defined() ? go_in : zeros(o.shape(), {o.dtype(), o.device()});
+  // Without create_graph and without a mask gradient: the fused backward op (no L x S buffer), with
+  // d = rowsum(do * o) - dlse in lse's precision (f32 for f16 / bf16).
   if (!grad_enabled() && !(in.size() > 3 && needs[3])) {
     const int64_t E = q.shape()[2];
-    std::vector<Array> ins{q, k, v, reshape(lse, Shape{B, L}), reshape(sub(sum(mul(go, o), {2}, true), glse), Shape{B, L}),
-                           cast(go, dt, loc)};
+    const DType stat = lse.dtype();
+    Array d = sum(mul(cast(go, stat, loc), cast(o, stat, loc)), {2});
+    if (glse.defined()) d = sub(d, cast(glse, stat, loc));
+    std::vector<Array> ins{q, k, v, lse, d, cast(go, dt, loc)};
     if (in.size() > 3) ins.push_back(in[3]);
     OpAttrs attrs{.params = AttentionAttrs{.scale = scale, .causal = causal}};
-    const int64_t nq = B * L * E, nk = B * S * E;
-    Array packed_grads = make_array(Op::FusedAttentionBackward, std::move(attrs), ins, Shape{nq + nk + B * S * Ev},
-                                    q.dtype(), q.device(), loc);
+    std::vector<Array> outs =
+        make_arrays(Op::FusedAttentionBackward, std::move(attrs), ins,
+                    {{Shape{B, L, E}, dt}, {Shape{B, S, E}, dt}, {Shape{B, S, Ev}, dt}}, q.device(), loc);
     std::vector<Array> grads(in.size());
-    if (needs[0]) grads[0] = part(packed_grads, 0, nq, Shape{B, L, E});
-    if (needs[1]) grads[1] = part(packed_grads, nq, nq + nk, Shape{B, S, E});
-    if (needs[2]) grads[2] = part(packed_grads, nq + nk, nq + nk + B * S * Ev, Shape{B, S, Ev});
+    for (size_t i = 0; i < 3; ++i)
+      if (needs[i]) grads[i] = outs[i];
     return grads;
   }
   // Otherwise the same formulas with plain ops in the operands' dtype (differentiable again; holds
   // L x S).
-  if (packed.dtype() != dt) return fused_attention_backward(in, cast(packed, dt, loc), cast(g, dt, loc), scale, causal, needs);
+  if (o.dtype() != dt)
+    return fused_attention_backward(in, cast(o, dt, loc), lse, cast(go, dt, loc), glse, scale, causal, needs);
+  const Array lse3 = reshape(cast(lse, dt, loc), Shape{B, L, 1});
   Array s = mul(matmul(q, transpose(k, 1, 2)), scalar_like(scale, q, loc));
   if (in.size() > 3) s = add(s, in[3]);
   if (causal) {
@@ -153,10 +155,12 @@ std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const 
     const Array j = reshape(arange(0, S, 1, DType::I64, q.device()), Shape{1, S});
     s = where(le(j, i), s, -std::numeric_limits<double>::infinity());
   }
-  const Array p = exp(sub(s, lse));
+  const Array p = exp(sub(s, lse3));
   std::vector<Array> grads(in.size());
   if (needs[2]) grads[2] = matmul(transpose(p, 1, 2), go);
-  const Array ds = mul(p, add(sub(matmul(go, transpose(v, 1, 2)), sum(mul(go, o), {2}, true)), glse));
+  Array dp = sub(matmul(go, transpose(v, 1, 2)), sum(mul(go, o), {2}, true));
+  if (glse.defined()) dp = add(dp, reshape(cast(glse, dt, loc), Shape{B, L, 1}));
+  const Array ds = mul(p, dp);
   if (needs[0]) grads[0] = mul(matmul(ds, k), scalar_like(scale, q, loc));
   if (needs[1]) grads[1] = mul(matmul(transpose(ds, 1, 2), q), scalar_like(scale, q, loc));
   if (in.size() > 3 && needs[3]) grads[3] = ds;

@@ -55,6 +55,7 @@ const char* params_name(const OpParams& p) {
         else if constexpr (std::is_same_v<T, ScanAttrs>) return "ScanAttrs";
         else if constexpr (std::is_same_v<T, AttentionAttrs>) return "AttentionAttrs";
         else if constexpr (std::is_same_v<T, EpilogueAttrs>) return "EpilogueAttrs";
+        else if constexpr (std::is_same_v<T, OutputAttrs>) return "OutputAttrs";
         else static_assert(kAlwaysFalse<T>, "a new params struct needs its name here");
       },
       p);
@@ -97,6 +98,8 @@ std::string describe(const OpParams& p) {
           for (const PostOp& o : a.ops)
             s += fmt::format(" [kind {} input {} alpha {} beta {}]", o.kind, o.input, o.alpha, o.beta);
           return s + ", conv " + conv_str(a.conv);
+        } else if constexpr (std::is_same_v<T, OutputAttrs>) {
+          return fmt::format("output {}", a.index);
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs describe()");
         }
@@ -140,6 +143,8 @@ void append_key(const OpParams& p, std::vector<int64_t>& k) {
           k.push_back(int64_t(a.ops.size()));
           for (const PostOp& o : a.ops)
             k.insert(k.end(), {o.kind, o.input, std::bit_cast<int64_t>(o.alpha), std::bit_cast<int64_t>(o.beta)});
+        } else if constexpr (std::is_same_v<T, OutputAttrs>) {
+          k.push_back(a.index);
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs append_key()");
         }
@@ -204,6 +209,8 @@ std::string params_json(const OpParams& p) {
           json ops = json::array();
           for (const PostOp& o : a.ops) ops.push_back({{"kind", o.kind}, {"input", o.input}, {"alpha", o.alpha}, {"beta", o.beta}});
           return {{"has_bias", a.has_bias}, {"conv", conv_json(a.conv)}, {"ops", ops}};
+        } else if constexpr (std::is_same_v<T, OutputAttrs>) {
+          return {{"index", a.index}};
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs params_json()");
         }
@@ -240,6 +247,7 @@ OpParams params_from_json(const std::string& text) {
       e.ops.push_back({field<int32_t>(o, "kind"), field<int32_t>(o, "input"), field<double>(o, "alpha"), field<double>(o, "beta")});
     return e;
   }
+  if (type == "OutputAttrs") return OutputAttrs{field<int64_t>(j, "index")};
   throw Error(fmt::format("op attributes: unknown type '{}'", type));
 }
 

@@ -77,11 +77,16 @@ struct EpilogueAttrs {
   std::vector<PostOp> ops;
 };
 
+// OutputOf: which output of its input's multi-output node it reads (>= 1; graph/node.h).
+struct OutputAttrs {
+  int64_t index = 1;
+};
+
 // Ops without structural attributes (elementwise ops, reshape, matmul, ...).
 using NoAttrs = std::monostate;
 
 using OpParams = std::variant<NoAttrs, ReduceAttrs, PermuteAttrs, SliceAttrs, AxisAttrs, Conv2dOptions,
-                              Pool2dOptions, SortAttrs, ScanAttrs, AttentionAttrs, EpilogueAttrs>;
+                              Pool2dOptions, SortAttrs, ScanAttrs, AttentionAttrs, EpilogueAttrs, OutputAttrs>;
 
 // The position of struct T in OpParams (what OpInfo::params records for an op).
 template <class T, class Variant = OpParams>

@@ -22,7 +22,10 @@ enum class Op : uint16_t {
   NumOps
 };
 
-enum class OpKind : uint8_t { Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Scatter, Contraction, Library };
+// Projection: OutputOf, which reads another output of a multi-output node (graph/node.h).
+enum class OpKind : uint8_t {
+  Elementwise, Generator, Reduce, Leaf, Movement, Opaque, Gather, Scatter, Contraction, Library, Projection
+};
 
 enum class DTypeRule : uint8_t {
   Numeric, Float, Logical, Promote, PromoteFloat, Compare, Where, Cast,  // elementwise

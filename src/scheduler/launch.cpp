@@ -25,14 +25,18 @@ static bool env_log_kir() {
   return on;
 }
 
+View alloc_contiguous(Device device, const Shape& shape, DType dtype) {
+  View v;
+  size_t bytes = size_t(shape.numel()) * dtype_size(dtype);
+  v.buffer = backend_for(device).alloc(device, bytes);
+  if (WorkRecorder* r = active_work_recorder()) r->allocated(v.buffer);
+  v.strides = shape.contiguous_strides();
+  return v;
+}
+
 View alloc_contiguous(const Node& n) {
   if (n.placement) return *n.placement;
-  View v;
-  size_t bytes = size_t(n.shape.numel()) * dtype_size(n.dtype);
-  v.buffer = backend_for(n.device).alloc(n.device, bytes);
-  if (WorkRecorder* r = active_work_recorder()) r->allocated(v.buffer);
-  v.strides = n.shape.contiguous_strides();
-  return v;
+  return alloc_contiguous(n.device, n.shape, n.dtype);
 }
 
 bool is_contiguous(const View& v, const Shape& shape) {

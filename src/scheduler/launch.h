@@ -12,8 +12,10 @@
 namespace ember {
 
 Backend& backend_for(Device d);
-// A fresh contiguous buffer for the node's shape and dtype.
+// A fresh contiguous buffer for the node's shape and dtype (its placement, if it has one).
 View alloc_contiguous(const Node& n);
+// A fresh contiguous buffer for `shape` and `dtype` (a multi-output node's other outputs).
+View alloc_contiguous(Device device, const Shape& shape, DType dtype);
 bool is_contiguous(const View& v, const Shape& shape);
 // Strides of `in` (shape in_shape) read at every point of out_shape (numpy broadcasting).
 std::vector<int64_t> broadcast_strides(const Shape& in_shape, const std::vector<int64_t>& strides,

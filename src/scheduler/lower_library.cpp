@@ -45,19 +45,20 @@ void run_matmul(Node& n) {
 
 namespace {
 
-// A realized node's view as a library-call descriptor (explicit shape and strides).
-ember_tensor_desc tensor_desc(const Node& x, const View& v) {
+// A view of `shape` and `dtype` as a library-call descriptor (explicit shape and strides).
+ember_tensor_desc tensor_desc(const Shape& shape, DType dtype, const View& v) {
   ember_tensor_desc d{};
   d.buffer = v.buffer ? v.buffer->handle : nullptr;
   d.offset = v.offset;
-  d.dtype = int32_t(x.dtype);
-  d.rank = x.shape.rank();
+  d.dtype = int32_t(dtype);
+  d.rank = shape.rank();
   for (int i = 0; i < d.rank; ++i) {
-    d.shape[i] = x.shape[i];
+    d.shape[i] = shape[i];
     d.strides[i] = v.strides[size_t(i)];
   }
   return d;
 }
+ember_tensor_desc tensor_desc(const Node& x, const View& v) { return tensor_desc(x.shape, x.dtype, v); }
 
 }  // namespace
 
@@ -65,11 +66,20 @@ ember_tensor_desc tensor_desc(const Node& x, const View& v) {
 // spelled as the attrs struct of abi.h.
 void run_library(Node& n) {
   if (n.op == Op::MatmulEpilogue || n.op == Op::Conv2dEpilogue) return run_epilogue(n);
+  // Every output (a multi-output node's too, graph/node.h) gets a fresh contiguous buffer.
   n.view = alloc_contiguous(n);
-  if (n.shape.numel() == 0) return;
+  std::vector<ember_tensor_desc> outs{tensor_desc(n, n.view)};
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
+  bool empty = n.shape.numel() == 0;
+  for (Node::ExtraOutput& e : n.extra_outputs) {
+    e.view = alloc_contiguous(n.device, e.spec.shape, e.spec.dtype);
+    outs.push_back(tensor_desc(e.spec.shape, e.spec.dtype, e.view));
+    buffers.push_back(e.view.buffer);
+    empty = empty && e.spec.shape.numel() == 0;
+  }
+  if (empty) return;
   std::vector<ember_tensor_desc> ins;
   for (const NodePtr& in : n.inputs) ins.push_back(tensor_desc(*in, in->view));
-  ember_tensor_desc out = tensor_desc(n, n.view);
   ember_conv_attrs conv{};
   ember_pool_attrs pool{};
   ember_sort_attrs sort{};
@@ -129,10 +139,10 @@ void run_library(Node& n) {
       break;
     }
   }
-  std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
   for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
-    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), &out, 1, attrs, buffers);
+    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), outs.data(), int(outs.size()), attrs,
+                 buffers);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }

@@ -27,6 +27,11 @@ void execute_node(Node& n) {
     case OpKind::Opaque: run_cat(n); break;
     case OpKind::Contraction: run_matmul(n); break;
     case OpKind::Library: run_library(n); break;
+    case OpKind::Projection: {
+      const Node& of = *n.inputs[0];
+      n.view = of.extra_outputs.at(size_t(n.attrs.get<OutputAttrs>().index - 1)).view;
+      break;
+    }
     case OpKind::Leaf: throw Error(fmt::format("{}: leaf node has no data", n.where()));
   }
 }

@@ -111,6 +111,13 @@ std::vector<Case> library_cases() {
       Case{Op::FusedAttention, "fused_attention_causal_mask",
            [] { return V{input({2, 3, 4}, 91), input({2, 5, 4}, 92), input({2, 5, 2}, 93), input({3, 5}, 94)}; },
            [](const V& a) { return fused_attention(a[0], a[1], a[2], {.causal = true, .mask = a[3]}); }},
+      // Both outputs of the one node (the lse through an output_of node): o + lse, broadcast.
+      Case{Op::OutputOf, "fused_attention_both_outputs",
+           [] { return V{input({1, 4, 3}, 98), input({1, 5, 3}, 99), input({1, 5, 2}, 100)}; },
+           [](const V& a) {
+             AttentionResult r = fused_attention_lse(a[0], a[1], a[2], {.causal = true});
+             return add(r.out, unsqueeze(r.lse, 2));
+           }},
       Case{Op::FusedAttention, "fused_attention_lse", [] { return V{input({1, 4, 3}, 95), input({1, 6, 3}, 96), input({1, 6, 2}, 97)}; },
            [](const V& a) { return fused_attention_lse(a[0], a[1], a[2], {.scale = 0.8}).lse; }},
   };

@@ -3,6 +3,8 @@
 // plain composition softmax(q k^T * scale + mask) v built from matmul/softmax on random inputs of
 // many shapes (blocks not dividing L or S, E != Ev, causal with L != S, sizes of 1), f16/bf16
 // against f32, peak memory far below an L x S buffer, and errors on bad arguments.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -212,6 +214,50 @@ TEST_P(FusedAttentionTest, HalfDtypesKeepTheSoftmaxStatisticsInF32) {
     const double bound = dt == DType::BF16 ? 5e-3 : 7e-4;  // one rounding: 1.6e-3 and 2e-4 (rms)
     for (size_t i = 1; i < 4; ++i) EXPECT_LT(rel_rms(got[i], want[i]), bound) << dtype_name(dt) << " gradient " << i - 1;
   }
+}
+
+// Fused attention is one node with two outputs (o and lse, graph/node.h make_arrays): gradients
+// reaching either or both, with and without create_graph (the fused backward op, or plain ops),
+// equal the plain path's (f64: lse = logsumexp(s), o = softmax(s) v).
+TEST_P(FusedAttentionTest, GradientsThroughEitherOutputMatchPlainPath) {
+  const Array q0 = random_on({2, 5, 4}, 71, dev, DType::F64), k0 = random_on({2, 7, 4}, 72, dev, DType::F64),
+              v0 = random_on({2, 7, 3}, 73, dev, DType::F64);
+  const Array wo = random_on({2, 5, 3}, 74, dev, DType::F64), wl = random_on({2, 5}, 75, dev, DType::F64);
+  for (bool causal : {false, true})
+    for (int used : {1, 2, 3})  // 1: o only, 2: lse only, 3: both
+      for (bool create_graph : {false, true}) {
+        const std::string what = fmt::format("causal {} outputs {} create_graph {}", causal, used, create_graph);
+        auto grads = [&](bool fused) {
+          std::vector<Array> in{q0.require_grad(), k0.require_grad(), v0.require_grad()};
+          Array o, lse;
+          if (fused) {
+            AttentionResult r = fused_attention_lse(in[0], in[1], in[2], {.causal = causal});
+            o = r.out;
+            lse = r.lse;
+          } else {
+            Array s = mul(matmul(in[0], transpose(in[1], 1, 2)), 0.5);
+            if (causal) {
+              Array i = reshape(arange(0, 5, 1, DType::I64, dev), Shape{5, 1});
+              Array j = reshape(arange(0, 7, 1, DType::I64, dev), Shape{1, 7});
+              s = where(le(j, i), s, -std::numeric_limits<double>::infinity());
+            }
+            lse = logsumexp(s, {2});
+            o = matmul(softmax(s, -1), in[2]);
+          }
+          Array loss;
+          if (used & 1) loss = sum(mul(o, wo));
+          if (used & 2) loss = loss.defined() ? add(loss, sum(mul(lse, wl))) : sum(mul(lse, wl));
+          std::vector<Array> g = grad(loss, in, {.create_graph = create_graph, .materialize_grads = true});
+          std::vector<std::vector<double>> out;
+          for (const Array& x : g) out.push_back(x.to_vector<double>());
+          if (create_graph)  // a second order, d/dk of |dL/dq|^2, through the plain-op backward
+            out.push_back(grad(sum(mul(g[0], g[0])), {in[1]})[0].to_vector<double>());
+          return out;
+        };
+        const auto got = grads(true), want = grads(false);
+        ASSERT_EQ(got.size(), want.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-10, 1e-12)) << what << " grad " << i;
+      }
 }
 
 // The logsumexp output is logsumexp of the masked scores; a row that sees nothing is NaN / -inf.

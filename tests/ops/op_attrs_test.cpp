@@ -71,12 +71,18 @@ TEST(OpAttrsTest, EachFamilyHoldsItsStruct) {
   const Pool2dOptions& p = attrs_of(pooled).get<Pool2dOptions>();
   EXPECT_EQ(p.stride.h, 3);
   EXPECT_EQ(p.stride.w, 2);
-  // Attention's lse is a view of the node that computes output and lse together.
+  // Attention's lse is output 1 of the node that computes output and lse together.
   Array q = zeros({1, 2, 4}), k = zeros({1, 3, 4}), v = zeros({1, 3, 4});
   Array lse = fused_attention_lse(q, k, v, {.scale = 0.5, .causal = true}).lse;
   const Node* n = lse.node().get();
-  while (n->op != Op::FusedAttention && !n->inputs.empty()) n = n->inputs[0].get();
+  while (n->op != Op::OutputOf && !n->inputs.empty()) n = n->inputs[0].get();
+  ASSERT_EQ(n->op, Op::OutputOf);
+  EXPECT_EQ(n->attrs.get<OutputAttrs>().index, 1);
+  n = n->inputs[0].get();
   ASSERT_EQ(n->op, Op::FusedAttention);
+  ASSERT_EQ(n->extra_outputs.size(), 1u);
+  EXPECT_EQ(n->extra_outputs[0].spec.shape, Shape({1, 2}));
+  EXPECT_EQ(n->extra_outputs[0].spec.dtype, DType::F32);
   EXPECT_EQ(n->attrs.get<AttentionAttrs>().scale, 0.5);
   EXPECT_TRUE(n->attrs.get<AttentionAttrs>().causal);
 }
@@ -122,6 +128,8 @@ std::vector<OpParams> sample_params() {
       EpilogueAttrs{.ops = {PostOp{.kind = 1}}},
       EpilogueAttrs{.ops = {PostOp{.kind = 1, .alpha = 2}}},
       EpilogueAttrs{.has_bias = true, .conv = {.stride = 2}, .ops = {PostOp{.kind = 3, .input = 2, .beta = -1e-300}}},
+      OutputAttrs{1},
+      OutputAttrs{2},
   };
 }
 

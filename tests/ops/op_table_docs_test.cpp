@@ -30,6 +30,7 @@ const char* kind_name(OpKind k) {
     case OpKind::Scatter: return "scatter";
     case OpKind::Contraction: return "contraction";
     case OpKind::Library: return "library";
+    case OpKind::Projection: return "projection";
   }
   return "?";
 }

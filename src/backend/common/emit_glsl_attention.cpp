@@ -26,7 +26,8 @@
 //
 // Launch words (emit_glsl_library.h Params, from word kZero + 1 on): B, L, S, E, Ev, NC (column
 // blocks of the pass), causal, scale (f64 or f32 bits), then q, k, v [, lse, d, do] [, mask]
-// (offset and 3 strides; lse and d: 2), y (offset and 1 stride).
+// (offset and 3 strides; lse and d: 2), then each output (offset and the stride of its flat index):
+// forward o, l (lse); backward dq, dk, dv.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -43,9 +44,15 @@ struct Ctx {
   bool unit_q = false, unit_k = false, unit_v = false, unit_g = false;  // last-dim stride 1
   const ExprTable* t;
   uint8_t dt;  // q, k, v (and do)
-  uint8_t yt;  // the output: dt, or f32 for f16 / bf16 operands (forward's [o | lse])
   std::string A, exp, log, inf, nan;
   int mask_arg = -1;  // binding of the mask, -1 without
+};
+
+// An output: its binding, the prefix of its launch words (name_o, name_s0) and its dtype.
+struct Out {
+  int arg;
+  std::string name;
+  uint8_t dtype;
 };
 
 // Element (a, b, c) of rank-3 tensor x (uint index arithmetic).
@@ -97,14 +104,15 @@ std::string acc_add(const Ctx& c, const std::string& f, int arg, const std::stri
   return s;
 }
 // y[y_o + (first + col0 + u) * y_s0] = value (of acc[u]) for the live columns.
-std::string acc_store(const Ctx& c, int y_arg, const std::string& first, const std::string& value) {
+std::string acc_store(const Ctx& c, const Out& y, const std::string& first, const std::string& value) {
   std::string s;
   for (int u = 0; u < kCols; ++u) {
     std::string v = value;
     for (size_t at = v.find("acc[u]"); at != std::string::npos; at = v.find("acc[u]"))
       v.replace(at, 6, "acc[" + S(u) + "]");
     s += "  if (nc > " + S(u) + ") " +
-         store(*c.t, c.yt, y_arg, "y_o + (" + first + " + uint(col0 + " + S(u) + ")) * y_s0", compute_dtype(c.dt), v) +
+         store(*c.t, y.dtype, y.arg, y.name + "_o + (" + first + " + uint(col0 + " + S(u) + ")) * " + y.name + "_s0",
+               compute_dtype(c.dt), v) +
          "\n";
   }
   return s;
@@ -160,7 +168,7 @@ std::string regs_zero(const Ctx& c, const std::string& acc, int64_t w) {
   return s;
 }
 // Stores y[y_o + (first + u) * y_s0] = value(acc[u]) for u < n.
-std::string regs_store(const Ctx& c, int y_arg, const std::string& acc, int64_t w, const std::string& n,
+std::string regs_store(const Ctx& c, const Out& y, const std::string& acc, int64_t w, const std::string& n,
                        const std::string& first, const std::string& value) {
   std::string s;
   for (int64_t u = 0; u < w; ++u) {
@@ -168,7 +176,9 @@ std::string regs_store(const Ctx& c, int y_arg, const std::string& acc, int64_t 
     const std::string r = acc + "[" + S(u) + "]";
     for (size_t at = v.find('@'); at != std::string::npos; at = v.find('@', at + r.size())) v.replace(at, 1, r);
     s += "  if (" + n + " > " + S(u) + ") " +
-         store(*c.t, c.yt, y_arg, "y_o + (" + first + " + " + S(u) + "u) * y_s0", compute_dtype(c.dt), v) + "\n";
+         store(*c.t, y.dtype, y.arg, y.name + "_o + (" + first + " + " + S(u) + "u) * " + y.name + "_s0",
+               compute_dtype(c.dt), v) +
+         "\n";
   }
   return s;
 }
@@ -197,11 +207,12 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
   const bool fwd = op == EMBER_LIB_FUSED_ATTENTION;
   const int32_t base_in = fwd ? 3 : 6;
-  if (n_out != 1 || (n_in != base_in && n_in != base_in + 1)) return fail(why, "fused attention: bad operand counts");
+  if (n_out != (fwd ? 2 : 3) || (n_in != base_in && n_in != base_in + 1))
+    return fail(why, "fused attention: bad operand counts");
   const bool has_mask = n_in == base_in + 1;
-  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &y = out[0];
-  const uint8_t dt = uint8_t(q.dtype), yt = uint8_t(y.dtype);
-  // f16 / bf16 operands may keep their statistics in f32: the forward's output, the backward's
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
+  const uint8_t dt = uint8_t(q.dtype);
+  // f16 / bf16 operands may keep their statistics in f32: the forward's lse output, the backward's
   // lse and d (inputs 3 and 4).
   auto widened = [&](int32_t x) { return x == EMBER_F32 && is_half(dt); };
   for (int32_t a = 0; a < n_in; ++a) {
@@ -209,22 +220,32 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     if (in[a].rank != (two ? 2 : 3)) return fail(why, "fused attention: bad operand ranks");
     if (in[a].dtype != dt && !(two && widened(in[a].dtype))) return fail(why, "fused attention: operand dtypes differ");
   }
-  if (y.rank != 1 || !(yt == dt || (fwd && widened(yt))) || !is_floating(dt))
-    return fail(why, "fused attention: bad output");
-  const uint8_t lt = fwd ? yt : uint8_t(in[3].dtype), ddt = fwd ? yt : uint8_t(in[4].dtype);
+  if (!is_floating(dt)) return fail(why, "fused attention: operands must be floating");
+  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S_ = k.shape[1], Ev = v.shape[2];
+  // The outputs, each addressed by its flat index (they are contiguous).
+  auto shaped = [](const ember_tensor_desc& d, std::initializer_list<int64_t> dims) {
+    if (d.rank != int32_t(dims.size())) return false;
+    int i = 0;
+    for (int64_t n : dims)
+      if (d.shape[i++] != n) return false;
+    return true;
+  };
+  const bool outputs_ok =
+      fwd ? shaped(out[0], {B, L, Ev}) && (out[0].dtype == dt || widened(out[0].dtype)) && shaped(out[1], {B, L}) &&
+                (out[1].dtype == dt || widened(out[1].dtype))
+          : shaped(out[0], {B, L, E}) && shaped(out[1], {B, S_, E}) && shaped(out[2], {B, S_, Ev}) &&
+                out[0].dtype == dt && out[1].dtype == dt && out[2].dtype == dt;
+  if (!outputs_ok) return fail(why, "fused attention: bad outputs");
+  const uint8_t lt = fwd ? uint8_t(out[1].dtype) : uint8_t(in[3].dtype), ddt = fwd ? lt : uint8_t(in[4].dtype);
   if (dt == EMBER_F64 && !has_f64_exp_log(target))
     return fail(why, "fused attention on float64 needs the f64 exp and log");
-  const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S_ = k.shape[1], Ev = v.shape[2];
-  if (y.shape[0] != (fwd ? B * L * Ev + B * L : B * L * E + B * S_ * E + B * S_ * Ev))
-    return fail(why, "fused attention: output size mismatch");
-  if (B * std::max(L, S_) * std::max<int64_t>({E, Ev, 1}) >= (int64_t(1) << 31) || y.shape[0] >= (int64_t(1) << 31))
+  if (B * std::max(L, S_) * std::max<int64_t>({E, Ev, 1}) >= (int64_t(1) << 31))
     return fail(why, "fused attention: too large for 32-bit indices");
   const auto* a = static_cast<const ember_attention_attrs*>(attrs);
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   Ctx c;
   c.t = t.get();
   c.dt = dt;
-  c.yt = yt;
   const bool d64 = dt == EMBER_F64;
   c.A = compute_type(dt);
   c.exp = d64 ? "e_expd" : "e_expf";
@@ -236,10 +257,11 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
   c.unit_k = k.strides[2] == 1;
   c.unit_v = v.strides[2] == 1;
   c.unit_g = !fwd && in[5].strides[2] == 1;
-  const int y_arg = n_in;
+  const Out O{n_in, "o", uint8_t(out[0].dtype)}, LSE{n_in + 1, "l", lt};          // forward
+  const Out DQ{n_in, "dq", dt}, DK{n_in + 1, "dk", dt}, DV{n_in + 2, "dv", dt};  // backward
   std::vector<uint8_t> dts;
   for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
-  dts.push_back(yt);
+  for (int32_t i = 0; i < n_out; ++i) dts.push_back(uint8_t(out[i].dtype));
 
   // The words of one pass (NC: its column blocks).
   auto params = [&](int64_t nc) {
@@ -265,7 +287,11 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
       tensor("g", in[5], 3);
     }
     if (has_mask) tensor("m", in[base_in], 3);
-    tensor("y", y, 1);
+    for (int32_t i = 0; i < n_out; ++i) {
+      const Out& y = fwd ? (i == 0 ? O : LSE) : (i == 0 ? DQ : i == 1 ? DK : DV);
+      p.u32(y.name + "_o", out[i].offset);
+      p.u32(y.name + "_s0", out[i].strides[out[i].rank - 1]);
+    }
     return p;
   };
   const std::string& A = c.A;
@@ -290,8 +316,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "    if (s > mx) { sum = sum * " + c.exp + "(mx - s); mx = s; }\n";
     b += "    if (s != " + ninf + ") sum += " + c.exp + "(s - mx);\n  }\n";
     b += "  " + A + " lse = sum > " + A + "(0) ? mx + " + c.log + "(sum) : " + ninf + ";\n";
-    b += "  " + store(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
-         "\n";
+    b += "  " + store(*t, lt, LSE.arg, "l_o + row * l_s0", compute_dtype(dt), "lse") + "\n";
     b += regs_zero(c, "acc", wv);
     b += "  if (lse > " + ninf + ")\n";
     b += "    for (int j = 0; j < jend; ++j) {\n" + regs_score(c, true, we, "      ");
@@ -300,7 +325,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "      uint va = " + at3("v", "b", "j", "0") + ";\n";
     b += regs_axpy("acc", wv, "pj", A + "(" + load(*t, dt, 2, c.unit_v ? "va + @u" : "va + @u * v_s2") + ")", "      ");
     b += "    }\n";
-    b += regs_store(c, y_arg, "acc", wv, "Ev", "row * uint(Ev)", "lse > " + ninf + " ? @ : " + c.nan);
+    b += regs_store(c, O, "acc", wv, "Ev", "row * uint(Ev)", "lse > " + ninf + " ? @ : " + c.nan);
     passes.push_back(make_pass("library call fused attention", target, dts, params(1), B * L, 2 * S_, b));
     return true;
   }
@@ -322,7 +347,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
                     "    ");
       b += "    " + A + " ds = pj * (dp - dd) * scale;\n";
       b += regs_axpy("acc", we, "ds", "kr[@]", "    ") + "  }\n";
-      b += regs_store(c, y_arg, "acc", we, "E", "row * uint(E)", "@");
+      b += regs_store(c, DQ, "acc", we, "E", "row * uint(E)", "@");
       passes.push_back(make_pass("library call fused attention backward (dq)", target, dts, params(1), B * L, S_, b));
     }
     {  // dk and dv: an invocation per key, k[b, j] and v[b, j] in registers.
@@ -341,9 +366,8 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
       b += "    " + A + " ds = pj * (dp - " + A + "(" + load(*t, ddt, 4, "dd_o + b * dd_s0 + uint(i) * dd_s1") +
            ")) * scale;\n";
       b += regs_axpy("ak", we, "ds", "qr[@]", "    ") + regs_axpy("av", wv, "pj", "gr[@]", "    ") + "  }\n";
-      b += regs_store(c, y_arg, "ak", we, "E", "uint(B) * uint(L) * uint(E) + row * uint(E)", "@");
-      b += regs_store(c, y_arg, "av", wv, "Ev",
-                      "uint(B) * uint(L) * uint(E) + uint(B) * uint(S) * uint(E) + row * uint(Ev)", "@");
+      b += regs_store(c, DK, "ak", we, "E", "row * uint(E)", "@");
+      b += regs_store(c, DV, "av", wv, "Ev", "row * uint(Ev)", "@");
       passes.push_back(
           make_pass("library call fused attention backward (dk, dv)", target, dts, params(1), B * S_, L, b));
     }
@@ -353,18 +377,17 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     {  // lse[b, i]
       std::string b = "  uint row = uint(id);\n  int i = int(row % uint(L));\n  uint b = row / uint(L);\n";
       b += row_lse(c);
-      b += "  " + store(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0", compute_dtype(dt), "lse") +
-           "\n";
+      b += "  " + store(*t, lt, LSE.arg, "l_o + row * l_s0", compute_dtype(dt), "lse") + "\n";
       passes.push_back(
           make_pass("library call fused attention (lse)", target, dts, params(1), B * L, S_ * (1 + ue), b));
     }
     // o[b, i, c] = sum over the visible keys of exp(s - lse) v[b, j, c].
     const int64_t nc = blocks(Ev);
     std::string b = split("i", "L");
-    if (is_half(yt)) {  // the stored lse is rounded: computed again
+    if (is_half(lt)) {  // the stored lse is rounded: computed again
       b += row_lse(c);
     } else {
-      b += "  " + A + " lse = " + A + "(" + load(*t, yt, y_arg, "y_o + (uint(B) * uint(L) * uint(Ev) + row) * y_s0") + ");\n";
+      b += "  " + A + " lse = " + A + "(" + load(*t, lt, LSE.arg, "l_o + row * l_s0") + ");\n";
     }
     b += acc_begin(c, "Ev");
     b += "  int jend = causal != 0 ? min(S, i + 1) : S;\n";
@@ -375,9 +398,9 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "      uint va = " + at3("v", "b", "j", "0") + ";\n";
     b += acc_add(c, "pj", 2, "va", "v_s2", "      ");
     b += "    }\n";
-    b += acc_store(c, y_arg, "row * uint(Ev)", "lse > " + ninf + " ? acc[u] : " + c.nan);
+    b += acc_store(c, O, "row * uint(Ev)", "lse > " + ninf + " ? acc[u] : " + c.nan);
     passes.push_back(make_pass("library call fused attention", target, dts, params(nc), B * L * nc,
-                               S_ * (1 + ue) * (is_half(yt) ? 2 : 1), b));
+                               S_ * (1 + ue) * (is_half(lt) ? 2 : 1), b));
     return true;
   }
   // Backward: p, dp and ds of the current (b, i, j), in the loop body (continue: p = 0).
@@ -406,7 +429,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "  for (int j = 0; j < jend; ++j) {\n" + grads(true, "    ");
     b += "    uint ka = " + at3("k", "b", "j", "0") + ";\n";
     b += acc_add(c, "ds", 1, "ka", "k_s2", "    ") + "  }\n";
-    b += acc_store(c, y_arg, "row * uint(E)", "acc[u]");
+    b += acc_store(c, DQ, "row * uint(E)", "acc[u]");
     passes.push_back(make_pass("library call fused attention backward (dq)", target, dts, params(nq), B * L * nq,
                                S_ * (1 + ue + uv), b));
   }
@@ -416,7 +439,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "  for (int i = causal != 0 ? j : 0; i < L; ++i) {\n" + grads(true, "    ");
     b += "    uint qa = " + at3("q", "b", "i", "0") + ";\n";
     b += acc_add(c, "ds", 0, "qa", "q_s2", "    ") + "  }\n";
-    b += acc_store(c, y_arg, "uint(B) * uint(L) * uint(E) + row * uint(E)", "acc[u]");
+    b += acc_store(c, DK, "row * uint(E)", "acc[u]");
     passes.push_back(make_pass("library call fused attention backward (dk)", target, dts, params(nq), B * S_ * nq,
                                L * (1 + ue + uv), b));
   }
@@ -426,7 +449,7 @@ bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const embe
     b += "  for (int i = causal != 0 ? j : 0; i < L; ++i) {\n" + grads(false, "    ");
     b += "    uint ga = " + at3("g", "b", "i", "0") + ";\n";
     b += acc_add(c, "pj", 5, "ga", "g_s2", "    ") + "  }\n";
-    b += acc_store(c, y_arg, "uint(B) * uint(L) * uint(E) + uint(B) * uint(S) * uint(E) + row * uint(Ev)", "acc[u]");
+    b += acc_store(c, DV, "row * uint(Ev)", "acc[u]");
     passes.push_back(
         make_pass("library call fused attention backward (dv)", target, dts, params(nv), B * S_ * nv, L * (1 + ue), b));
   }

@@ -419,9 +419,15 @@ HWY_EXPORT(AttentionBackwardF64);
 
 namespace {
 
+// Whether a dense buffer of T can be written straight into `d` (contiguous, of T's dtype).
 template <class T>
-void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-                   const ember_attention_attrs& at) {
+bool writes_directly(const ember_tensor_desc& d) {
+  return (std::is_same_v<T, float> && d.dtype == EMBER_F32) || (std::is_same_v<T, double> && d.dtype == EMBER_F64);
+}
+
+template <class T>
+void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& o_out,
+                   const ember_tensor_desc& lse_out, const ember_attention_attrs& at) {
   using attn::kPad;
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
   attn::Args<T> a{};
@@ -448,18 +454,17 @@ void run_attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor
   a.mask = n_in > 3 ? &in[3] : nullptr;
   a.scale = T(at.scale);
   a.causal = at.causal != 0;
-  const int64_t n_o = a.B * a.L * a.Ev, n = n_o + a.B * a.L;
-  const bool direct = (std::is_same_v<T, float> && out.dtype == EMBER_F32) ||
-                      (std::is_same_v<T, double> && out.dtype == EMBER_F64);
-  std::vector<T> tmp(direct ? 0 : size_t(n));
-  T* dst = direct ? static_cast<T*>(out.buffer->data) + out.offset : tmp.data();
-  a.o = dst;
-  a.lse = dst + n_o;
+  // Each output written in place when it has T's dtype, else through a buffer of T.
+  const bool o_direct = writes_directly<T>(o_out), lse_direct = writes_directly<T>(lse_out);
+  std::vector<T> o_tmp(o_direct ? 0 : size_t(a.B * a.L * a.Ev)), lse_tmp(lse_direct ? 0 : size_t(a.B * a.L));
+  a.o = o_direct ? static_cast<T*>(o_out.buffer->data) + o_out.offset : o_tmp.data();
+  a.lse = lse_direct ? static_cast<T*>(lse_out.buffer->data) + lse_out.offset : lse_tmp.data();
   if constexpr (std::is_same_v<T, float>)
     HWY_DYNAMIC_DISPATCH(AttentionF32)(a);
   else
     HWY_DYNAMIC_DISPATCH(AttentionF64)(a);
-  if (!direct) unpack_dense(tmp, out);
+  if (!o_direct) unpack_dense(o_tmp, o_out);
+  if (!lse_direct) unpack_dense(lse_tmp, lse_out);
 }
 
 // rows x cols of d[b] (rank 3; an element (b, r, c)) into dst [rows_padded x ld] (transposed:
@@ -482,7 +487,7 @@ void pack(const ember_tensor_desc& d, int64_t B, int64_t rows, int64_t cols, int
 }
 
 template <class T>
-void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                             const ember_attention_attrs& at) {
   using attn::kPad;
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &lse = in[3], &dd = in[4], &dout = in[5];
@@ -518,19 +523,19 @@ void run_attention_backward(const ember_tensor_desc* in, int32_t n_in, const emb
     HWY_DYNAMIC_DISPATCH(AttentionBackwardF32)(a);
   else
     HWY_DYNAMIC_DISPATCH(AttentionBackwardF64)(a);
-  // Unpad into the packed output [dq | dk | dv].
-  std::vector<T> res(size_t(B * L * E + B * S * E + B * S * Ev));
-  T* o = res.data();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t e = 0; e < E; ++e) *o++ = dq[size_t((b * Lp + i) * Ep + e)];
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < S; ++j)
-      for (int64_t e = 0; e < E; ++e) *o++ = dk[size_t((b * Sp + j) * Ep + e)];
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < S; ++j)
-      for (int64_t c = 0; c < Ev; ++c) *o++ = dv[size_t((b * Sp + j) * Evp + c)];
-  unpack_dense(res, out);
+  // Unpad into the outputs dq, dk, dv.
+  auto unpad = [](const std::vector<T>& padded, int64_t rows, int64_t padded_rows, int64_t cols, int64_t ld,
+                  int64_t batches, const ember_tensor_desc& d) {
+    std::vector<T> res(size_t(batches * rows * cols));
+    T* o = res.data();
+    for (int64_t b = 0; b < batches; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) *o++ = padded[size_t((b * padded_rows + r) * ld + c)];
+    unpack_dense(res, d);
+  };
+  unpad(dq, L, Lp, E, Ep, B, out[0]);
+  unpad(dk, S, Sp, E, Ep, B, out[1]);
+  unpad(dv, S, Sp, Ev, Evp, B, out[2]);
 }
 
 // Whether `stored` is the f32 that f16 / bf16 operands of dtype `operands` compute in.
@@ -540,51 +545,64 @@ bool widened(int32_t operands, int32_t stored) {
 
 }  // namespace
 
-int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-                                   const void* attrs, ember_status* st) {
+// The outputs' shapes are [B, rows, cols] (contiguous, of `dtype`).
+bool output_is(const ember_tensor_desc& d, int32_t dtype, int64_t B, int64_t rows, int64_t cols) {
+  return d.dtype == dtype && d.rank == 3 && d.shape[0] == B && d.shape[1] == rows && d.shape[2] == cols;
+}
+
+int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                                   int32_t n_out, const void* attrs, ember_status* st) {
   using ember::host::set_status;
-  if (n_in != 6 && n_in != 7)
-    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward takes 6 or 7 inputs, got %d", n_in);
+  if ((n_in != 6 && n_in != 7) || n_out != 3)
+    return set_status(st, EMBER_ERR_INVALID,
+                      "cpu backend: fused attention backward takes 6 or 7 inputs and 3 outputs, got %d and %d", n_in,
+                      n_out);
+  const int32_t dt = in[0].dtype;
   // lse and d (inputs 3 and 4) may be f32 where the operands are f16 / bf16.
   for (int32_t i = 0; i < n_in; ++i)
-    if (!(in[i].dtype == out.dtype || ((i == 3 || i == 4) && widened(out.dtype, in[i].dtype))) ||
+    if (!(in[i].dtype == dt || ((i == 3 || i == 4) && widened(dt, in[i].dtype))) ||
         in[i].rank != (i == 3 || i == 4 ? 2 : 3))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward: input %d has a bad rank or dtype", i);
   const int64_t B = in[0].shape[0], L = in[0].shape[1], E = in[0].shape[2], S = in[1].shape[1], Ev = in[2].shape[2];
-  if (out.rank != 1 || out.shape[0] != B * L * E + B * S * E + B * S * Ev || in[5].shape[1] != L || in[5].shape[2] != Ev)
+  if (!output_is(out[0], dt, B, L, E) || !output_is(out[1], dt, B, S, E) || !output_is(out[2], dt, B, S, Ev) ||
+      in[5].shape[1] != L || in[5].shape[2] != Ev)
     return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention backward: operand shapes do not match");
-  if (out.shape[0] == 0) return EMBER_OK;
+  if (B * L * E + B * S * E + B * S * Ev == 0) return EMBER_OK;
   const auto& a = *static_cast<const ember_attention_attrs*>(attrs);
-  if (out.dtype == EMBER_F64)
+  if (dt == EMBER_F64)
     run_attention_backward<double>(in, n_in, out, a);
   else
     run_attention_backward<float>(in, n_in, out, a);
   return EMBER_OK;
 }
 
-int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, const void* attrs,
-                          ember_status* st) {
+int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                          const void* attrs, ember_status* st) {
   using ember::host::set_status;
-  if (n_in != 3 && n_in != 4)
-    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention takes 3 or 4 inputs, got %d", n_in);
-  // The output [o | lse] has the operands' dtype, or f32 for f16 / bf16 operands.
+  if ((n_in != 3 && n_in != 4) || n_out != 2)
+    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention takes 3 or 4 inputs and 2 outputs, got %d and %d",
+                      n_in, n_out);
   for (int32_t i = 0; i < n_in; ++i)
     if (in[i].rank != 3 || in[i].dtype != in[0].dtype)
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention input %d must be rank 3 of q's dtype", i);
-  if (!(out.dtype == in[0].dtype || widened(in[0].dtype, out.dtype)))
-    return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention: the output must have q's dtype, or f32 for f16 / bf16");
+  // o and lse have the operands' dtype, or f32 for f16 / bf16 operands.
+  const ember_tensor_desc &o = out[0], &lse = out[1];
+  for (const ember_tensor_desc* d : {&o, &lse})
+    if (!(d->dtype == in[0].dtype || widened(in[0].dtype, d->dtype)))
+      return set_status(st, EMBER_ERR_INVALID,
+                        "cpu backend: fused attention: o and lse must have q's dtype, or f32 for f16 / bf16");
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
   const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
-  if (out.rank != 1 || k.shape[0] != B || v.shape[0] != B || k.shape[2] != E || v.shape[1] != S ||
+  if (k.shape[0] != B || v.shape[0] != B || k.shape[2] != E || v.shape[1] != S ||
       (n_in == 4 && (in[3].shape[0] != B || in[3].shape[1] != L || in[3].shape[2] != S)) ||
-      out.shape[0] != B * L * Ev + B * L)
+      !output_is(o, o.dtype, B, L, Ev) || lse.rank != 2 || lse.shape[0] != B || lse.shape[1] != L)
     return set_status(st, EMBER_ERR_INVALID, "cpu backend: fused attention: operand shapes do not match");
-  if (out.shape[0] == 0) return EMBER_OK;
+  if (B * L == 0) return EMBER_OK;
   const auto& a = *static_cast<const ember_attention_attrs*>(attrs);
-  if (out.dtype == EMBER_F64)
-    run_attention<double>(in, n_in, out, a);
+  if (q.dtype == EMBER_F64)
+    run_attention<double>(in, n_in, o, lse, a);
   else
-    run_attention<float>(in, n_in, out, a);
+    run_attention<float>(in, n_in, o, lse, a);
   return EMBER_OK;
 }
 

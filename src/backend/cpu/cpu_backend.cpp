@@ -148,7 +148,9 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
   try {
     const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0);
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
-    if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS && (!in || !out || n_in < 1 || n_out != 1 || !attrs))
+    // One output, but fused attention's two and its backward's three.
+    const int32_t want_out = op == EMBER_LIB_FUSED_ATTENTION ? 2 : op == EMBER_LIB_FUSED_ATTENTION_BACKWARD ? 3 : 1;
+    if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS && (!in || !out || n_in < 1 || n_out != want_out || !attrs))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);
     switch (op) {
       case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
@@ -163,9 +165,9 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
       case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD:
       case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
         return ember::cpu::sort_scan_library(op, in[0], out[0], attrs, st);
-      case EMBER_LIB_FUSED_ATTENTION: return ember::cpu::attention_library(in, n_in, out[0], attrs, st);
+      case EMBER_LIB_FUSED_ATTENTION: return ember::cpu::attention_library(in, n_in, out, n_out, attrs, st);
       case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
-        return ember::cpu::attention_backward_library(in, n_in, out[0], attrs, st);
+        return ember::cpu::attention_backward_library(in, n_in, out, n_out, attrs, st);
       default: break;
     }
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);

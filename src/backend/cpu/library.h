@@ -22,10 +22,10 @@ int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
 int32_t sort_scan_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
                           ember_status* st);
 // EMBER_LIB_FUSED_ATTENTION (attention.cpp): tiled online-softmax attention.
-int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, const void* attrs,
-                          ember_status* st);
-int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-                                   const void* attrs, ember_status* st);
+int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+                          const void* attrs, ember_status* st);
+int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                                   int32_t n_out, const void* attrs, ember_status* st);
 
 // ---- helpers shared by the two files ---------------------------------------------------------
 int64_t desc_numel(const ember_tensor_desc& d);

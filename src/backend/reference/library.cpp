@@ -383,15 +383,22 @@ int32_t scan_op(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc&
 
 // Scaled dot-product attention, one query row at a time: the row's scores (S doubles, never
 // L x S), their maximum and logsumexp, then o = sum_j exp(s_j - lse) v_j. All in double.
-int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
+// Whether d is [B, rows, cols].
+bool shaped(const ember_tensor_desc& d, int64_t B, int64_t rows, int64_t cols) {
+  return d.rank == 3 && d.shape[0] == B && d.shape[1] == rows && d.shape[2] == cols;
+}
+
+int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                   const ember_attention_attrs& a, ember_status* st) {
-  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2];
+  if (n_in < 3 || n_out != 2)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: %d inputs and %d outputs", n_in, n_out);
+  const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &y = out[0], &ly = out[1];
   const ember_tensor_desc* mask = n_in > 3 ? &in[3] : nullptr;
-  if (n_in < 3 || q.rank != 3 || k.rank != 3 || v.rank != 3 || (mask && mask->rank != 3) || y.rank != 1)
+  if (q.rank != 3 || k.rank != 3 || v.rank != 3 || (mask && mask->rank != 3))
     return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: bad operand ranks");
   const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
-  if (y.shape[0] != B * L * Ev + B * L)
-    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: output size mismatch");
+  if (!shaped(y, B, L, Ev) || ly.rank != 2 || ly.shape[0] != B || ly.shape[1] != L)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention: output shapes mismatch");
   const double inf = INFINITY;
   std::vector<double> s(size_t(S > 0 ? S : 1));
   for (int64_t b = 0; b < B; ++b)
@@ -418,7 +425,7 @@ int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_
           acc += std::exp(s[size_t(j)] - lse) * getf(v, v.offset + b * v.strides[0] + j * v.strides[1] + c * v.strides[2]);
         setf(y, y.offset + (b * L + i) * Ev + c, lse > -inf ? acc : NAN);
       }
-      setf(y, y.offset + B * L * Ev + b * L + i, lse);
+      setf(ly, ly.offset + b * L + i, lse);
     }
   return EMBER_OK;
 }
@@ -426,15 +433,16 @@ int32_t attention(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_
 // Its gradient, one query row at a time in double: the row's scores and probabilities (S
 // values), then dv_j += p_j do, ds_j = p_j (do . v_j - d), dq += ds_j k_j scale, dk_j += ds_j q
 // scale (dk and dv summed over the rows in double, rounded once).
-int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
+int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                            const ember_attention_attrs& a, ember_status* st) {
-  if (n_in < 6 || y.rank != 1)
+  if (n_in < 6 || n_out != 3)
     return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention backward: bad operands");
   const ember_tensor_desc &q = in[0], &k = in[1], &v = in[2], &lse = in[3], &dd = in[4], &dout = in[5];
+  const ember_tensor_desc &gq = out[0], &gk = out[1], &gv = out[2];
   const ember_tensor_desc* mask = n_in > 6 ? &in[6] : nullptr;
   const int64_t B = q.shape[0], L = q.shape[1], E = q.shape[2], S = k.shape[1], Ev = v.shape[2];
-  if (y.shape[0] != B * L * E + B * S * E + B * S * Ev)
-    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention backward: output size mismatch");
+  if (!shaped(gq, B, L, E) || !shaped(gk, B, S, E) || !shaped(gv, B, S, Ev))
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: fused attention backward: output shapes mismatch");
   auto at = [](const ember_tensor_desc& d, int64_t b, int64_t i, int64_t j) {
     return getf(d, d.offset + b * d.strides[0] + i * d.strides[1] + j * d.strides[2]);
   };
@@ -466,12 +474,11 @@ int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const embe
           dk[size_t(j * E + e)] += ds * at(q, b, i, e);
         }
       }
-      for (int64_t e = 0; e < E; ++e) setf(y, y.offset + (b * L + i) * E + e, dq[size_t(e)]);
+      for (int64_t e = 0; e < E; ++e) setf(gq, gq.offset + (b * L + i) * E + e, dq[size_t(e)]);
     }
     for (int64_t j = 0; j < S; ++j) {
-      for (int64_t e = 0; e < E; ++e) setf(y, y.offset + B * L * E + (b * S + j) * E + e, dk[size_t(j * E + e)]);
-      for (int64_t c = 0; c < Ev; ++c)
-        setf(y, y.offset + B * L * E + B * S * E + (b * S + j) * Ev + c, dv[size_t(j * Ev + c)]);
+      for (int64_t e = 0; e < E; ++e) setf(gk, gk.offset + (b * S + j) * E + e, dk[size_t(j * E + e)]);
+      for (int64_t c = 0; c < Ev; ++c) setf(gv, gv.offset + (b * S + j) * Ev + c, dv[size_t(j * Ev + c)]);
     }
   }
   return EMBER_OK;
@@ -481,12 +488,16 @@ int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const embe
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                 const void* attrs, ember_status* st) {
-  if (!in || !out || n_in < 1 || n_out != 1 || !attrs)
+  // One output, but fused attention's two and its backward's three.
+  const int32_t want_out = op == EMBER_LIB_FUSED_ATTENTION ? 2 : op == EMBER_LIB_FUSED_ATTENTION_BACKWARD ? 3 : 1;
+  if (!in || !out || n_in < 1 || n_out != want_out || !attrs)
     return set_status(st, EMBER_ERR_INVALID, "reference backend: library op %d: bad arguments", op);
   for (int32_t i = 0; i < n_in; ++i)
     if (numel(in[i]) > 0 && !in[i].buffer)
       return set_status(st, EMBER_ERR_INVALID, "reference backend: library op %d: missing buffer", op);
-  if (numel(out[0]) == 0) return EMBER_OK;
+  int64_t out_elements = 0;
+  for (int32_t i = 0; i < n_out; ++i) out_elements += numel(out[i]);
+  if (out_elements == 0) return EMBER_OK;
   switch (op) {
     case EMBER_LIB_CONV2D: return conv2d(in, n_in, out[0], *static_cast<const ember_conv_attrs*>(attrs));
     case EMBER_LIB_CONV2D_BACKWARD_DATA:
@@ -508,9 +519,9 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
     case EMBER_LIB_CUMMAX_INDICES:
     case EMBER_LIB_CUMMIN_INDICES: return scan_op(op, in[0], out[0], *static_cast<const ember_scan_attrs*>(attrs));
     case EMBER_LIB_FUSED_ATTENTION:
-      return attention(in, n_in, out[0], *static_cast<const ember_attention_attrs*>(attrs), st);
+      return attention(in, n_in, out, n_out, *static_cast<const ember_attention_attrs*>(attrs), st);
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
-      return attention_backward(in, n_in, out[0], *static_cast<const ember_attention_attrs*>(attrs), st);
+      return attention_backward(in, n_in, out, n_out, *static_cast<const ember_attention_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }
