@@ -208,6 +208,10 @@ Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape s
 std::vector<Array> make_arrays(Op op, OpAttrs attrs, const std::vector<Array>& inputs, std::vector<OutputSpec> outputs,
                                Device device, Loc loc) {
   if (outputs.empty()) throw Error(fmt::format("internal error: {} made with no outputs", op_name(op)));
+  // Only library calls write several outputs (run_library allocates them; fusion never sees them).
+  if (outputs.size() > 1 && op_info(op).kind != OpKind::Library)
+    throw Error(fmt::format("internal error: {} is not a library op and cannot have {} outputs", op_name(op),
+                            outputs.size()));
   OutputSpec first = std::move(outputs.front());
   outputs.erase(outputs.begin());
   std::vector<Array> result;
