@@ -99,6 +99,10 @@ Array max_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 Array avg_pool2d(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 // Index h * W + w (i64) of the first maximum of each window, as PyTorch's return_indices gives.
 Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
+struct ValuesIndices;  // below, with sorting
+// Both at once, from one library call (PyTorch's max_pool2d(return_indices=True)): the maxima and
+// the index h * W + w (i64) of each; the gradient flows through the values as max_pool2d's.
+ValuesIndices max_pool2d_with_indices(const Array& x, Pool2dOptions opts, Loc loc = Loc::current());
 // The gradient of max_pool2d: grad_out [N, C, OH, OW] added at the first maximum of each window
 // of x [N, C, H, W] (the positions max_pool2d_indices gives); the result has x's shape.
 Array max_pool2d_backward(const Array& grad_out, const Array& x, Pool2dOptions opts, Loc loc = Loc::current());

@@ -55,6 +55,8 @@ std::vector<Array> library_rule(GradNode& node, const Array& g, const std::vecto
     // Max pooling: the gradient goes to the first maximum of each window (one library call that
     // finds it again, instead of materializing indices and scattering).
     case Op::MaxPool2d: return {max_pool2d_backward(g, x, a.get<Pool2dOptions>())};
+    // (Its indices output is i64: no gradient reaches it.)
+    case Op::MaxPool2dWithIndices: return {max_pool2d_backward(g, x, a.get<Pool2dOptions>())};
     // dx = S_x dy is linear in dy, with S_x the scatter to each window's maximum: its adjoint
     // gathers G at those positions. Piecewise constant in x: a zero gradient there.
     case Op::MaxPool2dBackward: {

@@ -174,7 +174,8 @@ enum {
   /* Pooling over [N, C, H, W] windows, attrs = ember_pool_attrs (OH computed as for conv with
    * dilation 1). Padding never wins a max; avg divides by the window's size inside the padded
    * input (count_include_pad) or by the number of input elements it covers (else; 0 -> 0).      */
-  EMBER_LIB_MAX_POOL2D = 5,          /* in: x; out: y                                                */
+  EMBER_LIB_MAX_POOL2D = 5,          /* in: x; out: y[, indices (i64, as MAX_POOL2D_INDICES): a second
+                                        output, so one call gives both]                              */
   EMBER_LIB_MAX_POOL2D_INDICES = 6,  /* in: x; out: i64 [N, C, OH, OW], h * W + w of the first maximum
                                         in the window (a NaN is a maximum)                           */
   EMBER_LIB_AVG_POOL2D = 7,          /* in: x; out: y                                                */

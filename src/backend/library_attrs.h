@@ -1,6 +1,6 @@
 // The size of each library call's attrs struct (abi.h), for code that copies a call to run it
 // later: the host plugins' asynchronous queue (common/host_queue.h) and the core's work recorder
-// (work_recorder.h, graph/capture.cpp). Header-only and C-ABI-only, so plugins can use it
+// (work_recorder.h, graph/capture.cpp); and each call's number of outputs, for the plugins' checks. Header-only and C-ABI-only, so plugins can use it
 // without linking libember.
 #pragma once
 
@@ -25,6 +25,17 @@ inline size_t library_attrs_size(int32_t op) {
     case EMBER_LIB_FUSED_ATTENTION: case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return sizeof(ember_attention_attrs);
     case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: return sizeof(ember_epilogue_attrs);
     default: return 0;
+  }
+}
+
+// Whether library call `op` may have `n_out` outputs (abi.h): fused attention two, its backward
+// three, MAX_POOL2D one or two (the values and their indices), every other call one.
+inline bool library_output_count_ok(int32_t op, int32_t n_out) {
+  switch (op) {
+    case EMBER_LIB_FUSED_ATTENTION: return n_out == 2;
+    case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return n_out == 3;
+    case EMBER_LIB_MAX_POOL2D: return n_out == 1 || n_out == 2;
+    default: return n_out == 1;
   }
 }
 

@@ -212,6 +212,22 @@ Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc) {
   return pool(Op::MaxPool2dIndices, x, opts, "max_pool2d_indices", loc);
 }
 
+ValuesIndices max_pool2d_with_indices(const Array& x, Pool2dOptions opts, Loc loc) {
+  const char* op = "max_pool2d_with_indices";
+  const NodePtr& n = node_of(x, op, loc);
+  if (!is_floating(n->dtype))
+    fail(op, fmt::format("needs a floating input, got {}; cast it first", dtype_name(n->dtype)), loc);
+  const bool unbatched = n->shape.rank() == 3;
+  Array in = unbatched ? unsqueeze(x, 0, loc) : x;
+  const Pool2dOptions p = pool_params(opts, op, loc);
+  const Shape out = pool_shape(in.shape(), p, op, loc);
+  // One node, one library call: the maxima and their indices (graph/node.h make_arrays).
+  std::vector<Array> r =
+      make_arrays(Op::MaxPool2dWithIndices, {.params = p}, {in}, {{out, n->dtype}, {out, DType::I64}}, n->device, loc);
+  if (unbatched) return {squeeze(r[0], 0, loc), squeeze(r[1], 0, loc)};
+  return {r[0], r[1]};
+}
+
 Array max_pool2d_backward(const Array& grad_out, const Array& x, Pool2dOptions opts, Loc loc) {
   const char* op = "max_pool2d_backward";
   const NodePtr& g = node_of(grad_out, op, loc);

@@ -92,6 +92,7 @@ void run_library(Node& n) {
     case Op::Conv2dBackwardData: code = EMBER_LIB_CONV2D_BACKWARD_DATA; break;
     case Op::Conv2dBackwardWeights: code = EMBER_LIB_CONV2D_BACKWARD_WEIGHTS; break;
     case Op::MaxPool2d: code = EMBER_LIB_MAX_POOL2D; break;
+    case Op::MaxPool2dWithIndices: code = EMBER_LIB_MAX_POOL2D; break;  // its second output: the indices
     case Op::MaxPool2dIndices: code = EMBER_LIB_MAX_POOL2D_INDICES; break;
     case Op::MaxPool2dBackward: code = EMBER_LIB_MAX_POOL2D_BACKWARD; break;
     case Op::AvgPool2d: code = EMBER_LIB_AVG_POOL2D; break;

@@ -95,6 +95,8 @@ std::vector<Case> library_cases() {
       Case{Op::MaxPool2d, "max_pool2d_padded", [] { return V{input({2, 2, 5, 5}, 82)}; },
            [mp](const V& a) { return max_pool2d(a[0], mp); }},
       // Linear in dy; piecewise constant in x (a zero gradient away from ties).
+      Case{Op::MaxPool2dWithIndices, "max_pool2d_with_indices", [] { return V{input({2, 2, 5, 5}, 122)}; },
+           [mp](const V& a) { return max_pool2d_with_indices(a[0], mp).values; }},
       Case{Op::MaxPool2dBackward, "max_pool2d_backward", [] { return V{input({2, 2, 3, 3}, 120), input({2, 2, 5, 5}, 121)}; },
            [mp](const V& a) { return max_pool2d_backward(a[0], a[1], mp); }},
       Case{Op::AvgPool2d, "avg_pool2d_exclude_pad", [] { return V{input({2, 2, 5, 6}, 83)}; },

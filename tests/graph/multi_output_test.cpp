@@ -140,6 +140,10 @@ TEST_P(MultiOutputTest, CapturedFunctionReplaysBothOutputs) {
     EXPECT_TRUE(testing::all_close(got[0], want.o, 1e-5, 1e-6)) << "call " << call;
     EXPECT_TRUE(testing::all_close(got[1], want.lse, 1e-5, 1e-6)) << "call " << call;
   }
+  // (A device whose attention shaders need 64-bit integers it lacks, SwiftShader, runs the call on
+  // the host fallback, which is never recorded: the values were still compared above.)
+  if (f.stats().recordings == 0 && f.stats().last_refusal.find("host fallback") != std::string::npos)
+    GTEST_SKIP() << "not recordable on this device: " << f.stats().last_refusal;
   EXPECT_EQ(f.stats().recordings, 1) << f.stats().last_refusal;
   EXPECT_EQ(f.stats().replays, 2);
 }

@@ -105,6 +105,7 @@ std::map<Op, Builder> non_elementwise_builders() {
   b[Op::Conv2d] = [](DType d) { return conv2d(input({1, 2, 5, 5}, d), input({3, 2, 3, 3}, d, 2), input({3}, d, 3)); };
   b[Op::MaxPool2d] = [](DType d) { return max_pool2d(input({1, 2, 4, 4}, d), 2); };
   b[Op::MaxPool2dIndices] = [](DType d) { return max_pool2d_indices(input({1, 2, 4, 4}, d), {.kernel = 2}); };
+  b[Op::MaxPool2dWithIndices] = [](DType d) { return max_pool2d_with_indices(input({1, 2, 4, 4}, d), {.kernel = 2}).values; };
   b[Op::AvgPool2d] = [](DType d) { return avg_pool2d(input({1, 2, 4, 4}, d), 2); };
   b[Op::Argsort] = [=](DType d) { return argsort(x2(d)); };
   b[Op::TopkIndices] = [=](DType d) { return topk(x2(d), 2).values; };

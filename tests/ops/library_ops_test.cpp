@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <string>
 
 #include "ember/autograd.h"
+#include "ember/debug.h"
 #include "ember/tensor.h"
 #include "ops/op_test_util.h"
 
@@ -225,6 +228,11 @@ TEST_P(OpLibrary, PoolingHandComputed) {
     EXPECT_TRUE(same(max_pool2d(x, {.kernel = 2}), {5, 7, 13, 15}));
     EXPECT_TRUE(same(avg_pool2d(x, {.kernel = 2}), {2.5, 4.5, 10.5, 12.5}));
     EXPECT_TRUE(same(max_pool2d_indices(x, {.kernel = 2}), {5, 7, 13, 15}));
+    ValuesIndices both = max_pool2d_with_indices(x, {.kernel = 2});
+    EXPECT_EQ(both.values.dtype(), t);
+    EXPECT_EQ(both.indices.dtype(), DType::I64);
+    EXPECT_TRUE(same(both.values, {5, 7, 13, 15}));
+    EXPECT_TRUE(same(both.indices, {5, 7, 13, 15}));
     // 3x3 windows, stride 1: maximum of each window.
     EXPECT_TRUE(same(max_pool2d(x, {.kernel = 3, .stride = 1}), {10, 11, 14, 15}));
     // Padding 1, kernel 2, stride 2: windows at the borders see one real value (the padding counts
@@ -261,6 +269,9 @@ TEST_P(OpLibrary, PoolingAgainstDirectLoop) {
       Array x = make(xv, {p.N, p.C, p.H, p.W}, t, dev);
       EXPECT_TRUE(same(max_pool2d(x, p.opts()), mx));
       EXPECT_TRUE(same(max_pool2d_indices(x, p.opts()), arg));
+      ValuesIndices both = max_pool2d_with_indices(x, p.opts());  // one call, two outputs
+      EXPECT_TRUE(same(both.values, mx));
+      EXPECT_TRUE(same(both.indices, arg));
       EXPECT_TRUE(all_close(avg_pool2d(x, p.opts()), avg, 1e-6, 1e-6));
       // avg_pool2d_backward is the adjoint: <avg(x), g> == <x, avg_backward(g)>.
       auto gv = rand_f32(int64_t(avg.size()), -1, 1, seed++);
@@ -278,6 +289,41 @@ TEST_P(OpLibrary, MaxPoolNaNAndTies) {
   Array x = f32({1, nan, 3, 2, 4, 4, 4, 4}, {1, 2, 2, 2}, dev);
   EXPECT_TRUE(same(max_pool2d(x, {.kernel = 2}), {nan, 4}));
   EXPECT_TRUE(same(max_pool2d_indices(x, {.kernel = 2}), {1, 0}));  // NaN wins; ties: the first
+  ValuesIndices both = max_pool2d_with_indices(x, {.kernel = 2});
+  EXPECT_TRUE(same(both.values, {nan, 4}));
+  EXPECT_TRUE(same(both.indices, {1, 0}));
+  // -inf and +inf windows, unbatched [C, H, W].
+  const double inf = std::numeric_limits<double>::infinity();
+  ValuesIndices infs = max_pool2d_with_indices(f32({-inf, -inf, -inf, -inf, 1, inf, inf, 2}, {2, 2, 2}, dev), {.kernel = 2});
+  EXPECT_TRUE(same_shape(infs.values, {2, 1, 1}));
+  EXPECT_TRUE(same(infs.values, {-inf, inf}));
+  EXPECT_TRUE(same(infs.indices, {0, 1}));
+}
+
+// max_pool2d_with_indices is one node with two outputs (values, i64 indices): its gradient equals
+// max_pool2d's (the first maximum of each window gets it), and a kernel reading both fuses them.
+TEST_P(OpLibrary, MaxPoolWithIndicesIsOneNodeWithMaxPoolsGradient) {
+  auto xv = rand_f32(2 * 3 * 6 * 5, -2, 2, 901);
+  xv[7] = xv[8];  // a tie
+  const Pool2dOptions p{.kernel = 3, .stride = 2, .padding = 1};
+  Array x = f64(std::vector<double>(xv.begin(), xv.end()), {2, 3, 6, 5}, dev).require_grad();
+  ValuesIndices both = max_pool2d_with_indices(x, p);
+  Array y = add(mul(both.values, 3.0), cast(both.indices, DType::F64));  // one kernel reads both outputs
+  const std::string text = graph_text({y});
+  size_t calls = 0;
+  for (size_t at = text.find("max_pool2d_with_indices("); at != std::string::npos;
+       at = text.find("max_pool2d_with_indices(", at + 1))
+    ++calls;
+  EXPECT_EQ(calls, 1u) << text;
+  Array want = add(mul(max_pool2d(x, p), 3.0), cast(max_pool2d_indices(x, p), DType::F64));
+  EXPECT_TRUE(same(y, want.to_vector<double>()));
+  const Array g_got = grad(sum(y), {x})[0];
+  const std::vector<double> g = g_got.to_vector<double>();
+  const std::vector<double> g_want = grad(sum(mul(max_pool2d(x, p), 3.0)), {x})[0].to_vector<double>();
+  EXPECT_TRUE(same(g_got, g_want));
+  double total = 0;
+  for (double v : g) total += v;
+  EXPECT_DOUBLE_EQ(total, 3.0 * double(both.values.numel()));  // every window's gradient lands once
 }
 
 TEST_P(OpLibrary, AdaptiveAvgPool) {

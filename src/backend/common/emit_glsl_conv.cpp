@@ -13,6 +13,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
 #endif
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -258,8 +259,10 @@ std::string indent(const std::string& s, const std::string& by) {
   return r;
 }
 
+// `indices`: max pooling's second output (i64, written by the same pass), or null.
 bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-          const ember_pool_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
+          const ember_pool_attrs& a, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why,
+          const ember_tensor_desc* indices = nullptr) {
   const bool backward = op == EMBER_LIB_AVG_POOL2D_BACKWARD || op == EMBER_LIB_MAX_POOL2D_BACKWARD;
   if (n_in != (op == EMBER_LIB_MAX_POOL2D_BACKWARD ? 2 : 1)) return fail(why, "pool2d: wrong number of inputs");
   for (int32_t i = 0; i < n_in; ++i)
@@ -268,6 +271,9 @@ bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
     return fail(why, "pool2d: ranks or dtypes differ");
   if (a.stride[0] < 1 || a.stride[1] < 1 || a.kernel[0] < 1 || a.kernel[1] < 1)
     return fail(why, "pool2d: bad attributes");
+  if (indices && (op != EMBER_LIB_MAX_POOL2D || indices->dtype != EMBER_I64 || indices->rank != 4 ||
+                  !std::equal(indices->shape, indices->shape + 4, out.shape)))
+    return fail(why, "pool2d: bad indices output");
   // x [N, C, H, W] and y [N, C, OH, OW] (y = dy for the gradients, whose output is dx).
   const ember_tensor_desc& x = backward ? out : in[0];
   const ember_tensor_desc& y = backward ? in[0] : out;
@@ -294,6 +300,7 @@ bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
   std::vector<uint8_t> dts;
   for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
   dts.push_back(uint8_t(out.dtype));
+  if (indices) dts.push_back(EMBER_I64);
   std::string b = "  int64_t zero = 0;\n";
   const int64_t points = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
   // Loop iterations: a window scan, and for the gradients the windows containing an element.
@@ -305,6 +312,7 @@ bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
   if (!backward) {
     p.tensor("x", in[0], 4);
     p.tensor("y", out, 4);
+    if (indices) p.tensor("yi", *indices, 4);
     b += unravel4("n", "c", "oh", "ow", "C", "OH", "OW");
     b += "  int64_t out_at = " + at4("y", "n", "c", "oh", "ow") + ", xb = x_o + n * x_s0 + c * x_s1;\n";
     if (op == EMBER_LIB_AVG_POOL2D) {
@@ -322,6 +330,8 @@ bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
       if (op == EMBER_LIB_MAX_POOL2D) {
         b += "  if (!have) best = " + ninf + ";\n";
         b += "  " + store(*t, dt, 1, "out_at", compute_dtype(dt), "best") + "\n";
+        if (indices)
+          b += "  " + store(*t, EMBER_I64, 2, at4("yi", "n", "c", "oh", "ow"), EMBER_I64, "arg") + "\n";
       } else {
         b += "  " + store(*t, EMBER_I64, 1, "out_at", EMBER_I64, "arg") + "\n";
       }
@@ -361,14 +371,16 @@ bool pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
 
 bool conv_pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why) {
-  if (n_out != 1) return fail(why, "convolution and pooling have one output");
+  if (n_out != 1 && !(op == EMBER_LIB_MAX_POOL2D && n_out == 2))
+    return fail(why, "convolution and pooling have one output (max pooling: one or two)");
   if (op == EMBER_LIB_CONV2D || op == EMBER_LIB_CONV2D_BACKWARD_DATA || op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS)
     return conv(op, in, n_in, out[0], *static_cast<const ember_conv_attrs*>(attrs), target, passes, why);
   if (op == EMBER_LIB_CONV2D_EPILOGUE) {
     const auto* epi = static_cast<const ember_epilogue_attrs*>(attrs);
     return conv(EMBER_LIB_CONV2D, in, n_in, out[0], epi->conv, target, passes, why, epi);
   }
-  return pool(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), target, passes, why);
+  return pool(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), target, passes, why,
+              n_out == 2 ? &out[1] : nullptr);
 }
 
 }  // namespace ember::emit::lib

@@ -19,6 +19,7 @@
 #include "backend/common/emit_c.h"
 #include "backend/common/emit_glsl.h"
 #include "backend/common/glsl_f64_math.h"
+#include "backend/library_attrs.h"
 
 namespace ember::emit {
 
@@ -498,9 +499,7 @@ bool emit_glsl_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, co
   passes.clear();
   if (op != EMBER_LIB_MATMUL && !attrs)
     return lib::fail(why, "library call " + std::to_string(op) + " needs attributes");
-  // One output, but fused attention's two and its backward's three.
-  const int32_t want_out = op == EMBER_LIB_FUSED_ATTENTION ? 2 : op == EMBER_LIB_FUSED_ATTENTION_BACKWARD ? 3 : 1;
-  if (!in || !out || n_in < 1 || n_out != want_out)
+  if (!in || !out || n_in < 1 || !library_output_count_ok(op, n_out))
     return lib::fail(why, "library call " + std::to_string(op) + ": bad operand counts");
   if (!glsl_library_supports(op, uint8_t(in[0].dtype), target))
     return lib::fail(why, "library call " + std::to_string(op) + " on dtype " + std::to_string(in[0].dtype) +

@@ -16,6 +16,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/common/host_plugin.h"
 #include "backend/common/host_services.h"
+#include "backend/library_attrs.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/program.h"
@@ -148,17 +149,21 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
   try {
     const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0);
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
-    // One output, but fused attention's two and its backward's three.
-    const int32_t want_out = op == EMBER_LIB_FUSED_ATTENTION ? 2 : op == EMBER_LIB_FUSED_ATTENTION_BACKWARD ? 3 : 1;
-    if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS && (!in || !out || n_in < 1 || n_out != want_out || !attrs))
+    if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS &&
+        (!in || !out || n_in < 1 || !ember::library_output_count_ok(op, n_out) || !attrs))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);
     switch (op) {
       case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
       case EMBER_LIB_CONV2D_EPILOGUE:
         return ember::cpu::conv_library(op, in, n_in, out[0], attrs, st);
       case EMBER_LIB_MATMUL_EPILOGUE: return ember::cpu::matmul_epilogue(in, n_in, out, n_out, attrs, st);
-      case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
-      case EMBER_LIB_AVG_POOL2D_BACKWARD:
+      case EMBER_LIB_MAX_POOL2D:
+        if (n_out == 2) {  // values and indices: two passes over the windows
+          if (int32_t rc = ember::cpu::pool_library(op, in[0], out[0], attrs, st); rc != EMBER_OK) return rc;
+          return ember::cpu::pool_library(EMBER_LIB_MAX_POOL2D_INDICES, in[0], out[1], attrs, st);
+        }
+        return ember::cpu::pool_library(op, in[0], out[0], attrs, st);
+      case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D: case EMBER_LIB_AVG_POOL2D_BACKWARD:
         return ember::cpu::pool_library(op, in[0], out[0], attrs, st);
       case EMBER_LIB_MAX_POOL2D_BACKWARD:
         return ember::cpu::max_pool_library(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), st);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/library_attrs.h"
 #include "backend/common/host_memory.h"
 #include "ember/dtype.h"
 
@@ -208,7 +209,9 @@ bool window_max(const ember_tensor_desc& x, const ember_pool_attrs& a, int64_t H
   });
   return have;
 }
-int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_pool_attrs& a) {
+// Max pooling with two outputs writes the indices to `indices` too (null: none).
+int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& y, const ember_pool_attrs& a,
+               const ember_tensor_desc* indices = nullptr) {
   const int64_t N = y.shape[0], C = y.shape[1], OH = y.shape[2], OW = y.shape[3], H = x.shape[2], W = x.shape[3];
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
@@ -227,6 +230,7 @@ int32_t pool2d(int32_t op, const ember_tensor_desc& x, const ember_tensor_desc& 
           if (!have) best = -INFINITY;
           if (op == EMBER_LIB_MAX_POOL2D) setf(y, at4(y, n, c, oh, ow), best);
           else seti(y, at4(y, n, c, oh, ow), arg);
+          if (indices) seti(*indices, at4(*indices, n, c, oh, ow), arg);
         }
   return EMBER_OK;
 }
@@ -488,9 +492,7 @@ int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const embe
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                 const void* attrs, ember_status* st) {
-  // One output, but fused attention's two and its backward's three.
-  const int32_t want_out = op == EMBER_LIB_FUSED_ATTENTION ? 2 : op == EMBER_LIB_FUSED_ATTENTION_BACKWARD ? 3 : 1;
-  if (!in || !out || n_in < 1 || n_out != want_out || !attrs)
+  if (!in || !out || n_in < 1 || !library_output_count_ok(op, n_out) || !attrs)
     return set_status(st, EMBER_ERR_INVALID, "reference backend: library op %d: bad arguments", op);
   for (int32_t i = 0; i < n_in; ++i)
     if (numel(in[i]) > 0 && !in[i].buffer)
@@ -505,6 +507,7 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
     case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
       return conv2d_backward_weights(in[0], in[1], out[0], *static_cast<const ember_conv_attrs*>(attrs));
     case EMBER_LIB_MAX_POOL2D:
+      return pool2d(op, in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs), n_out == 2 ? &out[1] : nullptr);
     case EMBER_LIB_MAX_POOL2D_INDICES:
     case EMBER_LIB_AVG_POOL2D: return pool2d(op, in[0], out[0], *static_cast<const ember_pool_attrs*>(attrs));
     case EMBER_LIB_AVG_POOL2D_BACKWARD:
