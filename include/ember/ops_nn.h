@@ -88,13 +88,13 @@ Array conv_transpose1d(const Array& x, const Array& weight, ConvTranspose1dOptio
 // nearest_exact (floor((dst + 0.5) * scale)), linear (3-D) and bilinear (4-D), with or without
 // align_corners. Nearest modes are index_selects, the linear modes matmuls with host-built
 // interpolation matrices.
-enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear };
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic };
 
 struct InterpolateOptions {
   std::vector<int64_t> size{};         // output size per spatial dim (one number: every dim), or empty
   std::vector<double> scale_factor{};  // output = floor(input * factor) per spatial dim (one: every dim), or empty
   InterpolateMode mode = InterpolateMode::Nearest;
-  bool align_corners = false;  // linear / bilinear only: the corner samples of input and output line up
+  bool align_corners = false;  // linear / bilinear / bicubic only: the corner samples of input and output line up
   bool recompute_scale_factor = false;  // with scale_factor: interpolate with in / out instead of 1 / factor
 
   std::string to_json() const;
@@ -106,6 +106,36 @@ Array interpolate(const Array& x, const InterpolateOptions& opts, Loc loc = Loc:
 
 // The name of a mode as PyTorch spells it ("nearest", "nearest-exact", "linear", "bilinear").
 const char* interpolate_mode_name(InterpolateMode mode);
+
+// General separable resizing (ONNX Resize's semantics; src/ops/nn_resize.cpp), along any dims:
+// each resized dim is a weighted sum of index_select gathers whose positions and weights are
+// computed on the host from the sizes (differentiable, any floating dtype). Dims are resized from
+// the last to the first.
+enum class ResizeMode : uint8_t { Nearest, Linear, Cubic };
+// How output position x maps to a source coordinate (ONNX coordinate_transformation_mode), with
+// scale = the dim's scale and in, out its sizes:
+//   HalfPixel (x + 0.5) / scale - 0.5; PytorchHalfPixel the same, 0 when out is 1;
+//   AlignCorners x (in - 1) / (scale in - 1); Asymmetric x / scale; TfHalfPixelForNn (x + 0.5) / scale;
+//   HalfPixelSymmetric HalfPixel about the centre of a fractional output width;
+//   TfCropAndResize from roi (outside it: extrapolation_value).
+enum class ResizeCoordinates : uint8_t {
+  HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn, HalfPixelSymmetric, TfCropAndResize
+};
+// Nearest mode's rounding of a fractional source coordinate.
+enum class NearestRounding : uint8_t { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+struct ResizeOptions {
+  std::vector<int64_t> sizes{};  // the output's size of every dim (x's rank)
+  std::vector<double> scales{};  // per dim, the scale the coordinates use; empty: sizes / x's sizes
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoordinates coordinates = ResizeCoordinates::HalfPixel;
+  NearestRounding nearest = NearestRounding::RoundPreferFloor;
+  double cubic_coeff_a = -0.75;  // cubic: Keys' a (PyTorch -0.75, TensorFlow -0.5)
+  bool exclude_outside = false;  // cubic / linear: taps outside the input weigh 0, the rest renormalized
+  bool antialias = false;        // linear / cubic downsampling: the filter stretched by 1 / scale
+  std::vector<double> roi_start{}, roi_end{};  // TfCropAndResize, per dim (default 0 and 1)
+  double extrapolation_value = 0;              // TfCropAndResize: outside the roi
+};
+Array resize(const Array& x, const ResizeOptions& opts, Loc loc = Loc::current());
 
 // ---- normalization (src/ops/nn_norm.cpp) ----------------------------------------------------------
 // Statistics use the biased variance; under autocast they are computed in f32.

@@ -55,13 +55,13 @@ InterpolateOptions InterpolateOptions::from_json(const std::string& text) {
     nn::read_field(j, "mode", m);
     bool found = false;
     for (InterpolateMode mode : {InterpolateMode::Nearest, InterpolateMode::NearestExact, InterpolateMode::Linear,
-                                 InterpolateMode::Bilinear})
+                                 InterpolateMode::Bilinear, InterpolateMode::Bicubic})
       if (m == interpolate_mode_name(mode)) {
         o.mode = mode;
         found = true;
       }
     if (!found)
-      throw nn::nn_error(fmt::format("config field 'mode': unknown mode '{}' (nearest, nearest-exact, linear, bilinear)", m));
+      throw nn::nn_error(fmt::format("config field 'mode': unknown mode '{}' (nearest, nearest-exact, linear, bilinear, bicubic)", m));
   }
   nn::read_field(j, "align_corners", o.align_corners);
   nn::read_field(j, "recompute_scale_factor", o.recompute_scale_factor);

@@ -1,6 +1,7 @@
 // interpolate() (include/ember/ops_nn.h): nearest modes gather source indices along each spatial
-// dim (index_select), linear modes multiply by [out, in] interpolation matrices built on the host;
-// both are existing differentiable ops.
+// dim (index_select), linear modes multiply by [out, in] interpolation matrices built on the host,
+// bicubic is resize() (src/ops/nn_resize.cpp) with Keys' a = -0.75 and PyTorch's coordinates; all
+// are existing differentiable ops.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -19,6 +20,7 @@ const char* interpolate_mode_name(InterpolateMode mode) {
     case InterpolateMode::NearestExact: return "nearest-exact";
     case InterpolateMode::Linear: return "linear";
     case InterpolateMode::Bilinear: return "bilinear";
+    case InterpolateMode::Bicubic: return "bicubic";
   }
   return "?";
 }
@@ -49,7 +51,7 @@ std::vector<DimPlan> plan(const Array& x, const InterpolateOptions& o) {
     throw call_error(fmt::format("{}: input must be 3-D [N, C, L] or 4-D [N, C, H, W], got {}", kOp, x.shape().str()));
   if (o.mode == InterpolateMode::Linear && r != 3)
     throw call_error(fmt::format("{}: mode '{}' needs a 3-D input [N, C, L], got {}", kOp, mode, x.shape().str()));
-  if (o.mode == InterpolateMode::Bilinear && r != 4)
+  if ((o.mode == InterpolateMode::Bilinear || o.mode == InterpolateMode::Bicubic) && r != 4)
     throw call_error(fmt::format("{}: mode '{}' needs a 4-D input [N, C, H, W], got {}", kOp, mode, x.shape().str()));
   if (o.align_corners && is_nearest(o.mode))
     throw call_error(fmt::format("{}: align_corners only applies to the linear modes, not '{}'", kOp, mode));
@@ -141,6 +143,18 @@ Array interpolate(const Array& x, const InterpolateOptions& o, Loc loc) {
       y = index_select(y, int(i) + 2, from_vector(idx, Shape{dims[i].out}, x.device()));
     }
     return y;
+  }
+  if (o.mode == InterpolateMode::Bicubic) {
+    // PyTorch's bicubic: source (j + 0.5) / factor - 0.5 (not clamped: the taps are), or
+    // j (in - 1) / (out - 1) with align_corners; indices clamped to the input, a = -0.75.
+    ResizeOptions ro{.mode = ResizeMode::Cubic,
+                     .coordinates = o.align_corners ? ResizeCoordinates::AlignCorners : ResizeCoordinates::HalfPixel,
+                     .cubic_coeff_a = -0.75};
+    ro.sizes = {x.size(0), x.size(1), dims[0].out, dims[1].out};
+    ro.scales = {1.0, 1.0};
+    for (const DimPlan& d : dims)
+      ro.scales.push_back(d.factor && !o.align_corners ? *d.factor : double(d.out) / double(d.in));
+    return resize(x, ro);
   }
   // Linear modes: the last dim multiplies from the right by [in, out], the height (4-D) from
   // the left by [out, in] (broadcast over N and C).

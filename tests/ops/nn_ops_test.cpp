@@ -4,6 +4,7 @@
 // loops, its errors, and that the nn namespace still names the moved functions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -138,6 +139,102 @@ TEST(NnOpsTest, NnNamesStillNameTheOps) {
   // conv_transpose2d of a 2x2 input with the identity-diagonal 2x2 kernel, by hand: each input
   // element spreads to (i, j) and (i + 1, j + 1).
   EXPECT_TRUE(testing::all_close(nn::conv_transpose2d(x, w), {1, 2, 0, 3, 5, 2, 0, 3, 4}, 0, 0));
+}
+
+// PyTorch's bicubic interpolation as its CPU kernel defines it, written as a direct 2-D loop in
+// f64 (independent of resize()'s separable taps): source coordinate (o + 0.5) / factor - 0.5, or
+// o (in - 1) / (out - 1) with align_corners; floor and fraction t; Keys' weights with a = -0.75;
+// the 4 x 4 neighbours read clamped to the input.
+std::vector<double> bicubic_loop(const std::vector<double>& x, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                 bool align_corners) {
+  const double A = -0.75;
+  auto w1 = [&](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };        // |d| <= 1
+  auto w2 = [&](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
+  auto coeffs = [&](double t) { return std::vector<double>{w2(t + 1), w1(t), w1(1 - t), w2(2 - t)}; };
+  auto src = [&](int64_t o, int64_t in, int64_t out) {
+    return align_corners ? (out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0)
+                         : (double(o) + 0.5) * double(in) / double(out) - 0.5;
+  };
+  std::vector<double> y;
+  for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const double sy = src(oh, H, OH), sx = src(ow, W, OW);
+      const int64_t iy = int64_t(std::floor(sy)), ix = int64_t(std::floor(sx));
+      const std::vector<double> cy = coeffs(sy - double(iy)), cx = coeffs(sx - double(ix));
+      double v = 0;
+      for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) {
+          const int64_t r = std::clamp<int64_t>(iy - 1 + a, 0, H - 1), c = std::clamp<int64_t>(ix - 1 + b, 0, W - 1);
+          v += cy[size_t(a)] * cx[size_t(b)] * x[size_t(r * W + c)];
+        }
+      y.push_back(v);
+    }
+  return y;
+}
+
+TEST(NnOpsTest, BicubicInterpolationMatchesPyTorchsDefinition) {
+  // arange(16) as 4 x 4, scale 2: PyTorch gives -0.52734375 at (0, 0) (by hand: the ramp's 1-D
+  // value there is -0.10546875, and the image is 4 row + column).
+  std::vector<double> ramp(16);
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = double(i);
+  for (const Device& dev : testing::test_devices()) {
+    Array x = from_vector(ramp, {1, 1, 4, 4}, dev);
+    Array y = interpolate(x, {.scale_factor = {2.0}, .mode = InterpolateMode::Bicubic});
+    ASSERT_EQ(y.shape(), Shape({1, 1, 8, 8}));
+    EXPECT_DOUBLE_EQ(y.to_vector<double>()[0], -0.52734375);
+    EXPECT_TRUE(testing::all_close(y, bicubic_loop(ramp, 4, 4, 8, 8, false), 1e-12, 1e-12)) << dev.str();
+  }
+  // Random images, up and down, both corner conventions, sizes and factors, against the loop.
+  struct Case {
+    int64_t H, W, OH, OW;
+    bool align;
+  };
+  uint32_t seed = 7;
+  for (Case c : {Case{5, 7, 9, 4, false}, Case{5, 7, 9, 4, true}, Case{3, 3, 7, 7, true}, Case{6, 4, 2, 3, false},
+                 Case{2, 5, 1, 11, false}}) {
+    std::vector<double> v(size_t(2 * 3 * c.H * c.W));
+    for (double& e : v) e = std::sin(double(seed++) * 0.77);
+    Array x = from_vector(v, {2, 3, c.H, c.W}, Device::cpu());
+    Array y = interpolate(x, {.size = {c.OH, c.OW}, .mode = InterpolateMode::Bicubic, .align_corners = c.align});
+    const std::vector<double> got = y.to_vector<double>();
+    for (int64_t img = 0; img < 6; ++img) {
+      std::vector<double> one(v.begin() + img * c.H * c.W, v.begin() + (img + 1) * c.H * c.W);
+      std::vector<double> want = bicubic_loop(one, c.H, c.W, c.OH, c.OW, c.align);
+      std::vector<double> part(got.begin() + img * c.OH * c.OW, got.begin() + (img + 1) * c.OH * c.OW);
+      EXPECT_TRUE(testing::all_close(part, want, 1e-12, 1e-12)) << c.H << "x" << c.W << " -> " << c.OH << "x" << c.OW;
+    }
+  }
+  // NaN and inf spread to exactly the outputs whose 4 x 4 neighbourhood reads them.
+  std::vector<double> v(36, 1.0);
+  v[0] = std::nan("");
+  v[35] = INFINITY;
+  std::vector<double> want = bicubic_loop(v, 6, 6, 12, 12, false);
+  std::vector<double> got = interpolate(from_vector(v, {1, 1, 6, 6}, Device::cpu()),
+                                        {.size = {12, 12}, .mode = InterpolateMode::Bicubic})
+                                .to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << i;
+  // Gradients flow (the op is gathers and products): d sum(y) / dx sums each input's weights.
+  Array xg = from_vector(std::vector<double>(16, 0.5), {1, 1, 4, 4}, Device::cpu()).require_grad();
+  Array g = grad(sum(interpolate(xg, {.scale_factor = {2.0}, .mode = InterpolateMode::Bicubic})), {xg})[0];
+  double total = 0;
+  for (double e : g.to_vector<double>()) total += e;
+  EXPECT_NEAR(total, 64.0, 1e-12);  // every output's weights sum to 1
+  EXPECT_THROW(interpolate(from_vector(ramp, {1, 4, 4}, Device::cpu()), {.size = {8}, .mode = InterpolateMode::Bicubic}),
+               Error);
+}
+
+TEST(NnOpsTest, ResizeChecksItsOptions) {
+  Array x = zeros({2, 3});
+  EXPECT_NE(testing::error_of([&] { resize(x, {.sizes = {4}}); }).find("resize: sizes has 1 entries; the input [2, 3] has 2 dims"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { resize(x, {.sizes = {2, 3}, .scales = {1, -2}}); }).find("scales[1] is -2"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { resize(zeros({2, 3}, {DType::I32}), {.sizes = {2, 3}}); }).find("floating"),
+            std::string::npos);
+  // Nearest, asymmetric, floor: output j reads floor(j / 2) (a 2x upsampling).
+  Array r = resize(from_vector(std::vector<double>{1, 2, 3}, {3}, Device::cpu()),
+                   {.sizes = {6}, .coordinates = ResizeCoordinates::Asymmetric, .nearest = NearestRounding::Floor});
+  EXPECT_TRUE(testing::all_close(r, {1, 1, 2, 2, 3, 3}, 0, 0));
 }
 
 }  // namespace
