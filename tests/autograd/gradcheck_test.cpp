@@ -10,6 +10,7 @@
 
 #include "autograd/grad_node.h"
 #include "ember/ember.h"
+#include "ops/op_coverage.h"
 
 namespace ember {
 namespace {
@@ -263,6 +264,20 @@ TEST(GradcheckCoverage, EveryDifferentiableOpHasAGradientCheck) {
     }
   }
 }
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::set<Op>>> testing::gradcheck_case_ops() {
+  std::vector<std::pair<std::string, std::set<Op>>> out;
+  for (const Case& c : all_cases()) {
+    std::set<Op> ops = testing::ops_in_graph(c.f(c.inputs()));
+    ops.insert(c.op);
+    out.emplace_back(c.name, std::move(ops));
+  }
+  return out;
+}
+
+namespace {
 
 TEST(GradcheckCoverage, NonDifferentiableOpsGiveNoGradient) {
   Array x = input({4}, 60).require_grad();

@@ -3,7 +3,11 @@
 // values by the rest of the suite). Skipped when the reference is the only backend.
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <utility>
 
+#include "graph/node.h"
+#include "ops/op_coverage.h"
 #include "ops/op_test_util.h"
 
 namespace ember::testing {
@@ -136,6 +140,44 @@ std::vector<Case> cases() {
     Array a = arange(0, 1 << 20, 1, DType::F32, d);
     return add(a, mul(a, 0.5f));
   });
+  // Rounding, sign and the predicates, on values that hold NaN, +-inf, -0 and exact halves.
+  static const std::vector<double> special = [] {
+    std::vector<double> s(u.begin(), u.begin() + 4096);
+    const double inf = std::numeric_limits<double>::infinity();
+    const double extra[] = {std::nan(""), inf, -inf, -0.0, 0.0, 0.5, -0.5, 1.5, -2.5, 2.5, 1e30, -1e-30};
+    for (size_t i = 0; i < std::size(extra); ++i) s[i * 97] = extra[i];
+    return s;
+  }();
+  const int64_t ns = int64_t(special.size());
+  using Un1 = Array (*)(const Array&, Loc);
+  for (auto [name, f] : std::initializer_list<std::pair<const char*, Un1>>{
+           {"floor", &ember::floor}, {"ceil", &ember::ceil}, {"round", &ember::round}, {"trunc", &ember::trunc},
+           {"sign", &ember::sign}, {"is_nan", &ember::is_nan}, {"is_inf", &ember::is_inf}, {"is_finite", &ember::is_finite}})
+    for (DType t : {DType::F32, DType::F64})
+      add_case(std::string(name) + " special " + std::string(dtype_name(t)),
+               [f, t, ns](Device d) { return f(make(special, {ns}, t, d), Loc::current()); });
+  add_case("ne special", [ns](Device d) {
+    return ne(f32(special, {ns}, d), f32(std::vector<double>(special.rbegin(), special.rend()), {ns}, d));
+  });
+  add_case("logical_xor", [](Device d) { return logical_xor(gt(f32(u, {n}, d), 0), lt(f32(v, {n}, d), 0.5)); });
+  // Bit ops on i32 (negative values included) and i64.
+  add_case("bitwise_not i32", [](Device d) { return bitwise_not(i32(ints, {n}, d)); });
+  add_case("bitwise_and i32", [](Device d) { return bitwise_and(i32(ints, {n}, d), i32(nz, {n}, d)); });
+  add_case("bitwise_or i64", [](Device d) { return bitwise_or(i64(ints, {n}, d), i64(nz, {n}, d)); });
+  add_case("bitwise_xor i32", [](Device d) { return bitwise_xor(i32(ints, {n}, d), i32(nz, {n}, d)); });
+  add_case("shift_left i32", [](Device d) {
+    return shift_left(i32(ints, {n}, d), i32(map_d(nz, [](double x) { return double(int(x) % 20); }), {n}, d));
+  });
+  add_case("shift_right i64", [](Device d) {
+    return shift_right(i64(ints, {n}, d), i64(map_d(nz, [](double x) { return double(int(x) % 9); }), {n}, d));
+  });
+  add_case("linspace f32", [](Device d) { return linspace(-3.0, 7.5, n, {.device = d}); }, 1e-6, 1e-6);
+  // Pooling indices and a running maximum's indices (NaN included).
+  add_case("max_pool2d_indices", [](Device d) {
+    return max_pool2d_indices(f32(std::vector<double>(u.begin(), u.begin() + 1536), {2, 3, 16, 16}, d),
+                              {.kernel = 3, .stride = 2, .padding = 1});
+  });
+  add_case("cummax special", [ns](Device d) { return cummax(f32(special, {4, ns / 4}, d), 1).indices; });
   return cs;
 }
 
@@ -175,4 +217,25 @@ TEST(OpCrossBackend, KernelErrorsOnEveryBackend) {
 }
 
 }  // namespace
+
+std::set<Op> ops_in_graph(const Array& a) {
+  std::set<Op> ops;
+  std::vector<const Node*> stack{a.node().get()};
+  std::set<const Node*> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    ops.insert(n->op);
+    for (const NodePtr& in : n->inputs) stack.push_back(in.get());
+  }
+  return ops;
+}
+
+std::vector<std::pair<std::string, std::set<Op>>> cross_backend_case_ops() {
+  std::vector<std::pair<std::string, std::set<Op>>> out;
+  for (const Case& c : cases()) out.emplace_back(c.name, ops_in_graph(c.run(Device::reference())));
+  return out;
+}
+
 }  // namespace ember::testing

@@ -1,15 +1,19 @@
 // docs/ops.md's "The op table, generated" section is the op table (src/ops/ops.def) rendered: one row
-// per op with its kind, dtype rule, attributes struct and gradient. This test renders it and
-// fails when the committed section differs; EMBER_UPDATE_DOCS=1 rewrites the section instead:
+// per op with its kind, dtype rule, attributes struct, gradient and the conformance cases that build
+// it (ops/op_coverage.h: the cross-backend comparison and the gradient checks). This test renders it
+// and fails when the committed section differs; EMBER_UPDATE_DOCS=1 rewrites the section instead:
 //   EMBER_UPDATE_DOCS=1 build/release/bin/ember_tests --gtest_filter=OpTableDocs.*
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "autograd/grad_node.h"
+#include "ops/op_coverage.h"
 #include "ops/op_table.h"
 
 namespace ember {
@@ -57,10 +61,39 @@ const char* rule_name(DTypeRule r) {
   return "?";
 }
 
+// "cross-backend: add (+2); gradcheck: add_broadcast" for the cases that build `op`, "—" for none.
+std::string cases_of(Op op) {
+  static const auto cross = testing::cross_backend_case_ops();
+  static const auto grads = testing::gradcheck_case_ops();
+  std::string text;
+  auto list = [&](const char* suite, const std::vector<std::pair<std::string, std::set<Op>>>& cases) {
+    std::vector<std::string> names;
+    for (const auto& [name, ops] : cases)
+      if (ops.count(op)) names.push_back(name);
+    if (names.empty()) return;
+    if (!text.empty()) text += "; ";
+    text += std::string(suite) + ": " + names.front();
+    if (names.size() > 1) text += " (+" + std::to_string(names.size() - 1) + ")";
+  };
+  list("cross-backend", cross);
+  list("gradcheck", grads);
+  return text.empty() ? "—" : text;
+}
+
+// Ops no conformance case can build, and the suites that test them on every device.
+const std::map<Op, const char*>& covered_elsewhere() {
+  static const std::map<Op, const char*> ops = {
+      {Op::FusedAttentionBackward, "made inside a backward pass: FusedAttentionTest.* (gradients on every device)"},
+      {Op::MatmulEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteMatmul.*, VulkanEpilogueTest.*"},
+      {Op::Conv2dEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteConv.*, VulkanEpilogueTest.*"},
+  };
+  return ops;
+}
+
 std::string rendered_table() {
   std::ostringstream out;
   out << kBegin;
-  out << "| node op | kind | dtype rule | attributes | gradient |\n|---|---|---|---|---|\n";
+  out << "| node op | kind | dtype rule | attributes | gradient | conformance cases |\n|---|---|---|---|---|---|\n";
   for (int i = 0; i < int(Op::NumOps); ++i) {
     const Op op = Op(i);
     const OpInfo& info = op_info(op);
@@ -69,7 +102,8 @@ std::string rendered_table() {
                                                           : "yes";
     const std::string attrs = info.params == kParamsIndex<NoAttrs> ? "—" : params_name_at(info.params);
     out << "| " << info.name << " | " << kind_name(info.kind) << " | " << rule_name(info.rule) << " | " << attrs
-        << " | " << grad << " |\n";
+        << " | " << grad << " | " << (covered_elsewhere().count(op) ? covered_elsewhere().at(op) : cases_of(op))
+        << " |\n";
   }
   out << kEnd;
   return out.str();
@@ -99,6 +133,21 @@ TEST(OpTableDocs, GeneratedSectionMatchesTheTable) {
   size_t rows = 0;
   for (size_t at = committed.find("\n| "); at != std::string::npos; at = committed.find("\n| ", at + 1)) ++rows;
   EXPECT_EQ(rows, size_t(Op::NumOps) + 1);  // and the header
+}
+
+// Every op is built by a case of the cross-backend comparison (its values on every device against
+// the reference backend) or of the gradient checks, or is listed here with the suite that covers it.
+TEST(OpTableDocs, EveryOpIsBuiltByAConformanceCase) {
+  const std::map<Op, const char*>& elsewhere = covered_elsewhere();
+  for (int i = 0; i < int(Op::NumOps); ++i) {
+    const Op op = Op(i);
+    if (elsewhere.count(op)) {
+      EXPECT_EQ(cases_of(op), "—") << op_name(op) << " is built by a case now: drop it from the list";
+      continue;
+    }
+    EXPECT_NE(cases_of(op), "—") << "no conformance case builds op '" << op_name(op)
+                                 << "': add one to tests/ops/cross_backend_test.cpp or the gradient checks";
+  }
 }
 
 }  // namespace
