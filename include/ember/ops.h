@@ -127,21 +127,21 @@ Array where(const Array& cond, const Array& a, Scalar b, Loc loc = Loc::current(
 Array where(const Array& cond, Scalar a, const Array& b, Loc loc = Loc::current());
 
 // ---- reductions: dims empty = all dims ---------------------------------------------------
-Array sum(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
-Array mean(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
-Array prod(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
-Array max(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
-Array min(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array sum(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array mean(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array prod(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array max(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array min(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
 // Index (i64) of the first maximum/minimum along `dim`.
 Array argmax(const Array& x, int dim, bool keepdim = false, Loc loc = Loc::current());
 Array argmin(const Array& x, int dim, bool keepdim = false, Loc loc = Loc::current());
 // Whether any / all elements are nonzero (bool; over zero elements: false / true).
-Array any(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
-Array all(const Array& x, std::vector<int> dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array any(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Array all(const Array& x, Axes dims = {}, bool keepdim = false, Loc loc = Loc::current());
 // Variance sum((x - mean)^2) / (n - correction) and its square root (floating inputs).
-Array var(const Array& x, std::vector<int> dims = {}, int64_t correction = 1, bool keepdim = false,
+Array var(const Array& x, Axes dims = {}, int64_t correction = 1, bool keepdim = false,
           Loc loc = Loc::current());
-Array std(const Array& x, std::vector<int> dims = {}, int64_t correction = 1, bool keepdim = false,
+Array std(const Array& x, Axes dims = {}, int64_t correction = 1, bool keepdim = false,
           Loc loc = Loc::current());
 // The extreme along dim and its index (the first one; the first NaN wins). The gradient of the
 // values goes to that index only (as PyTorch's max(dim)). ValuesIndices: ember/ops_library.h.
@@ -152,11 +152,11 @@ ValuesIndices min_with_indices(const Array& x, int dim, bool keepdim = false, Lo
 // Numerically stable: the maximum along dim is subtracted first.
 Array softmax(const Array& x, int dim, Loc loc = Loc::current());
 Array log_softmax(const Array& x, int dim, Loc loc = Loc::current());
-Array logsumexp(const Array& x, std::vector<int> dims, bool keepdim = false, Loc loc = Loc::current());
+Array logsumexp(const Array& x, Axes dims, bool keepdim = false, Loc loc = Loc::current());
 
 // ---- movement: views, no copies unless a layout forces one ---------------------------------
 Array reshape(const Array& x, const Shape& shape, Loc loc = Loc::current());  // one -1 allowed
-Array permute(const Array& x, const std::vector<int>& dims, Loc loc = Loc::current());
+Array permute(const Array& x, const Axes& dims, Loc loc = Loc::current());
 Array transpose(const Array& x, int dim0, int dim1, Loc loc = Loc::current());
 // Elements start, start+step, ... < end along dim (negative start/end count from the end,
 // clamped to the size as in Python).
@@ -176,7 +176,7 @@ Array narrow(const Array& x, int dim, int64_t start, int64_t length, Loc loc = L
 // The entry `index` of dim (negative counts from the end), with that dim removed (a view).
 Array select(const Array& x, int dim, int64_t index, Loc loc = Loc::current());
 // Reverses the order along each of dims (a gather with a reversed index: it copies).
-Array flip(const Array& x, std::vector<int> dims, Loc loc = Loc::current());
+Array flip(const Array& x, Axes dims, Loc loc = Loc::current());
 // Shifts elements by `shift` along dim, wrapping around (positive: towards higher indices).
 Array roll(const Array& x, int64_t shift, int dim, Loc loc = Loc::current());
 // Joins tensors of one shape along a new dim.

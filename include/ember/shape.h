@@ -90,4 +90,31 @@ int wrap_dim(int dim, int rank, const char* op);
 // Broadcast two shapes (numpy rules); throws naming `op` and both shapes when incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
+// Several dims (axes) of a tensor, negative ones counting from the end: what every function that
+// takes several dims takes (reductions, logsumexp, var/std, flip, permute's order). One dim
+// converts (`sum(x, 1)`, as `argmax(x, 1)` takes one), and so does a braced list (`sum(x, {0, 2})`)
+// or a vector of int or int64_t; empty means "every dim" for the reductions. Sizes (reshape,
+// expand, repeat, pad) are int64_t lists or Shapes, never Axes. A bool does not convert
+// (`sum(x, true)` would otherwise reduce dim 1).
+class Axes {
+ public:
+  Axes() = default;
+  Axes(int dim) : dims_{dim} {}                                // NOLINT: implicit on purpose
+  Axes(std::initializer_list<int> dims) : dims_(dims) {}       // NOLINT
+  Axes(std::vector<int> dims) : dims_(std::move(dims)) {}      // NOLINT
+  Axes(const std::vector<int64_t>& dims) : dims_(dims.begin(), dims.end()) {}  // NOLINT
+  Axes(bool) = delete;
+
+  const std::vector<int>& vec() const { return dims_; }
+  operator const std::vector<int>&() const { return dims_; }  // NOLINT
+  bool empty() const { return dims_.empty(); }
+  size_t size() const { return dims_.size(); }
+  int operator[](size_t i) const { return dims_[i]; }
+  auto begin() const { return dims_.begin(); }
+  auto end() const { return dims_.end(); }
+
+ private:
+  std::vector<int> dims_;
+};
+
 }  // namespace ember

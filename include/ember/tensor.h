@@ -393,7 +393,7 @@ class Tensor {
   Tensor<D, SumKind<K>> sum_dim(int dim, Loc loc = Loc::current()) const {
     return Tensor<D, SumKind<K>>(ember::sum(a_, {dim}, true, loc), loc);
   }
-  Tensor<D, SumKind<K>> sum_dims(std::vector<int> dims, Loc loc = Loc::current()) const {
+  Tensor<D, SumKind<K>> sum_dims(Axes dims, Loc loc = Loc::current()) const {
     return Tensor<D, SumKind<K>>(ember::sum(a_, std::move(dims), true, loc), loc);
   }
   Tensor<1, SumKind<K>> prod(Loc loc = Loc::current()) const { return whole<SumKind<K>>(ember::prod(a_, {}, false, loc), loc); }
@@ -410,7 +410,7 @@ class Tensor {
   {
     return Tensor(ember::mean(a_, {dim}, true, loc), loc);
   }
-  Tensor mean_dims(std::vector<int> dims, Loc loc = Loc::current()) const
+  Tensor mean_dims(Axes dims, Loc loc = Loc::current()) const
     requires std::is_same_v<K, Float>
   {
     return Tensor(ember::mean(a_, std::move(dims), true, loc), loc);
@@ -547,7 +547,7 @@ class Tensor {
   Tensor movedim(int source, int destination, Loc loc = Loc::current()) const {
     return Tensor(ember::movedim(a_, source, destination, loc), loc);
   }
-  Tensor flip(std::vector<int> dims, Loc loc = Loc::current()) const { return Tensor(ember::flip(a_, std::move(dims), loc), loc); }
+  Tensor flip(Axes dims, Loc loc = Loc::current()) const { return Tensor(ember::flip(a_, std::move(dims), loc), loc); }
   Tensor roll(int64_t shift, int dim, Loc loc = Loc::current()) const { return Tensor(ember::roll(a_, shift, dim, loc), loc); }
   // Joins tensors of one shape along a new dim: rank D + 1.
   static Tensor<D + 1, K> stack(const std::vector<Tensor>& xs, int dim = 0, Loc loc = Loc::current())

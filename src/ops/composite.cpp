@@ -13,7 +13,7 @@ static Array require_float(const Array& x, const char* op, Loc loc) {
 }
 
 // softmax, log_softmax, logsumexp, var and std run in f32 under autocast (autocast_policy.def).
-Array logsumexp(const Array& x_in, std::vector<int> dims, bool keepdim, Loc loc) {
+Array logsumexp(const Array& x_in, Axes dims, bool keepdim, Loc loc) {
   require_float(x_in, "logsumexp", loc);
   const Array x = autocast_f32(x_in, loc);
   // The max is a constant shift (no gradient flows through it; the result does not depend on it).
@@ -50,16 +50,16 @@ Array softmax(const Array& x_in, int dim, Loc loc) {
 namespace ember {
 
 // Counts nonzero elements (as bool -> i64 sum), so empty inputs work (any: false, all: true).
-Array any(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
+Array any(const Array& x, Axes dims, bool keepdim, Loc loc) {
   node_of(x, "any", loc);
   return gt(sum(cast(x, DType::Bool, loc), std::move(dims), keepdim, loc), 0, loc);
 }
-Array all(const Array& x, std::vector<int> dims, bool keepdim, Loc loc) {
+Array all(const Array& x, Axes dims, bool keepdim, Loc loc) {
   node_of(x, "all", loc);
   return eq(sum(logical_not(x, loc), std::move(dims), keepdim, loc), 0, loc);
 }
 
-Array var(const Array& x_in, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
+Array var(const Array& x_in, Axes dims, int64_t correction, bool keepdim, Loc loc) {
   require_float(x_in, "var", loc);
   const Array x = autocast_f32(x_in, loc);
   if (correction < 0) fail("var", fmt::format("correction must be non-negative, got {}", correction), loc);
@@ -72,7 +72,7 @@ Array var(const Array& x_in, std::vector<int> dims, int64_t correction, bool kee
   // n - correction <= 0 gives inf/NaN (as PyTorch), never an error.
   return div(sum(mul(centered, centered, loc), dims, keepdim, loc), double(count - correction), loc);
 }
-Array std(const Array& x, std::vector<int> dims, int64_t correction, bool keepdim, Loc loc) {
+Array std(const Array& x, Axes dims, int64_t correction, bool keepdim, Loc loc) {
   node_of(x, "std", loc);
   return sqrt(var(x, std::move(dims), correction, keepdim, loc), loc);
 }

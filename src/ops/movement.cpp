@@ -45,7 +45,7 @@ Array reshape(const Array& x, const Shape& shape, Loc loc) {
   return movement(Op::Reshape, x, {}, target, loc);
 }
 
-Array permute(const Array& x, const std::vector<int>& dims, Loc loc) {
+Array permute(const Array& x, const Axes& dims, Loc loc) {
   const NodePtr& n = node_of(x, "permute", loc);
   int r = n->shape.rank();
   if (int(dims.size()) != r)
@@ -239,7 +239,7 @@ Array select(const Array& x, int dim, int64_t index, Loc loc) {
   return squeeze(slice(x, d, i, i + 1, 1, loc), d, loc);
 }
 
-Array flip(const Array& x, std::vector<int> dims, Loc loc) {
+Array flip(const Array& x, Axes dims, Loc loc) {
   const NodePtr& n = node_of(x, "flip", loc);
   int r = n->shape.rank();
   std::vector<bool> seen(static_cast<size_t>(std::max(r, 1)), false);

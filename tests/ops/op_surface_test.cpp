@@ -5,7 +5,9 @@
 // an Int tensor must not compile). At run time: every op of the table has a row in docs/ops.md.
 #include <gtest/gtest.h>
 
+
 #include <cctype>
+#include <cmath>
 #include <concepts>
 #include <fstream>
 #include <set>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "ember/tensor.h"
+#include "test_util.h"
 
 namespace ember {
 namespace {
@@ -180,6 +183,33 @@ TEST(OpSurface, PoolingScalarShorthand) {
   EXPECT_EQ(t.max_pool2d(2).to_vector(), (std::vector<float>{5, 7, 13, 15}));
   EXPECT_EQ(avg_pool2d(t, 2).to_vector(), (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
   EXPECT_EQ(max_pool2d(t, 2).shape(), Shape({1, 1, 2, 2}));
+}
+
+// Several dims are one type, Axes: one dim, a braced list, a vector of int or int64_t; never a bool
+// (sum(x, true) reducing dim 1 would be a silent mistake).
+template <class A>
+concept sum_of_bool = requires(const A& a) { ember::sum(a, true); };
+template <class A>
+concept sum_of_int = requires(const A& a) { ember::sum(a, 1); };
+static_assert(!sum_of_bool<Array>, "sum(x, true) must not compile");
+static_assert(sum_of_int<Array>, "sum(x, 1) must compile");
+
+TEST(OpSurface, AxesTakeOneDimAListOrAVector) {
+  Array x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const std::vector<double> rows{6, 15}, cols{5, 7, 9};
+  EXPECT_TRUE(testing::all_close(sum(x, 1), rows, 0, 0));
+  EXPECT_TRUE(testing::all_close(sum(x, {1}), rows, 0, 0));
+  EXPECT_TRUE(testing::all_close(sum(x, -1), rows, 0, 0));
+  EXPECT_TRUE(testing::all_close(sum(x, std::vector<int>{0}), cols, 0, 0));
+  EXPECT_TRUE(testing::all_close(sum(x, std::vector<int64_t>{0}), cols, 0, 0));
+  EXPECT_TRUE(testing::all_close(mean(x, 0), {2.5, 3.5, 4.5}, 0, 0));
+  EXPECT_TRUE(testing::all_close(max(x, {0, 1}), {6}, 0, 0));
+  EXPECT_TRUE(testing::all_close(logsumexp(x, 1), {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)),
+                                                   std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0))},
+                                 1e-12, 0));
+  EXPECT_TRUE(testing::all_close(flip(x, 1), {3, 2, 1, 6, 5, 4}, 0, 0));
+  EXPECT_EQ(var(x, 1).shape(), Shape({2}));
+  EXPECT_EQ(Tensor<2>(x).sum_dims(0).shape(), Shape({1, 3}));
 }
 
 }  // namespace
