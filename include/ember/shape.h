@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -106,6 +107,7 @@ class Axes {
   Axes(bool) = delete;
 
   const std::vector<int>& vec() const { return dims_; }
+  std::vector<int> take() && { return std::move(dims_); }  // the list, moved out
   operator const std::vector<int>&() const { return dims_; }  // NOLINT
   bool empty() const { return dims_.empty(); }
   size_t size() const { return dims_.size(); }

@@ -155,8 +155,12 @@ void check_node_extent(const Shape& shape, DType dtype, Op op, Loc loc) {
 
 namespace {
 
-Array make_node_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype, Device device,
-                      Loc loc, std::vector<OutputSpec> extra) {
+// Inlined into make_array, every op's path: the arguments are forwarded, never copied again (a
+// Shape holds its dims inline; an out-of-line call that took them by value cost 2 % of a chain of
+// tiny ops).
+[[gnu::always_inline]] inline Array make_node_array(Op op, OpAttrs&& attrs, const std::vector<Array>& inputs,
+                                                    Shape&& shape, DType dtype, Device device, Loc loc,
+                                                    std::vector<OutputSpec>&& extra) {
   check_node_extent(shape, dtype, op, loc);
   for (const OutputSpec& e : extra) check_node_extent(e.shape, e.dtype, op, loc);
   if (attrs.params.index() != op_info(op).params) [[unlikely]]  // the op table names the struct
@@ -202,7 +206,7 @@ Array make_node_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Sh
 
 Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
                  Device device, Loc loc) {
-  return make_node_array(op, std::move(attrs), inputs, std::move(shape), dtype, device, loc, {});
+  return make_node_array(op, std::move(attrs), inputs, std::move(shape), dtype, device, loc, std::vector<OutputSpec>{});
 }
 
 std::vector<Array> make_arrays(Op op, OpAttrs attrs, const std::vector<Array>& inputs, std::vector<OutputSpec> outputs,
@@ -229,8 +233,8 @@ Array output_of(const Array& primary, int index, Loc loc) {
     throw Error(fmt::format("internal error: output {} of {}, which has {} outputs", index, op_name(n->op),
                             n->extra_outputs.size() + 1));
   const OutputSpec& spec = n->extra_outputs[size_t(index - 1)].spec;
-  return make_node_array(Op::OutputOf, OpAttrs{.params = OutputAttrs{.index = index}}, {primary}, spec.shape,
-                         spec.dtype, n->device, loc, {});
+  return make_node_array(Op::OutputOf, OpAttrs{.params = OutputAttrs{.index = index}}, {primary}, Shape(spec.shape),
+                         spec.dtype, n->device, loc, std::vector<OutputSpec>{});
 }
 
 Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,

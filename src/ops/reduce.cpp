@@ -45,11 +45,11 @@ static Array reduce(Op op, const Array& x, std::vector<int> dims, bool keepdim, 
   return make_array(op, {.params = std::move(reduce)}, {x}, Shape(std::move(out)), t.result, n->device, loc);
 }
 
-Array sum(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Sum, x, dims.vec(), keepdim, loc); }
-Array mean(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Mean, x, dims.vec(), keepdim, loc); }
-Array prod(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Prod, x, dims.vec(), keepdim, loc); }
-Array max(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Max, x, dims.vec(), keepdim, loc); }
-Array min(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Min, x, dims.vec(), keepdim, loc); }
+Array sum(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Sum, x, std::move(dims).take(), keepdim, loc); }
+Array mean(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Mean, x, std::move(dims).take(), keepdim, loc); }
+Array prod(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Prod, x, std::move(dims).take(), keepdim, loc); }
+Array max(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Max, x, std::move(dims).take(), keepdim, loc); }
+Array min(const Array& x, Axes dims, bool keepdim, Loc loc) { return reduce(Op::Min, x, std::move(dims).take(), keepdim, loc); }
 Array argmax(const Array& x, int dim, bool keepdim, Loc loc) { return reduce(Op::Argmax, x, {dim}, keepdim, loc); }
 Array argmin(const Array& x, int dim, bool keepdim, Loc loc) { return reduce(Op::Argmin, x, {dim}, keepdim, loc); }
 
