@@ -190,18 +190,26 @@ Shape pool_shape(const Shape& xs, const Pool2dOptions& p, const char* op, Loc lo
   return Shape{xs[0], xs[1], OH, OW};
 }
 
-// Runs a pool op on x ([N, C, H, W], or [C, H, W] given a batch of one).
-Array pool(Op kind, const Array& x, const Pool2dOptions& opts, const char* op, Loc loc) {
+// Runs a pool op on x ([N, C, H, W], or [C, H, W] given a batch of one): its one output, or for
+// MaxPool2dWithIndices the maxima and their i64 indices from one node (graph/node.h make_arrays).
+std::vector<Array> pool_outputs(Op kind, const Array& x, const Pool2dOptions& opts, const char* op, Loc loc) {
   const NodePtr& n = node_of(x, op, loc);
   if (!is_floating(n->dtype))
     fail(op, fmt::format("needs a floating input, got {}; cast it first", dtype_name(n->dtype)), loc);
   const bool unbatched = n->shape.rank() == 3;
   Array in = unbatched ? unsqueeze(x, 0, loc) : x;
   const Pool2dOptions p = pool_params(opts, op, loc);
-  Shape out = pool_shape(in.shape(), p, op, loc);
-  DType dt = kind == Op::MaxPool2dIndices ? DType::I64 : n->dtype;
-  Array y = make_array(kind, {.params = p}, {in}, std::move(out), dt, n->device, loc);
-  return unbatched ? squeeze(y, 0, loc) : y;
+  const Shape out = pool_shape(in.shape(), p, op, loc);
+  std::vector<OutputSpec> specs{{out, kind == Op::MaxPool2dIndices ? DType::I64 : n->dtype}};
+  if (kind == Op::MaxPool2dWithIndices) specs.push_back({out, DType::I64});
+  std::vector<Array> ys = make_arrays(kind, {.params = p}, {in}, std::move(specs), n->device, loc);
+  if (unbatched)
+    for (Array& y : ys) y = squeeze(y, 0, loc);
+  return ys;
+}
+
+Array pool(Op kind, const Array& x, const Pool2dOptions& opts, const char* op, Loc loc) {
+  return pool_outputs(kind, x, opts, op, loc)[0];
 }
 
 }  // namespace
@@ -213,18 +221,7 @@ Array max_pool2d_indices(const Array& x, Pool2dOptions opts, Loc loc) {
 }
 
 ValuesIndices max_pool2d_with_indices(const Array& x, Pool2dOptions opts, Loc loc) {
-  const char* op = "max_pool2d_with_indices";
-  const NodePtr& n = node_of(x, op, loc);
-  if (!is_floating(n->dtype))
-    fail(op, fmt::format("needs a floating input, got {}; cast it first", dtype_name(n->dtype)), loc);
-  const bool unbatched = n->shape.rank() == 3;
-  Array in = unbatched ? unsqueeze(x, 0, loc) : x;
-  const Pool2dOptions p = pool_params(opts, op, loc);
-  const Shape out = pool_shape(in.shape(), p, op, loc);
-  // One node, one library call: the maxima and their indices (graph/node.h make_arrays).
-  std::vector<Array> r =
-      make_arrays(Op::MaxPool2dWithIndices, {.params = p}, {in}, {{out, n->dtype}, {out, DType::I64}}, n->device, loc);
-  if (unbatched) return {squeeze(r[0], 0, loc), squeeze(r[1], 0, loc)};
+  std::vector<Array> r = pool_outputs(Op::MaxPool2dWithIndices, x, opts, "max_pool2d_with_indices", loc);
   return {r[0], r[1]};
 }
 
