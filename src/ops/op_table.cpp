@@ -3,19 +3,22 @@
 
 #include <cassert>
 
+#include "backend/abi.h"
 #include "ops/kir_math.h"
 
 namespace ember {
 
 const OpInfo& op_info(Op op) {
   static const OpInfo table[] = {
-#define EMBER_UNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 1, DTypeRule::rule, kParamsIndex<NoAttrs>},
-#define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule, kParamsIndex<NoAttrs>},
-#define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule, kParamsIndex<NoAttrs>},
-#define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None, kParamsIndex<NoAttrs>},
+#define EMBER_UNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 1, DTypeRule::rule, kParamsIndex<NoAttrs>, 0},
+#define EMBER_BINARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 2, DTypeRule::rule, kParamsIndex<NoAttrs>, 0},
+#define EMBER_TERNARY(Name, fn, rule, expr, ...) {#fn, OpKind::Elementwise, 3, DTypeRule::rule, kParamsIndex<NoAttrs>, 0},
+#define EMBER_GENERATOR(Name, fn, expr) {#fn, OpKind::Generator, 0, DTypeRule::None, kParamsIndex<NoAttrs>, 0},
 #define EMBER_REDUCE(Name, fn, rule, accumulate, finish, ...) \
-  {#fn, OpKind::Reduce, 1, DTypeRule::rule, kParamsIndex<ReduceAttrs>},
-#define EMBER_OTHER(Name, fn, kind, attrs, ...) {#fn, OpKind::kind, -1, DTypeRule::None, kParamsIndex<attrs>},
+  {#fn, OpKind::Reduce, 1, DTypeRule::rule, kParamsIndex<ReduceAttrs>, 0},
+#define EMBER_OTHER(Name, fn, kind, attrs, ...) {#fn, OpKind::kind, -1, DTypeRule::None, kParamsIndex<attrs>, 0},
+#define EMBER_LIBRARY(Name, fn, attrs, saves, grad, call) \
+  {#fn, OpKind::Library, -1, DTypeRule::None, kParamsIndex<attrs>, EMBER_LIB_##call},
 #include "ops/ops.def"
   };
   static_assert(sizeof(table) / sizeof(table[0]) == size_t(Op::NumOps));

@@ -58,6 +58,7 @@ struct OpInfo {
   int arity;  // for elementwise ops; -1 otherwise
   DTypeRule rule;
   uint8_t params;  // the OpParams alternative its nodes hold (kParamsIndex of the table's struct)
+  int16_t library_call;  // kind Library: the EMBER_LIB_* code of backend/abi.h it is lowered to; else 0
 };
 
 const OpInfo& op_info(Op op);

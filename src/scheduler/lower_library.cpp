@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <type_traits>
 
 #include "ember/error.h"
 #include "ops/dtype_rules.h"
@@ -60,13 +61,21 @@ ember_tensor_desc tensor_desc(const Shape& shape, DType dtype, const View& v) {
 }
 ember_tensor_desc tensor_desc(const Node& x, const View& v) { return tensor_desc(x.shape, x.dtype, v); }
 
-}  // namespace
+// The node's attrs struct (ops/op_attrs.h) as the call's attrs struct of abi.h: one overload per
+// struct of the table's attrs column.
+ember_conv_attrs call_attrs(const Conv2dOptions& c) { return conv_call_attrs(c); }
+ember_pool_attrs call_attrs(const Pool2dOptions& p) {
+  return {{p.kernel.h, p.kernel.w}, {p.stride.h, p.stride.w}, {p.padding.h, p.padding.w},
+          {p.padding.h, p.padding.w}, int32_t(p.count_include_pad)};
+}
+ember_sort_attrs call_attrs(const SortAttrs& s) { return {int32_t(s.dim), int32_t(s.descending), s.k}; }
+ember_scan_attrs call_attrs(const ScanAttrs& s) { return {int32_t(s.dim), int32_t(s.reverse)}; }
+ember_attention_attrs call_attrs(const AttentionAttrs& a) { return {a.scale, int32_t(a.causal)}; }
 
-// Ops of ops_library.def: one library call each, the node's typed attributes (ops/op_attrs.h)
-// spelled as the attrs struct of abi.h.
-void run_library(Node& n) {
-  if (n.op == Op::MatmulEpilogue || n.op == Op::Conv2dEpilogue) return run_epilogue(n);
-  // Every output (a multi-output node's too, graph/node.h) gets a fresh contiguous buffer.
+// Library call `code` for node n with the call's `attrs`: every output (a multi-output node's too,
+// graph/node.h) gets a fresh contiguous buffer; the inputs are passed as their views.
+template <class CallAttrs>
+void call_library(Node& n, int32_t code, const CallAttrs& attrs) {
   n.view = alloc_contiguous(n);
   std::vector<ember_tensor_desc> outs{tensor_desc(n, n.view)};
   std::vector<std::shared_ptr<DeviceBuffer>> buffers{n.view.buffer};
@@ -79,73 +88,38 @@ void run_library(Node& n) {
   }
   if (empty) return;
   std::vector<ember_tensor_desc> ins;
-  for (const NodePtr& in : n.inputs) ins.push_back(tensor_desc(*in, in->view));
-  ember_conv_attrs conv{};
-  ember_pool_attrs pool{};
-  ember_sort_attrs sort{};
-  ember_scan_attrs scan{};
-  ember_attention_attrs attention{};
-  const void* attrs = nullptr;
-  int32_t code = 0;
-  switch (n.op) {
-    case Op::Conv2d: code = EMBER_LIB_CONV2D; break;
-    case Op::Conv2dBackwardData: code = EMBER_LIB_CONV2D_BACKWARD_DATA; break;
-    case Op::Conv2dBackwardWeights: code = EMBER_LIB_CONV2D_BACKWARD_WEIGHTS; break;
-    case Op::MaxPool2d: code = EMBER_LIB_MAX_POOL2D; break;
-    case Op::MaxPool2dWithIndices: code = EMBER_LIB_MAX_POOL2D; break;  // its second output: the indices
-    case Op::MaxPool2dIndices: code = EMBER_LIB_MAX_POOL2D_INDICES; break;
-    case Op::MaxPool2dBackward: code = EMBER_LIB_MAX_POOL2D_BACKWARD; break;
-    case Op::AvgPool2d: code = EMBER_LIB_AVG_POOL2D; break;
-    case Op::AvgPool2dBackward: code = EMBER_LIB_AVG_POOL2D_BACKWARD; break;
-    case Op::Argsort: code = EMBER_LIB_ARGSORT; break;
-    case Op::TopkIndices: code = EMBER_LIB_TOPK; break;
-    case Op::Cumsum: code = EMBER_LIB_CUMSUM; break;
-    case Op::Cumprod: code = EMBER_LIB_CUMPROD; break;
-    case Op::CummaxIndices: code = EMBER_LIB_CUMMAX_INDICES; break;
-    case Op::CumminIndices: code = EMBER_LIB_CUMMIN_INDICES; break;
-    case Op::FusedAttention: code = EMBER_LIB_FUSED_ATTENTION; break;
-    case Op::FusedAttentionBackward: code = EMBER_LIB_FUSED_ATTENTION_BACKWARD; break;
-    default: throw Error(fmt::format("{}: no lowering for this library op", n.where()));
+  for (const NodePtr& in : n.inputs) {
+    ins.push_back(tensor_desc(*in, in->view));
+    buffers.push_back(in->view.buffer);
   }
-  switch (code) {
-    case EMBER_LIB_CONV2D: case EMBER_LIB_CONV2D_BACKWARD_DATA: case EMBER_LIB_CONV2D_BACKWARD_WEIGHTS:
-      conv = conv_call_attrs(n.attrs.get<Conv2dOptions>());
-      attrs = &conv;
-      break;
-    case EMBER_LIB_MAX_POOL2D: case EMBER_LIB_MAX_POOL2D_INDICES: case EMBER_LIB_AVG_POOL2D:
-    case EMBER_LIB_AVG_POOL2D_BACKWARD: case EMBER_LIB_MAX_POOL2D_BACKWARD: {
-      const Pool2dOptions& p = n.attrs.get<Pool2dOptions>();
-      pool = {{p.kernel.h, p.kernel.w}, {p.stride.h, p.stride.w}, {p.padding.h, p.padding.w},
-              {p.padding.h, p.padding.w}, int32_t(p.count_include_pad)};
-      attrs = &pool;
-      break;
-    }
-    case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: {
-      const SortAttrs& s = n.attrs.get<SortAttrs>();
-      sort = {int32_t(s.dim), int32_t(s.descending), s.k};
-      attrs = &sort;
-      break;
-    }
-    case EMBER_LIB_FUSED_ATTENTION:
-    case EMBER_LIB_FUSED_ATTENTION_BACKWARD: {
-      const AttentionAttrs& a = n.attrs.get<AttentionAttrs>();
-      attention = {a.scale, int32_t(a.causal)};
-      attrs = &attention;
-      break;
-    }
-    default: {
-      const ScanAttrs& s = n.attrs.get<ScanAttrs>();
-      scan = {int32_t(s.dim), int32_t(s.reverse)};
-      attrs = &scan;
-      break;
-    }
-  }
-  for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
-    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), outs.data(), int(outs.size()), attrs,
+    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), outs.data(), int(outs.size()), &attrs,
                  buffers);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
+  }
+}
+
+// The table entry's call with its attrs struct; the contraction epilogues carry their post-ops
+// (scheduler/epilogue.h), which run_epilogue spells out.
+template <class Attrs>
+void lower_library_op(Node& n, [[maybe_unused]] int32_t code) {
+  if constexpr (std::is_same_v<Attrs, EpilogueAttrs>) {
+    run_epilogue(n);
+  } else {
+    call_library(n, code, call_attrs(n.attrs.get<Attrs>()));
+  }
+}
+
+}  // namespace
+
+// Ops of ops_library.def: the call and attrs struct their table entry names.
+void run_library(Node& n) {
+  switch (n.op) {
+#define EMBER_LIBRARY(Name, fn, attrs, saves, grad, call) \
+  case Op::Name: return lower_library_op<attrs>(n, EMBER_LIB_##call);
+#include "ops/ops.def"
+    default: throw Error(fmt::format("{}: not a library op", n.where()));
   }
 }
 

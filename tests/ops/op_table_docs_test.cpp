@@ -1,7 +1,8 @@
 // docs/ops.md's "The op table, generated" section is the op table (src/ops/ops.def) rendered: one row
-// per op with its kind, dtype rule, attributes struct, gradient and the conformance cases that build
-// it (ops/op_coverage.h: the cross-backend comparison and the gradient checks). This test renders it
-// and fails when the committed section differs; EMBER_UPDATE_DOCS=1 rewrites the section instead:
+// per op with its kind (and a library op's backend call), dtype rule, attributes struct, gradient and
+// the conformance cases that build it (ops/op_coverage.h: the cross-backend comparison and the
+// gradient checks). This test renders it and fails when the committed section differs;
+// EMBER_UPDATE_DOCS=1 rewrites the section instead:
 //   EMBER_UPDATE_DOCS=1 build/release/bin/ember_tests --gtest_filter=OpTableDocs.*
 #include <gtest/gtest.h>
 
@@ -13,6 +14,9 @@
 #include <string>
 
 #include "autograd/grad_node.h"
+#include "backend/abi.h"
+#include "backend/device_kinds.h"
+#include "backend/registry.h"
 #include "ops/op_coverage.h"
 #include "ops/op_table.h"
 
@@ -61,6 +65,16 @@ const char* rule_name(DTypeRule r) {
   return "?";
 }
 
+// The backend call of a library op as the table names it ("CONV2D" for EMBER_LIB_CONV2D).
+const char* library_call_name(Op op) {
+  switch (op) {
+#define EMBER_LIBRARY(Name, fn, attrs, saves, grad, call) \
+  case Op::Name: return #call;
+#include "ops/ops.def"
+    default: return nullptr;
+  }
+}
+
 // "cross-backend: add (+2); gradcheck: add_broadcast" for the cases that build `op`, "—" for none.
 std::string cases_of(Op op) {
   static const auto cross = testing::cross_backend_case_ops();
@@ -101,7 +115,9 @@ std::string rendered_table() {
                        : autograd::has_zero_gradient(op) ? "zero (piecewise constant)"
                                                           : "yes";
     const std::string attrs = info.params == kParamsIndex<NoAttrs> ? "—" : params_name_at(info.params);
-    out << "| " << info.name << " | " << kind_name(info.kind) << " | " << rule_name(info.rule) << " | " << attrs
+    std::string kind = kind_name(info.kind);
+    if (const char* call = library_call_name(op)) kind += std::string(": `") + call + "`";
+    out << "| " << info.name << " | " << kind << " | " << rule_name(info.rule) << " | " << attrs
         << " | " << grad << " | " << (covered_elsewhere().count(op) ? covered_elsewhere().at(op) : cases_of(op))
         << " |\n";
   }
@@ -148,6 +164,32 @@ TEST(OpTableDocs, EveryOpIsBuiltByAConformanceCase) {
     EXPECT_NE(cases_of(op), "—") << "no conformance case builds op '" << op_name(op)
                                  << "': add one to tests/ops/cross_backend_test.cpp or the gradient checks";
   }
+}
+
+// Every library op names a call of the ABI (op_info's code matches the table's name of it), every
+// call but matmul's (a contraction, lowered on its own) belongs to a table entry, and the cpu and
+// reference plugins, which run every op, implement each for f32.
+TEST(OpTableDocs, EveryLibraryOpNamesACallTheBackendsImplement) {
+  std::set<int> used;
+  for (int i = 0; i < int(Op::NumOps); ++i) {
+    const Op op = Op(i);
+    const OpInfo& info = op_info(op);
+    if (info.kind != OpKind::Library) {
+      EXPECT_EQ(info.library_call, 0) << op_name(op);
+      EXPECT_EQ(library_call_name(op), nullptr) << op_name(op);
+      continue;
+    }
+    ASSERT_NE(library_call_name(op), nullptr) << op_name(op);
+    EXPECT_GT(info.library_call, EMBER_LIB_MATMUL) << op_name(op);
+    EXPECT_LT(info.library_call, EMBER_LIB_NUM_OPS) << op_name(op);
+    used.insert(info.library_call);
+    for (DeviceKind kind : {DeviceKind::Cpu, DeviceKind::Reference})
+      EXPECT_TRUE(Backend::get(kind).supports(0, EMBER_SUPPORT_LIBRARY, info.library_call, int32_t(DType::F32)))
+          << device_kind_name(kind) << " does not implement " << library_call_name(op) << " (op " << op_name(op)
+          << ")";
+  }
+  for (int code = EMBER_LIB_MATMUL + 1; code < EMBER_LIB_NUM_OPS; ++code)
+    EXPECT_TRUE(used.count(code)) << "EMBER_LIB code " << code << " belongs to no op of ops_library.def";
 }
 
 }  // namespace
