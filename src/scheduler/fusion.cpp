@@ -546,10 +546,14 @@ struct CachedPlan {
   std::vector<std::pair<int, int>> steps;  // (node index, kernel index)
 };
 
-std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::vector<Node*>& roots) {
-  // One table for everything the key needs to know of a node (it runs on every realize, plan
-  // cache hit or not, so it allocates once): its position in `order` (-1: not in it), how often
-  // nodes of `order` read it, its holders in all, and whether it is a root.
+// The partition cache's key of a graph, written into `k` (cleared first). It runs on every
+// realize, plan cache hit or not, so the caller keeps `k` between calls: a fresh key of a few
+// hundred nodes is tens of kilobytes, and glibc consolidates its free lists whenever a chunk that
+// large is freed (3-4 % of a tiny LSTM's training step).
+void structure_key(const std::vector<Node*>& order, const std::vector<Node*>& roots, std::vector<int64_t>& k) {
+  // One table for everything the key needs to know of a node (allocated once per thread): its
+  // position in `order` (-1: not in it), how often nodes of `order` read it, its holders in all,
+  // and whether it is a root.
   struct Seen {
     int64_t pos = -1;
     long internal = 0, total = 0;
@@ -567,7 +571,7 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
       s.read = true;
     }
   for (Node* r : roots) seen[r].root = true;
-  std::vector<int64_t> k;
+  k.clear();
   k.reserve(order.size() * 16);
   auto shape = [&](const Node& n) {
     k.push_back(n.shape.rank());
@@ -595,7 +599,6 @@ std::vector<int64_t> structure_key(const std::vector<Node*>& order, const std::v
       }
     }
   }
-  return k;
 }
 
 uint64_t hash_key(const std::vector<int64_t>& key) {
@@ -671,7 +674,9 @@ void FusedKernel::load_maps() {
 
 Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& roots, bool allow_fusion) {
   const bool fuse = allow_fusion && fusion_enabled();
-  std::vector<int64_t> key = structure_key(order, roots);
+  thread_local std::vector<int64_t> key;
+  if (key.capacity() > (size_t(1) << 20) && order.size() * 64 < key.capacity()) key = {};  // once a huge graph
+  structure_key(order, roots, key);
   key.push_back(fuse);  // a fused and an unfused partition of one graph are two entries
   uint64_t h = hash_key(key) ^ (fuse ? 0 : 0x9e3779b97f4a7c15ull);
   auto& cache = plan_cache();
@@ -684,7 +689,7 @@ Plan plan_fusion(const std::vector<Node*>& order, const std::vector<Node*>& root
   p.assign();
   p.order_steps();
   if (cache.size() >= 512) cache.clear();  // bounded: a changing workload does not grow it forever
-  CachedPlan& cached = cache[h] = to_cached(p.plan, order, std::move(key));
+  CachedPlan& cached = cache[h] = to_cached(p.plan, order, key);
   for (size_t i = 0; i < p.plan.kernels.size(); ++i) p.plan.kernels[i].lowering = cached.kernels[i].lowering;
   return std::move(p.plan);
 }
