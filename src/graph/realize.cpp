@@ -385,12 +385,34 @@ void shutdown_queues() {
   for (auto& [key, q] : qs.by_device) q->shutdown();
 }
 
+// Blocks until every queue has run what was pushed so far (the queues are never destroyed, so
+// the list is copied and the lock released before waiting: a worker may need it meanwhile).
+void drain_all_queues() {
+  std::vector<DeviceQueue*> all;
+  {
+    Queues& qs = queues();
+    std::lock_guard lock(qs.m);
+    for (auto& [key, q] : qs.by_device) all.push_back(q.get());
+  }
+  for (DeviceQueue* q : all) q->drain();
+}
+
 // At exit the queues must finish their work before the static objects it uses (in plugins and
-// the libraries they call, created lazily while the first work runs) are destroyed. Exit
-// handlers run in reverse order of registration, so the handler is registered again at the 1st,
-// 2nd, 4th, 8th, ... push: the last registration comes after those objects exist, and runs
-// before their destructors. At most ~64 registrations over a process's life.
+// the libraries they call, such as oneDNN's primitive cache, created lazily while the first work
+// runs) are destroyed: a program that returned from main with a matmul still queued crashed in
+// oneDNN. glibc's exit() runs the exiting thread's thread_local destructors before any exit
+// handler or static destructor, so every thread that queues work owns a guard whose destructor
+// drains every queue (at the end of any other thread it waits likewise: what that thread
+// queued finishes before it ends). The exit handler stays as a second line (exit() called
+// by a thread that never queued work): it is registered again at the 1st, 2nd, 4th, 8th, ...
+// push, since handlers run in reverse order of registration and only one registered after those
+// objects exist runs before their destructors.
+struct DrainAtThreadExit {
+  ~DrainAtThreadExit() { drain_all_queues(); }
+};
 void register_exit_drain() {
+  thread_local DrainAtThreadExit guard;
+  (void)guard;
   static std::atomic<uint64_t> pushes{0};
   uint64_t n = pushes.fetch_add(1, std::memory_order_relaxed) + 1;
   if ((n & (n - 1)) == 0) std::atexit(shutdown_queues);
