@@ -22,6 +22,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/subnormal_inputs.h"
 #include "ember/dtype.h"
 
 #ifndef EMBER_CPU_ATTENTION_DECLS
@@ -278,6 +279,7 @@ void attention_impl(const Args<T>& a) {
                        std::vector<T>(kBlockK), std::vector<T>(kBlockQ), std::vector<T>(kBlockQ)};
       },
       [&](Scratch& w, int64_t t) {
+        const SubnormalInputsAsZero daz;  // subnormal probabilities read as zero (subnormal_inputs.h)
         attention_block(a, t / nqb, (t % nqb) * kBlockQ, w.qs.data(), w.s.data(), w.acc.data(), w.mrow.data(),
                         w.m.data(), w.l.data());
       },
@@ -352,6 +354,7 @@ void attention_backward_impl(const attn::BwdArgs<T>& a) {
       a.L * std::max<int64_t>(a.S, 1) * (E + Ev) * a.B >= (int64_t(1) << 15) && !omp_in_parallel();
 #pragma omp parallel if (parallel)
   {
+    const SubnormalInputsAsZero daz;  // on each thread of the region (subnormal_inputs.h)
     const size_t blk = size_t(kBlockK * kBlockQ), big = size_t(std::max(kBlockK, kBlockQ));
     std::vector<T> p(blk), dp(blk), mrow(big);
 #pragma omp for schedule(dynamic)

@@ -19,6 +19,7 @@
 #include "backend/library_attrs.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/subnormal_inputs.h"
 #include "backend/cpu/program.h"
 #include "backend/cpu/tier1.h"
 
@@ -148,7 +149,12 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
                      const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t, ember_status* st) {
   try {
     const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0);
-    if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
+    // Plain products and fused attention read subnormal operands as zero (subnormal_inputs.h;
+    // their parallel tasks set it on their own threads).
+    if (op == EMBER_LIB_MATMUL) {
+      const ember::cpu::SubnormalInputsAsZero daz;
+      return ember::cpu::matmul(in, n_in, out, n_out, st);
+    }
     if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS &&
         (!in || !out || n_in < 1 || !ember::library_output_count_ok(op, n_out) || !attrs))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);

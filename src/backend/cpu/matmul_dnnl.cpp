@@ -21,6 +21,7 @@
 #include <string>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/subnormal_inputs.h"
 #include "backend/cpu/post_ops.h"
 #include "ember/dtype.h"
 
@@ -597,6 +599,10 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     std::exception_ptr failure;
     std::mutex failure_mutex;
     parallel_for(split, batches, [&](int64_t bt) {
+      // A plain product reads subnormal operands as zero on every thread (subnormal_inputs.h;
+      // the calling thread's guard is in cpu_backend.cpp): attention's per-head products.
+      std::optional<SubnormalInputsAsZero> daz;
+      if (!epi && split) daz.emplace();
       EpiBlock local = blk;
       try {
         entry(bt, local);
