@@ -185,6 +185,21 @@ TEST(CpuMatmul, EveryDtype) {
       check(a, b, c, std::string(dtype_name(dt)) + (ta ? " transposed" : ""));
     }
   }
+  // 16-bit floats past the loops' size (oneDNN on widened operands): each operand row- or
+  // column-major (widened in its own layout), or strided (widened element by element).
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      HTensor a = make(dt, {2, 40, 50}, ta ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2}, {}, 1, rng);
+      HTensor b = make(dt, {2, 50, 30}, tb ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2}, {}, 1, rng);
+      HTensor c = make(dt, {2, 40, 30}, {0, 1, 2}, {}, 1, rng, 0);
+      check(a, b, c, std::string(dtype_name(dt)) + " a " + (ta ? "column" : "row") + "-major, b " +
+                         (tb ? "column" : "row") + "-major");
+    }
+  HTensor stepped = make(DType::BF16, {2, 40, 50}, {0, 2, 1}, {}, 2, rng);  // columns with stride 2
+  HTensor b = make(DType::BF16, {2, 50, 30}, {0, 1, 2}, {}, 1, rng);
+  HTensor c = make(DType::BF16, {2, 40, 30}, {0, 1, 2}, {}, 1, rng, 0);
+  check(stepped, b, c, "bf16 strided");
 }
 
 TEST(CpuMatmul, LargeF32) {
