@@ -226,7 +226,7 @@ std::string describe(const Case& c) {
   };
   static const char* kinds[] = {"single-pass", "softmax", "layer norm", "integer", "argmax/argmin"};
   static const char* layouts[] = {"rows", "columns", "strided", "rows, outer dims permuted"};
-  return std::string(kinds[c.kind]) + " " + (c.F == DType::F32 ? "f32" : "f64") + " outer " + dims(c.outer) +
+  return std::string(kinds[c.kind]) + " " + std::string(dtype_name(c.F)) + " outer " + dims(c.outer) +
          " reduce " + dims(c.reduce) + " " + layouts[c.layout];
 }
 
@@ -286,6 +286,48 @@ TEST_F(CpuTier1ReduceTest, ProgramsMatchTier0AndReferenceOnEveryLayout) {
     }
   }
   EXPECT_GE(cases, 50);
+}
+
+// f16/bf16 reductions (sums, products, maxima, minima; softmax; layer norm) compile too: their
+// accumulators run in f32 registers and round once where the result is stored or cast, as the
+// interpreter and the reference backend do (the bf16 gradient sums of a training step under
+// autocast ran on tier 0 before). The outputs are 16-bit, so tiers agree to their rounding:
+// within two units in the last place of the result (summation order may flip one rounding).
+TEST_F(CpuTier1ReduceTest, HalfPrecisionReductionsCompileAndMatchTier0AndReference) {
+  Tier1Scope scope(1);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{7}, {64}}, {{3, 5}, {17}}, {{2}, {5000}}, {{33}, {300}}};
+  std::mt19937_64 rng(20261205);
+  int cases = 0;
+  // Each kind on rows and on columns, bf16 or f16 in turn (every program is a compile: seconds).
+  for (int kind : {int(kSinglePass), int(kSoftmax), int(kLayerNorm)})
+    for (int layout : {int(kRows), int(kColumns)})
+      for (const auto& [outer, reduce] : shapes) {
+        const DType F = (kind + layout) % 2 ? DType::F16 : DType::BF16;
+        Case c{outer, reduce, Layout(layout), Kind(kind), F};
+        Built B;
+        build(c, B, rng);
+        const std::string ctx = describe(c) + "\n" + kir::to_string(B.b.program("t"));
+        std::string e0, e1, er;
+        set_tier(0);
+        auto t0 = run_fresh(cpu_backend(), B.b, B.L, &e0);
+        set_tier(1);
+        const Stats before = stats();
+        auto t1 = run_fresh(cpu_backend(), B.b, B.L, &e1);
+        const Stats after = stats();
+        auto ref = run_fresh(reference_backend(), B.b, B.L, &er);
+        ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er << ctx;
+        ASSERT_EQ(after.failures, before.failures) << "tier-1 compile failed\n" << ctx;
+        EXPECT_EQ(after.launches, before.launches + 1) << "ran on tier 0\n" << ctx;
+        const double ulp = F == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+        for (size_t o = 0; o < B.outs.size(); ++o) {
+          const size_t a = size_t(B.outs[o]);
+          EXPECT_TRUE(agree(t1[a], t0[a], B.out_dt[o], false, 2 * ulp)) << "tier 1 vs 0, arg " << a << "\n" << ctx;
+          EXPECT_TRUE(agree(t1[a], ref[a], B.out_dt[o], false, 2 * ulp)) << "tier 1 vs reference, arg " << a << "\n" << ctx;
+        }
+        ++cases;
+      }
+  EXPECT_EQ(cases, 24);
 }
 
 // The columns scheme accumulates each outer point in the reduce dims' order, as the reference

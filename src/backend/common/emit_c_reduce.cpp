@@ -54,6 +54,9 @@ int operand_count(const ember_kir_inst& in) {
 }
 std::string S(int64_t v) { return std::to_string(v); }
 std::string var(int32_t k) { return "v" + S(k); }
+// The dtype an accumulation computes in: f16/bf16 sums, products, maxima and minima in f32
+// (their values live in f32 registers; docs/semantics.md, "Dtypes").
+uint8_t acc_dtype(uint8_t dt) { return dt == EMBER_F16 || dt == EMBER_BF16 ? uint8_t(EMBER_F32) : dt; }
 
 std::string acc_init(uint16_t op, uint8_t dt) {
   const bool fl = is_float(dt);
@@ -205,9 +208,8 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
     if (in.op >= EMBER_KIR_NUM_OPS) return "unknown op";
     if (in.op == EMBER_KIR_LOAD_GATHER) return "has a gather";
     if (!t.reg_type(in.dtype)) return "instruction " + S(k) + " has no register type";
-    // Accumulations stay in f32 registers without rounding each step to f16/bf16 (an argmax or
-    // argmin only compares, which is exact on the widened values).
-    if (is_acc(in.op) && !is_arg(in.op) && (in.dtype == EMBER_F16 || in.dtype == EMBER_BF16)) return "f16/bf16 accumulation";
+    // f16/bf16 accumulations run in f32 registers and round once, where a CAST or the store
+    // rounds the result (acc_dtype), as in the interpreter and the reference backend.
     if (uses_arg(in.op)) a.used[size_t(in.arg)] = 1;
     if (is_acc(in.op)) {
       if (in.phase % 2 != 1 || in.a < 0 || in.a >= k) return "malformed accumulation";
@@ -347,13 +349,14 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
                    best + " = " + next + ";\n" + I4 + "}\n";
         continue;
       }
-      const std::string T = t.reg_type(in.dtype), v = var(k), c = "c" + S(k), n = "n" + S(k);
-      const bool fl = is_float(in.dtype), minmax = in.op == EMBER_KIR_ACC_MAX || in.op == EMBER_KIR_ACC_MIN;
+      const uint8_t adt = acc_dtype(in.dtype);
+      const std::string T = t.reg_type(adt), v = var(k), c = "c" + S(k), n = "n" + S(k);
+      const bool fl = is_float(adt), minmax = in.op == EMBER_KIR_ACC_MAX || in.op == EMBER_KIR_ACC_MIN;
       const bool wrap = !fl && !minmax;
-      const std::string CT = wrap ? wrap_type(in.dtype) : T;
-      s += I2 + T + " " + v + " = " + acc_init(in.op, in.dtype) + ";\n";
+      const std::string CT = wrap ? wrap_type(adt) : T;
+      s += I2 + T + " " + v + " = " + acc_init(in.op, adt) + ";\n";
       if (fl && minmax) s += I2 + "int32_t nan" + S(k) + " = 0;\n";
-      decl += I4 + CT + " " + c + " = " + (wrap ? CT + "(" + acc_init(in.op, in.dtype) + ")" : acc_init(in.op, in.dtype)) + ";\n";
+      decl += I4 + CT + " " + c + " = " + (wrap ? CT + "(" + acc_init(in.op, adt) + ")" : acc_init(in.op, adt)) + ";\n";
       const std::string x = wrap ? CT + "(" + var(in.a) + ")" : var(in.a);
       switch (in.op) {
         case EMBER_KIR_ACC_SUM:
@@ -463,7 +466,7 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
       for (int32_t k : accs) {
         const ember_kir_inst& in = p.insts[k];
         if (is_arg(in.op)) s += I3 + var(k) + "[j] = 0;\n" + I3 + "best" + S(k) + "[j] = " + arg_init(in.op, p.insts[in.a].dtype) + ";\n";
-        else s += I3 + var(k) + "[j] = " + acc_init(in.op, in.dtype) + ";\n";
+        else s += I3 + var(k) + "[j] = " + acc_init(in.op, acc_dtype(in.dtype)) + ";\n";
       }
       s += I2 + "}\n";
     }
@@ -484,7 +487,7 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
       for (int32_t k : accs) {
         const ember_kir_inst& in = p.insts[k];
         if (!is_arg(in.op)) {
-          s += I5 + acc_fold(in.op, in.dtype, var(k) + "[j]", name(in.a)) + "\n";
+          s += I5 + acc_fold(in.op, acc_dtype(in.dtype), var(k) + "[j]", name(in.a)) + "\n";
           continue;
         }
         // argmax / argmin per lane, branch-free (bitwise, not || and &&, so the loop vectorizes);
