@@ -2,8 +2,8 @@
 // strides, dimension wrapping and broadcasting.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -63,14 +63,14 @@ class Shape {
       heap_.reset();
     }
     rank_ = int(n);
-    std::copy(dims, dims + n, data());
+    if (n > 0) std::memmove(data(), dims, n * sizeof(int64_t));  // <cstring>: lighter than <algorithm>
   }
   void take(Shape& other) {
     rank_ = other.rank_;
     if (other.heap_) heap_ = std::move(other.heap_);
     else {
       heap_.reset();
-      std::copy(other.inline_, other.inline_ + rank_, inline_);
+      if (rank_ > 0) std::memcpy(inline_, other.inline_, size_t(rank_) * sizeof(int64_t));
     }
     other.rank_ = 0;
   }

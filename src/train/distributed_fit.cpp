@@ -15,6 +15,9 @@ Learner& Learner::data_parallel(dist::Communicator& comm, dist::DataParallelOpti
   return *this;
 }
 
+int Learner::comm_rank() const { return comm_->rank(); }
+int Learner::comm_size() const { return comm_->size(); }
+
 Learner& Learner::shard_loaders(bool on) {
   shard_loaders_ = on;
   return *this;

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "ember/autocast.h"
+#include "ember/dist/data_parallel.h"
 #include "ember/data/dataset.h"
 #include "ember/io/safetensors.h"
 #include "ember/nn/loss.h"

@@ -23,18 +23,10 @@
 
 #include "ember/autograd.h"
 #include "ember/dist/communicator.h"
+#include "ember/dist/data_parallel_options.h"
 #include "ember/nn/module.h"
 
 namespace ember::dist {
-
-struct DataParallelOptions {
-  double bucket_mb = 25;          // gradient bucket size in MiB (a larger parameter is a bucket alone)
-  int accumulation_steps = 1;     // micro-steps per optimizer step; gradients sum locally in between
-  bool broadcast_buffers = true;  // also broadcast buffers (batch norm statistics) at construction
-  // Batch norm statistics over every rank's batch (dist::synchronize_batch_norm), so that the
-  // model trains as one process with the whole batch would; false: each rank's own batch.
-  bool sync_batch_norm = false;
-};
 
 struct DataParallelStats {
   int64_t reductions = 0;  // gradient all-reduces (optimizer steps)

@@ -34,13 +34,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "ember/dist/data_parallel.h"
+#include "ember/dist/data_parallel_options.h"
 #include "ember/dist/sampler.h"
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/lr_scheduler.h"
 #include "ember/train/metrics.h"
+
+namespace ember::dist {
+class Communicator;  // ember/dist/communicator.h
+}  // namespace ember::dist
 
 namespace ember::train {
 
@@ -273,13 +277,17 @@ class Learner {
   std::map<std::string, double> evaluate_source(BatchSource& source);
 
  private:
-  bool sharding() const { return shard_loaders_ && comm_ && comm_->size() > 1; }
+  // The communicator's rank and size (src/train/distributed_fit.cpp: this header only declares
+  // dist::Communicator, so that it does not pull in the collectives).
+  int comm_rank() const;
+  int comm_size() const;
+  bool sharding() const { return shard_loaders_ && comm_ && comm_size() > 1; }
   // A DataLoader: this rank's part (a new loader). Another loader type: an Error (it is returned
   // by reference only so that fit compiles for loaders that cannot be copied).
   template <class Loader>
   decltype(auto) sharded(Loader& l, bool training) const {
     if constexpr (detail::IsDataLoader<Loader>::value) {
-      return detail::shard_loader(l, comm_->rank(), comm_->size(), training);
+      return detail::shard_loader(l, comm_rank(), comm_size(), training);
     } else {
       throw Error("Learner::shard_loaders: only data::DataLoader loaders can be sharded; pass loaders over "
                   "dist::shard instead and leave shard_loaders off");
