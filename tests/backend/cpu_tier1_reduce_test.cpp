@@ -230,6 +230,25 @@ std::string describe(const Case& c) {
          " reduce " + dims(c.reduce) + " " + layouts[c.layout];
 }
 
+// A built program's outputs on tier 0, on tier 1 (with the tier-1 statistics around that run)
+// and on the reference backend; a fatal failure when a run fails or tier 1 fails to compile.
+struct Runs {
+  std::vector<std::vector<uint8_t>> t0, t1, ref;
+  Stats before, after;
+};
+void run_on_every_tier(Built& B, const std::string& ctx, Runs& r) {
+  std::string e0, e1, er;
+  set_tier(0);
+  r.t0 = run_fresh(cpu_backend(), B.b, B.L, &e0);
+  set_tier(1);
+  r.before = stats();
+  r.t1 = run_fresh(cpu_backend(), B.b, B.L, &e1);
+  r.after = stats();
+  r.ref = run_fresh(reference_backend(), B.b, B.L, &er);
+  ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er << ctx;
+  ASSERT_EQ(r.after.failures, r.before.failures) << "tier-1 compile failed\n" << ctx;
+}
+
 class CpuTier1ReduceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -257,16 +276,10 @@ TEST_F(CpuTier1ReduceTest, ProgramsMatchTier0AndReferenceOnEveryLayout) {
         Built B;
         build(c, B, rng);
         const std::string ctx = describe(c) + "\n" + kir::to_string(B.b.program("t"));
-        std::string e0, e1, er;
-        set_tier(0);
-        auto t0 = run_fresh(cpu_backend(), B.b, B.L, &e0);
-        set_tier(1);
-        const Stats before = stats();
-        auto t1 = run_fresh(cpu_backend(), B.b, B.L, &e1);
-        const Stats after = stats();
-        auto ref = run_fresh(reference_backend(), B.b, B.L, &er);
-        ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er << ctx;
-        ASSERT_EQ(after.failures, before.failures) << "tier-1 compile failed\n" << ctx;
+        Runs r;
+        ASSERT_NO_FATAL_FAILURE(run_on_every_tier(B, ctx, r));
+        const Stats &before = r.before, &after = r.after;
+        const auto &t0 = r.t0, &t1 = r.t1, &ref = r.ref;
         // Strided layouts (neither the reduce nor the outer dim contiguous) take the strided
         // columns scheme (emit_c.h), as do short rows; only a single strided row stays on tier 0.
         int64_t n_outer = 1;
@@ -308,17 +321,10 @@ TEST_F(CpuTier1ReduceTest, HalfPrecisionReductionsCompileAndMatchTier0AndReferen
         Built B;
         build(c, B, rng);
         const std::string ctx = describe(c) + "\n" + kir::to_string(B.b.program("t"));
-        std::string e0, e1, er;
-        set_tier(0);
-        auto t0 = run_fresh(cpu_backend(), B.b, B.L, &e0);
-        set_tier(1);
-        const Stats before = stats();
-        auto t1 = run_fresh(cpu_backend(), B.b, B.L, &e1);
-        const Stats after = stats();
-        auto ref = run_fresh(reference_backend(), B.b, B.L, &er);
-        ASSERT_TRUE(e0.empty() && e1.empty() && er.empty()) << e0 << e1 << er << ctx;
-        ASSERT_EQ(after.failures, before.failures) << "tier-1 compile failed\n" << ctx;
-        EXPECT_EQ(after.launches, before.launches + 1) << "ran on tier 0\n" << ctx;
+        Runs r;
+        ASSERT_NO_FATAL_FAILURE(run_on_every_tier(B, ctx, r));
+        const auto &t0 = r.t0, &t1 = r.t1, &ref = r.ref;
+        EXPECT_EQ(r.after.launches, r.before.launches + 1) << "ran on tier 0\n" << ctx;
         const double ulp = F == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
         for (size_t o = 0; o < B.outs.size(); ++o) {
           const size_t a = size_t(B.outs[o]);
