@@ -19,7 +19,7 @@
 #include "backend/library_attrs.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/subnormal_inputs.h"
+#include "backend/cpu/parallel_for.h"
 #include "backend/cpu/program.h"
 #include "backend/cpu/tier1.h"
 
@@ -93,12 +93,12 @@ int32_t program_run(ember_queue, ember_program p, const ember_kir_launch* l, uin
   }
 }
 
-// Multiply-adds below which a matmul or convolution runs on the calling thread alone. oneDNN
-// would split even a tiny product over every OpenMP thread: a fork and join that costs more than
-// the work, and on a busy machine (a thread of the team waiting for a core) up to a scheduler
-// time slice per call (measured: a batch-1 ONNX CNN at 2 threads beside a compiler, 64 ms a run
-// instead of 0.3 ms).
-constexpr int64_t kSerialMacs = int64_t(1) << 20;
+// kSerialMacs (parallel_for.h): multiply-adds below which a matmul or convolution runs on the
+// calling thread alone. oneDNN would split even a tiny product over every OpenMP thread: a fork
+// and join that costs more than the work, and on a busy machine (a thread of the team waiting
+// for a core) up to a scheduler time slice per call (measured: a batch-1 ONNX CNN at 2 threads
+// beside a compiler, 64 ms a run instead of 0.3 ms).
+using ember::cpu::kSerialMacs;
 
 int64_t numel(const ember_tensor_desc& d) {
   int64_t n = 1;
@@ -149,12 +149,7 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
                      const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t, ember_status* st) {
   try {
     const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0);
-    // Plain products and fused attention read subnormal operands as zero (subnormal_inputs.h;
-    // their parallel tasks set it on their own threads).
-    if (op == EMBER_LIB_MATMUL) {
-      const ember::cpu::SubnormalInputsAsZero daz;
-      return ember::cpu::matmul(in, n_in, out, n_out, st);
-    }
+    if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
     if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS &&
         (!in || !out || n_in < 1 || !ember::library_output_count_ok(op, n_out) || !attrs))
       return set_status(st, EMBER_ERR_INVALID, "cpu backend: library op %d: bad arguments", op);

@@ -572,10 +572,18 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         else blk.apply(static_cast<double*>(c.buffer->data) + c.offset, crs, c.strides[r - 1], batches * M, N);
         return EMBER_OK;
       }
+      std::optional<SubnormalInputsAsZero> daz;
+      if (!epi && batches * M * N * K < kSerialMacs) daz.emplace();  // one thread at any count
       gemm_one(c.dtype, batches * M, N, K, a_rows, a_rows.offset, ars, a_rows.strides[r - 1], b, b.offset, c, c.offset,
                crs, epi ? &blk : nullptr);
       return EMBER_OK;
     }
+    // A plain product reads subnormal operands as zero (subnormal_inputs.h) where each entry runs
+    // on one thread whatever the thread count, so that results never depend on it: the entries of
+    // a batch below kBatchSplitMacs (split over the threads, one each, or all on the calling
+    // thread), a single product below kSerialMacs. Larger ones run on oneDNN's own threads, which
+    // keep subnormals. Attention's per-head products are the first kind.
+    const bool subnormals_as_zero = !epi && M * N * K < (batches > 1 ? kBatchSplitMacs : kSerialMacs);
     // One batch entry's product (blk: this entry's post-op offsets, a copy per thread).
     auto entry = [&](int64_t bt, EpiBlock& blk) {
       int64_t oa = a.offset, ob = b.offset, oc = c.offset, rem = bt;
@@ -599,6 +607,8 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         else blk.apply(static_cast<double*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
         return;
       }
+      std::optional<SubnormalInputsAsZero> daz;
+      if (subnormals_as_zero) daz.emplace();
       gemm_one(c.dtype, M, N, K, a, oa, a.strides[r - 2], a.strides[r - 1], b, ob, c, oc, c.strides[r - 2],
                epi ? &blk : nullptr);
     };
@@ -610,10 +620,6 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     std::exception_ptr failure;
     std::mutex failure_mutex;
     parallel_for(split, batches, [&](int64_t bt) {
-      // A plain product reads subnormal operands as zero on every thread (subnormal_inputs.h;
-      // the calling thread's guard is in cpu_backend.cpp): attention's per-head products.
-      std::optional<SubnormalInputsAsZero> daz;
-      if (!epi && split) daz.emplace();
       EpiBlock local = blk;
       try {
         entry(bt, local);

@@ -11,6 +11,10 @@
 
 namespace ember::cpu {
 
+// Contractions (matmul, convolution) under this many multiply-adds run on one OpenMP thread
+// whatever the thread count (cpu_backend.cpp, SerialWhenSmall, says why).
+constexpr int64_t kSerialMacs = int64_t(1) << 20;
+
 // body(i) for i in [0, n): over the OpenMP team (static schedule) when `parallel`, else on the
 // calling thread.
 template <class F>

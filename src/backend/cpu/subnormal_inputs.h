@@ -1,5 +1,5 @@
 // Plain products and fused attention on the CPU read subnormal operands as zero (x86's MXCSR.DAZ,
-// set only for the call).
+// set only for the call), except products too large to run on one thread (below).
 //
 // Why: each vector multiply-add with a subnormal operand takes a microcode assist on x86 cores,
 // about a hundred cycles. A product whose operand is all subnormal ran 170x slower than one of
@@ -27,11 +27,13 @@
 namespace ember::cpu {
 
 // MXCSR.DAZ on the calling thread for the guard's lifetime, then the thread's previous value.
-// Per thread: a contraction sets one on the calling thread and one in each task of its own
-// parallel regions (the batch entries of a matmul split over the threads, fused attention's
-// blocks). Not on the threads of oneDNN's own parallel region inside one large product: setting
-// it there took two extra OpenMP regions per call, which cost an MLP training step 12 % at 2
-// threads, and large products rarely have subnormal operands.
+// Set where a piece of work runs on one thread whatever the thread count, so that results never
+// depend on it (docs/semantics.md, Reproducibility): each batch entry of a matmul small enough to
+// be split over the threads one entry each (matmul_dnnl.cpp), a single product small enough to
+// run serially, and each task of fused attention. Products large enough for oneDNN's own
+// parallel region keep subnormals: setting the flag on its threads took two extra OpenMP regions
+// per call, which cost an MLP training step 12 % at 2 threads, and setting it on the calling
+// thread alone would make the result depend on the thread count.
 class SubnormalInputsAsZero {
  public:
   SubnormalInputsAsZero() {
