@@ -5,8 +5,8 @@
 // AVX512-BF16 alone (no AMX) Debian's oneDNN (2.6/2.7) ran them slower than widening: on an Intel
 // Xeon with avx512_bf16 and no amx, its bf16 brgemm took 12.9 ms for a 2048x1024x256 product
 // that f32 did in 7.5 ms, a transformer encoder training step under bf16 autocast took 178 ms
-// against 152 ms widened at 1 thread (103 against 100 ms at 2), and a CNN epoch ran at 1,000-1,800 images/s against 2,000-2,100
-// (docs/performance.md, 2026-12-05). Elsewhere oneDNN would emulate bf16, slower still. So the
+// against 152 ms widened at 1 thread (103 against 100 ms at 2), and a CNN epoch ran at
+// 1,000-1,800 images/s against 2,000-2,100 (docs/performance.md, 2026-12-05). Elsewhere oneDNN would emulate bf16, slower still. So the
 // operands are widened to f32 (convert.h) unless the CPU has AMX-BF16. EMBER_CPU_BF16=0 forces
 // the f32 path (for comparisons); =1 asks for oneDNN's bf16 kernels on any CPU.
 #pragma once

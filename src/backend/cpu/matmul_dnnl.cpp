@@ -21,7 +21,6 @@
 #include <string>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -572,8 +571,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         else blk.apply(static_cast<double*>(c.buffer->data) + c.offset, crs, c.strides[r - 1], batches * M, N);
         return EMBER_OK;
       }
-      std::optional<SubnormalInputsAsZero> daz;
-      if (!epi && batches * M * N * K < kSerialMacs) daz.emplace();  // one thread at any count
+      const SubnormalInputsAsZero daz(!epi && batches * M * N * K < kSerialMacs);  // one thread at any count
       gemm_one(c.dtype, batches * M, N, K, a_rows, a_rows.offset, ars, a_rows.strides[r - 1], b, b.offset, c, c.offset,
                crs, epi ? &blk : nullptr);
       return EMBER_OK;
@@ -607,8 +605,7 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
         else blk.apply(static_cast<double*>(c.buffer->data) + oc, c.strides[r - 2], c.strides[r - 1], M, N);
         return;
       }
-      std::optional<SubnormalInputsAsZero> daz;
-      if (subnormals_as_zero) daz.emplace();
+      const SubnormalInputsAsZero daz(subnormals_as_zero);
       gemm_one(c.dtype, M, N, K, a, oa, a.strides[r - 2], a.strides[r - 1], b, ob, c, oc, c.strides[r - 2],
                epi ? &blk : nullptr);
     };

@@ -36,11 +36,14 @@ namespace ember::cpu {
 // thread alone would make the result depend on the thread count.
 class SubnormalInputsAsZero {
  public:
-  SubnormalInputsAsZero() {
+  // `on` false: a no-op guard (the call keeps subnormal operands).
+  explicit SubnormalInputsAsZero(bool on = true) {
 #ifdef EMBER_CPU_HAS_DAZ
-    if (!enabled()) return;
+    if (!on || !enabled()) return;
     saved_ = _mm_getcsr();
     _mm_setcsr(saved_ | kDaz);
+#else
+    (void)on;
 #endif
   }
   ~SubnormalInputsAsZero() {
