@@ -336,6 +336,51 @@ struct EncoderTrain : Case {
   double check() override { return loss.item<double>(); }
 };
 
+// One training step of a character LSTM language model (the shape of examples/char_lstm.cpp with
+// two layers): embedding, 2-layer LSTM, linear head, cross-entropy over every position, Adam.
+// Tokens are a fixed pattern (torch_bench.py builds the same).
+struct LstmLm : Case {
+  struct Model : nn::Module {
+    nn::Embedding embed;
+    nn::LSTM lstm;
+    nn::Linear head;
+    EMBER_MODULE(embed, lstm, head)
+    Model(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
+        : embed({.num = vocab, .dim = dim}),
+          lstm({.input_size = dim, .hidden_size = hidden, .num_layers = layers, .batch_first = true, .seed = 1}),
+          head({.in = hidden, .out = vocab}) {}
+  };
+  Model model;
+  std::optional<optim::Adam> opt;
+  Array tokens, targets, loss;
+  int64_t vocab;
+  LstmLm(int64_t batch, int64_t seq, int64_t vocab_size, int64_t dim, int64_t hidden, int64_t layers)
+      : model(vocab_size, dim, hidden, layers), vocab(vocab_size) {
+    set_params_by_name(model.embed, 80);
+    set_params_by_name(model.lstm, 90);
+    set_params_by_name(model.head, 100);
+    opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
+    // token[b, t] = (131 b + 7 t + t^2 mod 11) mod vocab; the target is the next position's token.
+    std::vector<int64_t> x(size_t(batch * seq)), y(x.size());
+    auto tok = [&](int64_t b, int64_t t) { return (131 * b + 7 * t + (t * t) % 11) % vocab; };
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < seq; ++t) {
+        x[size_t(b * seq + t)] = tok(b, t);
+        y[size_t(b * seq + t)] = tok(b, t + 1);
+      }
+    tokens = from_vector(x, {batch, seq});
+    targets = from_vector(y, {batch * seq});
+  }
+  void run() override {
+    Array h = model.lstm.forward(model.embed.forward(tokens)).output;
+    Array logits = model.head.forward(h);
+    loss = nn::cross_entropy(reshape(logits, {-1, vocab}), targets);
+    opt->step(loss.backward());
+    wait_cpu();
+  }
+  double check() override { return loss.item<double>(); }
+};
+
 // Autodiff overhead on a tiny LSTM (input 16, hidden 32, 16 steps, batch 4): forward, backward,
 // one gradient read to the host. Mostly graph building and small kernels.
 // With `captured`, forward and backward are one ember::capture recording (the parameters bound
@@ -497,6 +542,10 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
                                           p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
                                           p.at("ffn").get<int64_t>(), low);
   }
+  if (kind == "lstm_lm")
+    return std::make_unique<LstmLm>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
+                                    p.at("vocab").get<int64_t>(), p.at("dim").get<int64_t>(),
+                                    p.at("hidden").get<int64_t>(), p.at("layers").get<int64_t>());
   if (kind == "lstm_autograd")
     return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                           p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>(),

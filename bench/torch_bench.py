@@ -324,6 +324,43 @@ class EncoderTrain(Stateful):
         return float(self.loss.item())
 
 
+class LstmLm(Stateful):
+    """One training step of a character LSTM language model: embedding, multi-layer LSTM
+    (batch_first), linear head, cross-entropy over every position, Adam (as ember_bench.cpp)."""
+
+    def __init__(self, batch, seq, vocab, dim, hidden, layers):
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.lstm = torch.nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        self.head = torch.nn.Linear(hidden, vocab)
+        set_params_by_name(self.embed, 80)
+        set_params_by_name(self.lstm, 90)
+        set_params_by_name(self.head, 100)
+        self.net = torch.nn.ModuleList([self.embed, self.lstm, self.head])
+        self.opt = adam(self.net.parameters(), 1e-3)
+        tok = [[(131 * b + 7 * t + (t * t) % 11) % vocab for t in range(seq + 1)] for b in range(batch)]
+        t = torch.tensor(tok, dtype=torch.int64)
+        self.tokens = t[:, :seq].contiguous()
+        self.targets = t[:, 1:].reshape(-1).contiguous()
+        self.vocab = vocab
+        self.loss = None
+
+        def fwd(tokens, targets):
+            h = self.lstm(self.embed(tokens))[0]
+            return torch.nn.functional.cross_entropy(self.head(h).reshape(-1, self.vocab), targets)
+        self.fwd = compiled(fwd)
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.fwd(self.tokens, self.targets)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
+
+
 class LstmAutograd:
     """Autodiff overhead on a tiny LSTM: forward, backward, one gradient read to Python."""
 
@@ -477,6 +514,8 @@ def make_case_eager(kind, p):
         return MlpInfer(p["batch"], p["in"], p["hidden"], p["out"])
     if kind == "encoder_train":
         return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"], p.get("precision", "f32"))
+    if kind == "lstm_lm":
+        return LstmLm(p["batch"], p["seq"], p["vocab"], p["dim"], p["hidden"], p["layers"])
     if kind == "lstm_autograd":
         return LstmAutograd(p["batch"], p["seq"], p["in"], p["hidden"])
     if kind == "encoder":

@@ -185,4 +185,24 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
 // does not, nn::scaled_dot_product_attention uses plain ops).
 bool fused_attention_available(Device device, DType dtype);
 
+// ---- the LSTM recurrence (src/ops/lstm_recurrence.cpp) -----------------------------------------
+struct LstmRecurrenceOptions {
+  bool reverse = false;  // run the steps from the last time step to the first (a backward direction)
+};
+struct LstmRecurrenceResult {
+  Array h{};  // [L, N, H]: the hidden state after each step (h[t] for time step t)
+  Array c{};  // [L, N, H]: the cell state after each step
+};
+// The time loop of one LSTM layer and direction as one library call: from gi [L, N, 4H] (the input
+// projection x W_ih^T plus both biases, gate rows i, f, g, o as PyTorch), h0, c0 [N, H] and the
+// recurrent weight w_hh [4H, H], step t computes a = gi[t] + h w_hh^T, c = sigmoid(a_f) * c +
+// sigmoid(a_i) * tanh(a_g), h = sigmoid(a_o) * tanh(c). Floating dtypes (f16 / bf16 computed in
+// f32), all four operands of one dtype and device. The gradient (gi, h0, c0 and w_hh) is a second
+// library call that runs backwards through time from the saved gates, plus one product for w_hh;
+// with create_graph it is built from plain ops instead. nn::LSTM uses it where the device has it.
+LstmRecurrenceResult lstm_recurrence(const Array& gi, const Array& h0, const Array& c0, const Array& w_hh,
+                                     LstmRecurrenceOptions opts = {}, Loc loc = Loc::current());
+// Whether `device` runs lstm_recurrence and its gradient on `dtype` as library calls.
+bool lstm_recurrence_available(Device device, DType dtype);
+
 }  // namespace ember

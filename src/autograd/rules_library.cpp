@@ -1,5 +1,5 @@
 // Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting,
-// scans and fused attention. Each is written with front-end ops, usually the op's own backward
+// scans, fused attention and the LSTM recurrence. Each is written with front-end ops, usually the op's own backward
 // library call, so gradients are lazy and themselves differentiable (conv's backward ops have
 // rules here too). sort / topk / cummax / cummin need no rule: their values are gathered by the
 // index op, and gather's rule scatters the gradient back to the chosen positions.
@@ -14,6 +14,10 @@ Array cumsum_reverse(const Array& x, int dim, Loc loc = Loc::current());
 // The gradients of fused attention's inputs (src/ops/fused_attention.cpp).
 std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& o, const Array& lse,
                                             const Array& go, const Array& glse, double scale, bool causal,
+                                            const std::vector<bool>& needs);
+// The gradients of the LSTM recurrence's inputs gi, h0, c0, w_hh (src/ops/lstm_recurrence.cpp).
+std::vector<Array> lstm_recurrence_backward(const std::vector<Array>& in, const Array& h, const Array& c,
+                                            const Array& gates, const Array& gh, const Array& gc, bool reverse,
                                             const std::vector<bool>& needs);
 }  // namespace ember
 
@@ -91,6 +95,16 @@ std::vector<Array> library_rule(GradNode& node, const Array& g, const std::vecto
       const Array o = node.output();
       return fused_attention_backward(node.saved_inputs, o, output_of(o, 1), g, extra_grads.at(0), att.scale,
                                       att.causal, needs);
+    }
+
+    // The LSTM recurrence (outputs h, c, gates) runs backwards through time from the saved gates.
+    // The gates are internal (the front end does not return them), so no gradient reaches them.
+    case Op::LstmRecurrence: {
+      std::vector<bool> needs;
+      for (const auto& e : in) needs.push_back(e.fn != nullptr);
+      const Array h = node.output();
+      return lstm_recurrence_backward(node.saved_inputs, h, output_of(h, 1), output_of(h, 2), g, extra_grads.at(0),
+                                      a.get<RecurrenceAttrs>().reverse, needs);
     }
 
     default:

@@ -215,6 +215,22 @@ enum {
    * runs the epilogue as separate kernels.                                                       */
   EMBER_LIB_MATMUL_EPILOGUE = 18,    /* in: a, b (as MATMUL), then the post-op operands; out: y      */
   EMBER_LIB_CONV2D_EPILOGUE = 19,    /* in: x, w[, bias [O] when has_bias], then the post-op operands */
+  /* The recurrence of one LSTM layer and direction, attrs = ember_recurrence_attrs. in: the input
+   * projection with both biases gi [L, N, 4H], h0 [N, H], c0 [N, H], w_hh [4H, H] (rows i, f, g,
+   * o as PyTorch); three outputs: h [L, N, H], c [L, N, H] and the activated gates [L, N, 4H].
+   * Step t (0 .. L-1, or L-1 .. 0 when reverse) from the previous step's h, c (h0, c0 first):
+   * a = gi[t] + h w_hh^T; i = sigmoid(a_i), f = sigmoid(a_f), g = tanh(a_g), o = sigmoid(a_o)
+   * with sigmoid(x) = 1 / (1 + exp(-x)); c[t] = f * c + i * g; h[t] = o * tanh(c[t]).
+   * Floating dtypes; f16 / bf16 may compute in f32.                                              */
+  EMBER_LIB_LSTM_RECURRENCE = 20,
+  /* Its gradient, same attrs. in: gates [L, N, 4H], c [L, N, H], c0, w_hh (as above), dh, dc
+   * [L, N, H] (the gradients of the outputs h and c); three outputs: da [L, N, 4H] (the gradient
+   * of the pre-activations a, which is gi's), dh0 [N, H], dc0 [N, H]. Backwards in time from
+   * dh' = dc' = 0: dh_t = dh[t] + dh', dc_t = dc[t] + dc' + dh_t * o * (1 - tanh(c[t])^2),
+   * da_i = dc_t * g * i (1 - i), da_f = dc_t * c_prev * f (1 - f), da_g = dc_t * i * (1 - g^2),
+   * da_o = dh_t * tanh(c[t]) * o (1 - o); then dh' = da w_hh, dc' = dc_t * f. dh0, dc0 are the
+   * last dh', dc'. (w_hh's gradient, sum over t of da^T h_prev, is one product outside.)        */
+  EMBER_LIB_LSTM_RECURRENCE_BACKWARD = 21,
   EMBER_LIB_NUM_OPS
 };
 
@@ -278,6 +294,10 @@ typedef struct ember_attention_attrs {
   double scale;   /* multiplies q k^T */
   int32_t causal; /* 1: key j is visible to query i only when j <= i */
 } ember_attention_attrs;
+
+typedef struct ember_recurrence_attrs {
+  int32_t reverse; /* 1: the steps run from t = L - 1 down to 0 */
+} ember_recurrence_attrs;
 
 /* ---- devices, queues, events (ABI v2) ------------------------------------------------------
  * Execution model. Every call that touches device memory or runs work names an in-order queue

@@ -1,7 +1,8 @@
 // Recurrent layers (include/ember/nn/recurrent.h): the one-step updates of RNN, LSTM and GRU over
 // library ops (matmul, sigmoid, tanh, chunk), the cells, and the layer/direction/time loops of the
 // sequence modules. The input projection x W_ih^T + b_ih is one matmul per layer and direction for
-// all time steps; only the recurrent part h W_hh^T runs once per step.
+// all time steps; only the recurrent part h W_hh^T runs once per step. An LSTM layer without a
+// projection runs its whole time loop as one library call (lstm_recurrence) where the device has it.
 #include "ember/nn/recurrent.h"
 #include "nn/layer_error.h"
 
@@ -10,6 +11,7 @@
 #include "ember/autocast.h"
 #include "ember/nn/dropout.h"
 #include "ember/nn/init.h"
+#include "ember/ops_library.h"
 #include "nn/json_util.h"
 
 namespace ember::nn {
@@ -259,6 +261,12 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
   Array cs0 = kind_ == Kind::LSTM ? initial(c0, o.hidden_size, "c0") : Array();
   auto defined_or_none = [](const ParamRef& p) { return p.defined() ? p.array() : Array(); };
 
+  // LSTM layers without a projection run their time loop as one library call where the device
+  // has it (include/ember/ops_library.h lstm_recurrence; autocast keeps the per-step ops, whose
+  // products it runs in low precision).
+  const bool fused_lstm = kind_ == Kind::LSTM && o.proj_size == 0 && !autocast_dtype() &&
+                          lstm_recurrence_available(x.device(), x.dtype());
+
   std::vector<Array> hn, cn;
   Array layer_in = seq;
   for (int64_t l = 0; l < o.num_layers; ++l) {
@@ -267,12 +275,22 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
       int64_t idx = l * dirs + d;
       const RecurrentLayerWeights& w = weights[size_t(idx)];
       int64_t in = layer_in.size(2);
+      Array h = select(hs0, 0, idx);
+      Array c = cs0.defined() ? select(cs0, 0, idx) : Array();
+      if (fused_lstm) {  // both biases in the input projection, then the whole time loop
+        Array bias = defined_or_none(w.bias_ih);
+        if (w.bias_hh.defined()) bias = bias.defined() ? add(bias, w.bias_hh.array()) : w.bias_hh.array();
+        Array gi = reshape(linear_t(reshape(layer_in, {len * n, in}), w.weight_ih.array(), bias), {len, n, -1});
+        LstmRecurrenceResult r = lstm_recurrence(gi, h, c, w.weight_hh.array(), {.reverse = d == 1});
+        dir_out.push_back(r.h);
+        hn.push_back(select(r.h, 0, d == 1 ? 0 : len - 1));
+        cn.push_back(select(r.c, 0, d == 1 ? 0 : len - 1));
+        continue;
+      }
       // Input projection for all time steps at once: [L * N, in] x [in, G * H].
       Array gi = linear_t(reshape(layer_in, {len * n, in}), w.weight_ih.array(), defined_or_none(w.bias_ih));
       gi = reshape(gi, {len, n, -1});
       StepParams p{w.weight_hh.array(), defined_or_none(w.bias_hh), defined_or_none(w.weight_hr)};
-      Array h = select(hs0, 0, idx);
-      Array c = cs0.defined() ? select(cs0, 0, idx) : Array();
       std::vector<Array> outs(static_cast<size_t>(len));
       for (int64_t s = 0; s < len; ++s) {
         int64_t t = d == 1 ? len - 1 - s : s;

@@ -56,6 +56,7 @@ const char* params_name(const OpParams& p) {
         else if constexpr (std::is_same_v<T, AttentionAttrs>) return "AttentionAttrs";
         else if constexpr (std::is_same_v<T, EpilogueAttrs>) return "EpilogueAttrs";
         else if constexpr (std::is_same_v<T, OutputAttrs>) return "OutputAttrs";
+        else if constexpr (std::is_same_v<T, RecurrenceAttrs>) return "RecurrenceAttrs";
         else static_assert(kAlwaysFalse<T>, "a new params struct needs its name here");
       },
       p);
@@ -100,6 +101,8 @@ std::string describe(const OpParams& p) {
           return s + ", conv " + conv_str(a.conv);
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           return fmt::format("output {}", a.index);
+        } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
+          return fmt::format("reverse {}", a.reverse);
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs describe()");
         }
@@ -145,6 +148,8 @@ void append_key(const OpParams& p, std::vector<int64_t>& k) {
             k.insert(k.end(), {o.kind, o.input, std::bit_cast<int64_t>(o.alpha), std::bit_cast<int64_t>(o.beta)});
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           k.push_back(a.index);
+        } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
+          k.push_back(int64_t(a.reverse));
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs append_key()");
         }
@@ -211,6 +216,8 @@ std::string params_json(const OpParams& p) {
           return {{"has_bias", a.has_bias}, {"conv", conv_json(a.conv)}, {"ops", ops}};
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           return {{"index", a.index}};
+        } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
+          return {{"reverse", a.reverse}};
         } else {
           static_assert(kAlwaysFalse<T>, "a new params struct needs params_json()");
         }
@@ -248,6 +255,7 @@ OpParams params_from_json(const std::string& text) {
     return e;
   }
   if (type == "OutputAttrs") return OutputAttrs{field<int64_t>(j, "index")};
+  if (type == "RecurrenceAttrs") return RecurrenceAttrs{field<bool>(j, "reverse")};
   throw Error(fmt::format("op attributes: unknown type '{}'", type));
 }
 

@@ -61,6 +61,11 @@ struct AttentionAttrs {
   bool causal = false;
 };
 
+// LstmRecurrence and its backward: whether the steps run from the last time step to the first.
+struct RecurrenceAttrs {
+  bool reverse = false;
+};
+
 // One elementwise op applied after a contraction (EMBER_POST_* of backend/abi.h): kind, the
 // operand it reads (an input index of the node; -1 none) and its scalars.
 struct PostOp {
@@ -86,7 +91,8 @@ struct OutputAttrs {
 using NoAttrs = std::monostate;
 
 using OpParams = std::variant<NoAttrs, ReduceAttrs, PermuteAttrs, SliceAttrs, AxisAttrs, Conv2dOptions,
-                              Pool2dOptions, SortAttrs, ScanAttrs, AttentionAttrs, EpilogueAttrs, OutputAttrs>;
+                              Pool2dOptions, SortAttrs, ScanAttrs, AttentionAttrs, EpilogueAttrs, OutputAttrs,
+                              RecurrenceAttrs>;
 
 // The position of struct T in OpParams (what OpInfo::params records for an op).
 template <class T, class Variant = OpParams>

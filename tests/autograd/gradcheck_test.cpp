@@ -123,6 +123,16 @@ std::vector<Case> library_cases() {
            }},
       Case{Op::FusedAttention, "fused_attention_lse", [] { return V{input({1, 4, 3}, 95), input({1, 6, 3}, 96), input({1, 6, 2}, 97)}; },
            [](const V& a) { return fused_attention_lse(a[0], a[1], a[2], {.scale = 0.8}).lse; }},
+      // Both state outputs of the recurrence (c through an output_of node), in both directions.
+      Case{Op::LstmRecurrence, "lstm_recurrence_h_plus_c",
+           [] { return V{input({3, 2, 8}, 101), input({2, 2}, 102), input({2, 2}, 103), input({8, 2}, 104)}; },
+           [](const V& a) {
+             LstmRecurrenceResult r = lstm_recurrence(a[0], a[1], a[2], a[3]);
+             return add(r.h, r.c);
+           }},
+      Case{Op::LstmRecurrence, "lstm_recurrence_reverse",
+           [] { return V{input({4, 1, 4}, 105), input({1, 1}, 106), input({1, 1}, 107), input({4, 1}, 108)}; },
+           [](const V& a) { return lstm_recurrence(a[0], a[1], a[2], a[3], {.reverse = true}).h; }},
   };
 }
 

@@ -114,6 +114,9 @@ std::map<Op, Builder> non_elementwise_builders() {
   b[Op::CummaxIndices] = [=](DType d) { return cummax(x2(d), 1).values; };
   b[Op::CumminIndices] = [=](DType d) { return cummin(x2(d), 1).values; };
   b[Op::FusedAttention] = [](DType d) { return fused_attention(input({2, 3, 4}, d), input({2, 5, 4}, d, 2), input({2, 5, 4}, d, 3)); };
+  b[Op::LstmRecurrence] = [](DType d) {
+    return lstm_recurrence(input({2, 1, 8}, d), input({1, 2}, d, 2), input({1, 2}, d, 3), input({8, 2}, d, 4)).h;
+  };
   // Generators have no operands: autocast leaves their dtype alone.
   b[Op::Full] = [](DType d) { return full({2}, 1.5, {d}); };
   b[Op::Arange] = [](DType d) { return arange(0, 4, 1, d); };
@@ -127,7 +130,8 @@ std::map<Op, Builder> non_elementwise_builders() {
 // off), the scheduler's epilogue rewrites and host data. Their policy must be Follow.
 const std::set<Op> kNotFromFrontEnd = {Op::FromData,          Op::Conv2dBackwardData, Op::Conv2dBackwardWeights,
                                        Op::MaxPool2dBackward, Op::AvgPool2dBackward,  Op::FusedAttentionBackward,
-                                       Op::MatmulEpilogue,    Op::Conv2dEpilogue,     Op::OutputOf};
+                                       Op::MatmulEpilogue,    Op::Conv2dEpilogue,     Op::OutputOf,
+                                       Op::LstmRecurrenceBackward};
 
 // An elementwise op built directly from operands of dtype d (attributes at their defaults).
 Array elementwise_of(Op op, DType d) {

@@ -130,6 +130,8 @@ std::vector<OpParams> sample_params() {
       EpilogueAttrs{.has_bias = true, .conv = {.stride = 2}, .ops = {PostOp{.kind = 3, .input = 2, .beta = -1e-300}}},
       OutputAttrs{1},
       OutputAttrs{2},
+      RecurrenceAttrs{false},
+      RecurrenceAttrs{true},
   };
 }
 

@@ -636,6 +636,15 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
 
 }  // namespace
 
+void gemm_2d(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+             int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs) {
+  gemm_f32(M, N, K, {a, a_rs, a_cs}, {b, b_rs, b_cs}, {c, c_rs, 1});
+}
+void gemm_2d(int64_t M, int64_t N, int64_t K, const double* a, int64_t a_rs, int64_t a_cs, const double* b,
+             int64_t b_rs, int64_t b_cs, double* c, int64_t c_rs) {
+  gemm_loop<double, double>(M, N, K, {a, a_rs, a_cs}, {b, b_rs, b_cs}, {c, c_rs, 1});
+}
+
 int32_t matmul(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                ember_status* st) {
   return matmul_impl(in, n_in, out, n_out, nullptr, st);

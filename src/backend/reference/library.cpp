@@ -1,4 +1,4 @@
-// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... FUSED_ATTENTION):
+// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... LSTM_RECURRENCE):
 // the most direct scalar loops, one output element at a time, floats accumulated in double. They
 // are the oracle the CPU backend's oneDNN and OpenMP code is tested against, so they share no code
 // with it: convolution is the defining sum, sorting is an insertion sort, scans are one pass.
@@ -488,6 +488,90 @@ int32_t attention_backward(const ember_tensor_desc* in, int32_t n_in, const embe
   return EMBER_OK;
 }
 
+// The LSTM recurrence, one step and one batch row at a time, in double: each step reads the
+// previous h and c back from the outputs (as stored in the dtype), as the ABI defines them.
+int64_t at3(const ember_tensor_desc& d, int64_t a, int64_t b, int64_t c) {
+  return d.offset + a * d.strides[0] + b * d.strides[1] + c * d.strides[2];
+}
+int64_t at2(const ember_tensor_desc& d, int64_t a, int64_t b) { return d.offset + a * d.strides[0] + b * d.strides[1]; }
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+int32_t lstm_recurrence(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                        const ember_recurrence_attrs& a, ember_status* st) {
+  if (n_in != 4) return set_status(st, EMBER_ERR_INVALID, "reference backend: lstm recurrence: %d inputs", n_in);
+  const ember_tensor_desc &gi = in[0], &h0 = in[1], &c0 = in[2], &w = in[3], &h = out[0], &c = out[1], &gates = out[2];
+  const int64_t L = gi.shape[0], N = gi.shape[1], H = gi.shape[2] / 4;
+  if (gi.rank != 3 || !shaped(h, L, N, H) || !shaped(c, L, N, H) || !shaped(gates, L, N, 4 * H) || w.rank != 2 ||
+      w.shape[0] != 4 * H || w.shape[1] != H)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: lstm recurrence: operand shapes mismatch");
+  std::vector<double> act(size_t(4 * H));
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = a.reverse ? L - 1 - s : s, prev = a.reverse ? t + 1 : t - 1;
+    for (int64_t n = 0; n < N; ++n) {
+      auto h_prev = [&](int64_t k) { return s == 0 ? getf(h0, at2(h0, n, k)) : getf(h, at3(h, prev, n, k)); };
+      auto c_prev = [&](int64_t k) { return s == 0 ? getf(c0, at2(c0, n, k)) : getf(c, at3(c, prev, n, k)); };
+      for (int64_t j = 0; j < 4 * H; ++j) {
+        double x = getf(gi, at3(gi, t, n, j));
+        for (int64_t k = 0; k < H; ++k) x += h_prev(k) * getf(w, at2(w, j, k));
+        act[size_t(j)] = j >= 2 * H && j < 3 * H ? std::tanh(x) : sigmoid(x);
+        setf(gates, at3(gates, t, n, j), act[size_t(j)]);
+      }
+      for (int64_t k = 0; k < H; ++k) {
+        const double i = act[size_t(k)], f = act[size_t(H + k)], g = act[size_t(2 * H + k)], o = act[size_t(3 * H + k)];
+        const double ct = f * c_prev(k) + i * g;
+        setf(c, at3(c, t, n, k), ct);
+        setf(h, at3(h, t, n, k), o * std::tanh(ct));
+      }
+    }
+  }
+  return EMBER_OK;
+}
+
+// Its gradient, backwards through time with the carries dh', dc' in double.
+int32_t lstm_recurrence_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                                 const ember_recurrence_attrs& a, ember_status* st) {
+  if (n_in != 6)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: lstm recurrence backward: %d inputs", n_in);
+  const ember_tensor_desc &gates = in[0], &c = in[1], &c0 = in[2], &w = in[3], &dh = in[4], &dc = in[5];
+  const ember_tensor_desc &da = out[0], &dh0 = out[1], &dc0 = out[2];
+  const int64_t L = gates.shape[0], N = gates.shape[1], H = gates.shape[2] / 4;
+  if (gates.rank != 3 || !shaped(c, L, N, H) || !shaped(dh, L, N, H) || !shaped(dc, L, N, H) ||
+      !shaped(da, L, N, 4 * H) || w.rank != 2 || w.shape[0] != 4 * H || w.shape[1] != H)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: lstm recurrence backward: operand shapes mismatch");
+  std::vector<double> dh_next(size_t(N * H)), dc_next(size_t(N * H)), d(size_t(4 * H));
+  for (int64_t s = L - 1; s >= 0; --s) {
+    const int64_t t = a.reverse ? L - 1 - s : s, prev = a.reverse ? t + 1 : t - 1;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < H; ++k) {
+        const double i = getf(gates, at3(gates, t, n, k)), f = getf(gates, at3(gates, t, n, H + k));
+        const double g = getf(gates, at3(gates, t, n, 2 * H + k)), o = getf(gates, at3(gates, t, n, 3 * H + k));
+        const double tc = std::tanh(getf(c, at3(c, t, n, k)));
+        const double cp = s == 0 ? getf(c0, at2(c0, n, k)) : getf(c, at3(c, prev, n, k));
+        const size_t e = size_t(n * H + k);
+        const double dht = getf(dh, at3(dh, t, n, k)) + dh_next[e];
+        const double dct = getf(dc, at3(dc, t, n, k)) + dc_next[e] + dht * o * (1 - tc * tc);
+        d[size_t(k)] = dct * g * i * (1 - i);
+        d[size_t(H + k)] = dct * cp * f * (1 - f);
+        d[size_t(2 * H + k)] = dct * i * (1 - g * g);
+        d[size_t(3 * H + k)] = dht * tc * o * (1 - o);
+        dc_next[e] = dct * f;
+      }
+      for (int64_t j = 0; j < 4 * H; ++j) setf(da, at3(da, t, n, j), d[size_t(j)]);
+      for (int64_t k = 0; k < H; ++k) {
+        double acc = 0;
+        for (int64_t j = 0; j < 4 * H; ++j) acc += d[size_t(j)] * getf(w, at2(w, j, k));
+        dh_next[size_t(n * H + k)] = acc;
+      }
+    }
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < H; ++k) {
+      setf(dh0, at2(dh0, n, k), dh_next[size_t(n * H + k)]);
+      setf(dc0, at2(dc0, n, k), dc_next[size_t(n * H + k)]);
+    }
+  return EMBER_OK;
+}
+
 }  // namespace
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -525,6 +609,10 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
       return attention(in, n_in, out, n_out, *static_cast<const ember_attention_attrs*>(attrs), st);
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
       return attention_backward(in, n_in, out, n_out, *static_cast<const ember_attention_attrs*>(attrs), st);
+    case EMBER_LIB_LSTM_RECURRENCE:
+      return lstm_recurrence(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
+    case EMBER_LIB_LSTM_RECURRENCE_BACKWARD:
+      return lstm_recurrence_backward(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }
