@@ -185,8 +185,8 @@ AttentionResult fused_attention_lse(const Array& q, const Array& k, const Array&
 // does not, nn::scaled_dot_product_attention uses plain ops).
 bool fused_attention_available(Device device, DType dtype);
 
-// ---- the LSTM recurrence (src/ops/lstm_recurrence.cpp) -----------------------------------------
-struct LstmRecurrenceOptions {
+// ---- the LSTM and GRU recurrences (src/ops/recurrence.cpp) -------------------------------------
+struct TimeLoopOptions {
   bool reverse = false;  // run the steps from the last time step to the first (a backward direction)
 };
 struct LstmRecurrenceResult {
@@ -201,8 +201,18 @@ struct LstmRecurrenceResult {
 // library call that runs backwards through time from the saved gates, plus one product for w_hh;
 // with create_graph it is built from plain ops instead. nn::LSTM uses it where the device has it.
 LstmRecurrenceResult lstm_recurrence(const Array& gi, const Array& h0, const Array& c0, const Array& w_hh,
-                                     LstmRecurrenceOptions opts = {}, Loc loc = Loc::current());
+                                     TimeLoopOptions opts = {}, Loc loc = Loc::current());
 // Whether `device` runs lstm_recurrence and its gradient on `dtype` as library calls.
 bool lstm_recurrence_available(Device device, DType dtype);
+
+// The time loop of one GRU layer and direction as one library call: from gi [L, N, 3H] (x W_ih^T
+// + b_ih, gate rows r, z, n as PyTorch), h0 [N, H], w_hh [3H, H] and b_hh [3H], step t computes
+// b = h w_hh^T + b_hh, r = sigmoid(gi_r + b_r), z = sigmoid(gi_z + b_z), n = tanh(gi_n + r * b_n),
+// h = n + z * (h - n); the result is h after every step, [L, N, H]. Dtypes, devices and gradients
+// as lstm_recurrence (the gradient reaches gi, h0, w_hh and b_hh).
+Array gru_recurrence(const Array& gi, const Array& h0, const Array& w_hh, const Array& b_hh,
+                     TimeLoopOptions opts = {}, Loc loc = Loc::current());
+// Whether `device` runs gru_recurrence and its gradient on `dtype` as library calls.
+bool gru_recurrence_available(Device device, DType dtype);
 
 }  // namespace ember

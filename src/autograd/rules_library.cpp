@@ -1,8 +1,9 @@
 // Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting,
-// scans, fused attention and the LSTM recurrence. Each is written with front-end ops, usually the op's own backward
-// library call, so gradients are lazy and themselves differentiable (conv's backward ops have
-// rules here too). sort / topk / cummax / cummin need no rule: their values are gathered by the
-// index op, and gather's rule scatters the gradient back to the chosen positions.
+// scans, fused attention and the LSTM and GRU recurrences. Each is written with front-end ops,
+// usually the op's own backward library call, so gradients are lazy and themselves
+// differentiable (conv's backward ops have rules here too). sort / topk / cummax / cummin need no
+// rule: their values are gathered by the index op, and gather's rule scatters the gradient back
+// to the chosen positions.
 #include <fmt/format.h>
 
 #include "autograd/grad_math.h"
@@ -15,10 +16,14 @@ Array cumsum_reverse(const Array& x, int dim, Loc loc = Loc::current());
 std::vector<Array> fused_attention_backward(const std::vector<Array>& in, const Array& o, const Array& lse,
                                             const Array& go, const Array& glse, double scale, bool causal,
                                             const std::vector<bool>& needs);
-// The gradients of the LSTM recurrence's inputs gi, h0, c0, w_hh (src/ops/lstm_recurrence.cpp).
+// The gradients of the LSTM recurrence's inputs gi, h0, c0, w_hh (src/ops/recurrence.cpp).
 std::vector<Array> lstm_recurrence_backward(const std::vector<Array>& in, const Array& h, const Array& c,
                                             const Array& gates, const Array& gh, const Array& gc, bool reverse,
                                             const std::vector<bool>& needs);
+// The gradients of the GRU recurrence's inputs gi, h0, w_hh, b_hh (src/ops/recurrence.cpp).
+std::vector<Array> gru_recurrence_backward(const std::vector<Array>& in, const Array& h, const Array& gates,
+                                           const Array& hn, const Array& gh, bool reverse,
+                                           const std::vector<bool>& needs);
 }  // namespace ember
 
 namespace ember::autograd {
@@ -105,6 +110,14 @@ std::vector<Array> library_rule(GradNode& node, const Array& g, const std::vecto
       const Array h = node.output();
       return lstm_recurrence_backward(node.saved_inputs, h, output_of(h, 1), output_of(h, 2), g, extra_grads.at(0),
                                       a.get<RecurrenceAttrs>().reverse, needs);
+    }
+    // The GRU recurrence (outputs h, gates, hn): the same, with only h returned to users.
+    case Op::GruRecurrence: {
+      std::vector<bool> needs;
+      for (const auto& e : in) needs.push_back(e.fn != nullptr);
+      const Array h = node.output();
+      return gru_recurrence_backward(node.saved_inputs, h, output_of(h, 1), output_of(h, 2), g,
+                                     a.get<RecurrenceAttrs>().reverse, needs);
     }
 
     default:

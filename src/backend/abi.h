@@ -231,6 +231,19 @@ enum {
    * da_o = dh_t * tanh(c[t]) * o (1 - o); then dh' = da w_hh, dc' = dc_t * f. dh0, dc0 are the
    * last dh', dc'. (w_hh's gradient, sum over t of da^T h_prev, is one product outside.)        */
   EMBER_LIB_LSTM_RECURRENCE_BACKWARD = 21,
+  /* The recurrence of one GRU layer and direction, attrs = ember_recurrence_attrs. in: gi [L, N, 3H]
+   * (x W_ih^T + b_ih, rows r, z, n as PyTorch), h0 [N, H], w_hh [3H, H], b_hh [3H]; three outputs:
+   * h [L, N, H], the activated gates [L, N, 3H] (r, z, n) and hn [L, N, H]. Step t (order as
+   * LSTM's) from the previous h: b = h w_hh^T + b_hh; r = sigmoid(gi_r + b_r), z = sigmoid(gi_z +
+   * b_z), hn[t] = b_n, n = tanh(gi_n + r * b_n); h[t] = n + z * (h - n).                        */
+  EMBER_LIB_GRU_RECURRENCE = 22,
+  /* Its gradient, same attrs. in: gates, hn, h (the outputs), h0, w_hh, dh [L, N, H]; three
+   * outputs: dgi [L, N, 3H] (gi's gradient), db [L, N, 3H] (the gradient of b = h w_hh^T + b_hh)
+   * and dh0 [N, H]. Backwards in time from dh' = 0: dh_t = dh[t] + dh', dz = dh_t (h_prev - n),
+   * da_n = dh_t (1 - z) (1 - n^2), da_r = da_n * hn * r (1 - r), da_z = dz * z (1 - z);
+   * dgi = [da_r, da_z, da_n], db = [da_r, da_z, da_n * r]; then dh' = db w_hh + dh_t * z. dh0 is
+   * the last dh'. (w_hh's and b_hh's gradients, sums over t of db^T h_prev and of db, are outside.) */
+  EMBER_LIB_GRU_RECURRENCE_BACKWARD = 23,
   EMBER_LIB_NUM_OPS
 };
 

@@ -24,19 +24,23 @@ inline size_t library_attrs_size(int32_t op) {
       return sizeof(ember_scan_attrs);
     case EMBER_LIB_FUSED_ATTENTION: case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return sizeof(ember_attention_attrs);
     case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: return sizeof(ember_epilogue_attrs);
-    case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: return sizeof(ember_recurrence_attrs);
+    case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
+    case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
+      return sizeof(ember_recurrence_attrs);
     default: return 0;
   }
 }
 
 // Whether library call `op` may have `n_out` outputs (abi.h): fused attention two, its backward
-// three, the LSTM recurrence and its backward three, MAX_POOL2D one or two (the values and their
+// three, the LSTM and GRU recurrences and their backwards three, MAX_POOL2D one or two (the values and their
 // indices), every other call one.
 inline bool library_output_count_ok(int32_t op, int32_t n_out) {
   switch (op) {
     case EMBER_LIB_FUSED_ATTENTION: return n_out == 2;
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return n_out == 3;
-    case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: return n_out == 3;
+    case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
+    case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
+      return n_out == 3;
     case EMBER_LIB_MAX_POOL2D: return n_out == 1 || n_out == 2;
     default: return n_out == 1;
   }

@@ -1,8 +1,9 @@
 // Recurrent layers (include/ember/nn/recurrent.h): the one-step updates of RNN, LSTM and GRU over
 // library ops (matmul, sigmoid, tanh, chunk), the cells, and the layer/direction/time loops of the
 // sequence modules. The input projection x W_ih^T + b_ih is one matmul per layer and direction for
-// all time steps; only the recurrent part h W_hh^T runs once per step. An LSTM layer without a
-// projection runs its whole time loop as one library call (lstm_recurrence) where the device has it.
+// all time steps; only the recurrent part h W_hh^T runs once per step. LSTM layers without a
+// projection and GRU layers run their whole time loop as one library call (lstm_recurrence,
+// gru_recurrence) where the device has it.
 #include "ember/nn/recurrent.h"
 #include "nn/layer_error.h"
 
@@ -261,11 +262,12 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
   Array cs0 = kind_ == Kind::LSTM ? initial(c0, o.hidden_size, "c0") : Array();
   auto defined_or_none = [](const ParamRef& p) { return p.defined() ? p.array() : Array(); };
 
-  // LSTM layers without a projection run their time loop as one library call where the device
-  // has it (include/ember/ops_library.h lstm_recurrence; autocast keeps the per-step ops, whose
-  // products it runs in low precision).
+  // LSTM layers without a projection and GRU layers run their time loop as one library call where
+  // the device has it (include/ember/ops_library.h lstm_recurrence, gru_recurrence; autocast keeps
+  // the per-step ops, whose products it runs in low precision).
   const bool fused_lstm = kind_ == Kind::LSTM && o.proj_size == 0 && !autocast_dtype() &&
                           lstm_recurrence_available(x.device(), x.dtype());
+  const bool fused_gru = kind_ == Kind::GRU && !autocast_dtype() && gru_recurrence_available(x.device(), x.dtype());
 
   std::vector<Array> hn, cn;
   Array layer_in = seq;
@@ -285,6 +287,16 @@ RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array&
         dir_out.push_back(r.h);
         hn.push_back(select(r.h, 0, d == 1 ? 0 : len - 1));
         cn.push_back(select(r.c, 0, d == 1 ? 0 : len - 1));
+        continue;
+      }
+      if (fused_gru) {  // b_ih in the input projection; b_hh stays apart (r multiplies its n part)
+        Array gi = reshape(linear_t(reshape(layer_in, {len * n, in}), w.weight_ih.array(), defined_or_none(w.bias_ih)),
+                           {len, n, -1});
+        Array b_hh = w.bias_hh.defined() ? w.bias_hh.array()
+                                         : zeros({3 * o.hidden_size}, {.dtype = x.dtype(), .device = x.device()});
+        Array hs = gru_recurrence(gi, h, w.weight_hh.array(), b_hh, {.reverse = d == 1});
+        dir_out.push_back(hs);
+        hn.push_back(select(hs, 0, d == 1 ? 0 : len - 1));
         continue;
       }
       // Input projection for all time steps at once: [L * N, in] x [in, G * H].

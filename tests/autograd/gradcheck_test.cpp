@@ -133,6 +133,12 @@ std::vector<Case> library_cases() {
       Case{Op::LstmRecurrence, "lstm_recurrence_reverse",
            [] { return V{input({4, 1, 4}, 105), input({1, 1}, 106), input({1, 1}, 107), input({4, 1}, 108)}; },
            [](const V& a) { return lstm_recurrence(a[0], a[1], a[2], a[3], {.reverse = true}).h; }},
+      Case{Op::GruRecurrence, "gru_recurrence",
+           [] { return V{input({3, 2, 6}, 109), input({2, 2}, 110), input({6, 2}, 111), input({6}, 112)}; },
+           [](const V& a) { return gru_recurrence(a[0], a[1], a[2], a[3]); }},
+      Case{Op::GruRecurrence, "gru_recurrence_reverse",
+           [] { return V{input({4, 1, 3}, 113), input({1, 1}, 114), input({3, 1}, 115), input({3}, 116)}; },
+           [](const V& a) { return gru_recurrence(a[0], a[1], a[2], a[3], {.reverse = true}); }},
   };
 }
 

@@ -117,6 +117,9 @@ std::map<Op, Builder> non_elementwise_builders() {
   b[Op::LstmRecurrence] = [](DType d) {
     return lstm_recurrence(input({2, 1, 8}, d), input({1, 2}, d, 2), input({1, 2}, d, 3), input({8, 2}, d, 4)).h;
   };
+  b[Op::GruRecurrence] = [](DType d) {
+    return gru_recurrence(input({2, 1, 6}, d), input({1, 2}, d, 2), input({6, 2}, d, 3), input({6}, d, 4));
+  };
   // Generators have no operands: autocast leaves their dtype alone.
   b[Op::Full] = [](DType d) { return full({2}, 1.5, {d}); };
   b[Op::Arange] = [](DType d) { return arange(0, 4, 1, d); };
@@ -131,7 +134,7 @@ std::map<Op, Builder> non_elementwise_builders() {
 const std::set<Op> kNotFromFrontEnd = {Op::FromData,          Op::Conv2dBackwardData, Op::Conv2dBackwardWeights,
                                        Op::MaxPool2dBackward, Op::AvgPool2dBackward,  Op::FusedAttentionBackward,
                                        Op::MatmulEpilogue,    Op::Conv2dEpilogue,     Op::OutputOf,
-                                       Op::LstmRecurrenceBackward};
+                                       Op::LstmRecurrenceBackward, Op::GruRecurrenceBackward};
 
 // An elementwise op built directly from operands of dtype d (attributes at their defaults).
 Array elementwise_of(Op op, DType d) {

@@ -99,6 +99,7 @@ const std::map<Op, const char*>& covered_elsewhere() {
   static const std::map<Op, const char*> ops = {
       {Op::FusedAttentionBackward, "made inside a backward pass: FusedAttentionTest.* (gradients on every device)"},
       {Op::LstmRecurrenceBackward, "made inside a backward pass: LstmRecurrenceTest.* (gradients on every device)"},
+      {Op::GruRecurrenceBackward, "made inside a backward pass: GruRecurrenceTest.* (gradients on every device)"},
       {Op::MatmulEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteMatmul.*, VulkanEpilogueTest.*"},
       {Op::Conv2dEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteConv.*, VulkanEpilogueTest.*"},
   };

@@ -121,11 +121,13 @@ int64_t contraction_macs(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
     const int64_t act = op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS ? numel(in[1]) : op == EMBER_LIB_CONV2D_BACKWARD_DATA ? numel(in[0]) : numel(out[0]);
     return act * (numel(w) / w.shape[0]);
   }
-  // The recurrence runs one [N, H] x [H, 4H] product per step, in sequence: a step's product is
+  // A recurrence runs one [N, H] x [H, G·H] product per step, in sequence: a step's product is
   // what a thread team would split (the backward's is the same size).
-  if (op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD) {
+  if (op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD || op == EMBER_LIB_GRU_RECURRENCE ||
+      op == EMBER_LIB_GRU_RECURRENCE_BACKWARD) {
     if (n_in < 1 || in[0].rank != 3) return 0;
-    return in[0].shape[1] * in[0].shape[2] * (in[0].shape[2] / 4);
+    const int64_t gates = op == EMBER_LIB_GRU_RECURRENCE || op == EMBER_LIB_GRU_RECURRENCE_BACKWARD ? 3 : 4;
+    return in[0].shape[1] * in[0].shape[2] * (in[0].shape[2] / gates);
   }
   return 0;
 }
@@ -180,8 +182,9 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
       case EMBER_LIB_FUSED_ATTENTION: return ember::cpu::attention_library(in, n_in, out, n_out, attrs, st);
       case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
         return ember::cpu::attention_backward_library(in, n_in, out, n_out, attrs, st);
-      case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD:
-        return ember::cpu::lstm_recurrence_library(op, in, n_in, out, n_out, attrs, st);
+      case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
+      case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
+        return ember::cpu::recurrence_library(op, in, n_in, out, n_out, attrs, st);
       default: break;
     }
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);

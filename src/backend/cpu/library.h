@@ -26,9 +26,10 @@ int32_t attention_library(const ember_tensor_desc* in, int32_t n_in, const ember
                           const void* attrs, ember_status* st);
 int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                                    int32_t n_out, const void* attrs, ember_status* st);
-// EMBER_LIB_LSTM_RECURRENCE and its backward (recurrence.cpp): the time loop of an LSTM layer.
-int32_t lstm_recurrence_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
-                                int32_t n_out, const void* attrs, ember_status* st);
+// EMBER_LIB_LSTM_RECURRENCE, EMBER_LIB_GRU_RECURRENCE and their backwards (recurrence.cpp): the
+// time loop of an LSTM or GRU layer.
+int32_t recurrence_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                           int32_t n_out, const void* attrs, ember_status* st);
 
 // ---- helpers shared by the two files ---------------------------------------------------------
 int64_t desc_numel(const ember_tensor_desc& d);

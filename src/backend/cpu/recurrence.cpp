@@ -1,5 +1,5 @@
-// EMBER_LIB_LSTM_RECURRENCE(_BACKWARD) for the CPU backend: the time loop of one LSTM layer and
-// direction (abi.h has the formulas). Per step, one product of the batch's hidden states with the
+// EMBER_LIB_LSTM_RECURRENCE and EMBER_LIB_GRU_RECURRENCE (and their backwards) for the CPU backend:
+// the time loop of one LSTM or GRU layer and direction (abi.h has the formulas). Per step, one product of the batch's hidden states with the
 // recurrent weight (gemm_2d: loops for small products, oneDNN for large ones), then the gate math
 // over the batch rows with Highway's vector exp and tanh (this file is compiled once per target,
 // foreach_target, and picks the best at run time; lanes outside the vector functions' range, NaN
@@ -49,6 +49,21 @@ template <class T>
 struct BackwardRow {
   const T *act, *c, *c_prev, *dh, *dc;
   T *dh_next, *dc_next, *da;  // dh_next: in (the carry); dc_next: in and out
+  int64_t gate_stride, units;
+};
+
+// GRU: gates r, z, n (act, gi, dgi, db and bias at [g * gate_stride + j], the product slice at
+// [g * pre_stride + j]).
+template <class T>
+struct GruForwardRow {
+  const T *gi, *pre, *bias, *h_prev;
+  T *act, *hn, *h;
+  int64_t gate_stride, pre_stride, units;
+};
+template <class T>
+struct GruBackwardRow {
+  const T *act, *hn, *h_prev, *dh, *dh_next;
+  T *dgi, *db, *z_carry;  // z_carry: dh_t * z, the part of dh' that skips the product
   int64_t gate_stride, units;
 };
 
@@ -160,10 +175,79 @@ HWY_INLINE void backward_row(const rec::BackwardRow<T>& r) {
   }
 }
 
+template <class T>
+HWY_INLINE void gru_forward_row(const rec::GruForwardRow<T>& r) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d)), G = r.gate_stride, P = r.pre_stride;
+  int64_t j = 0;
+  for (; j + N <= r.units; j += N) {
+    const auto br = hn::Add(hn::LoadU(d, r.pre + j), hn::LoadU(d, r.bias + j));
+    const auto bz = hn::Add(hn::LoadU(d, r.pre + P + j), hn::LoadU(d, r.bias + G + j));
+    const auto bn = hn::Add(hn::LoadU(d, r.pre + 2 * P + j), hn::LoadU(d, r.bias + 2 * G + j));
+    const auto rv = Sigmoid(d, hn::Add(hn::LoadU(d, r.gi + j), br));
+    const auto z = Sigmoid(d, hn::Add(hn::LoadU(d, r.gi + G + j), bz));
+    const auto n = TanhV(d, hn::Add(hn::LoadU(d, r.gi + 2 * G + j), hn::Mul(rv, bn)));
+    hn::StoreU(rv, d, r.act + j);
+    hn::StoreU(z, d, r.act + G + j);
+    hn::StoreU(n, d, r.act + 2 * G + j);
+    hn::StoreU(bn, d, r.hn + j);
+    hn::StoreU(hn::Add(n, hn::Mul(z, hn::Sub(hn::LoadU(d, r.h_prev + j), n))), d, r.h + j);
+  }
+  for (; j < r.units; ++j) {
+    const T bn = r.pre[2 * P + j] + r.bias[2 * G + j];
+    const T rv = sigmoid1(r.gi[j] + (r.pre[j] + r.bias[j]));
+    const T z = sigmoid1(r.gi[G + j] + (r.pre[P + j] + r.bias[G + j]));
+    const T n = std::tanh(r.gi[2 * G + j] + rv * bn);
+    r.act[j] = rv;
+    r.act[G + j] = z;
+    r.act[2 * G + j] = n;
+    r.hn[j] = bn;
+    r.h[j] = n + z * (r.h_prev[j] - n);
+  }
+}
+
+template <class T>
+HWY_INLINE void gru_backward_row(const rec::GruBackwardRow<T>& r) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d)), G = r.gate_stride;
+  const auto one = hn::Set(d, T(1));
+  int64_t j = 0;
+  for (; j + N <= r.units; j += N) {
+    const auto rv = hn::LoadU(d, r.act + j), z = hn::LoadU(d, r.act + G + j), n = hn::LoadU(d, r.act + 2 * G + j);
+    const auto dh = hn::Add(hn::LoadU(d, r.dh + j), hn::LoadU(d, r.dh_next + j));
+    const auto da_n = hn::Mul(hn::Mul(dh, hn::Sub(one, z)), hn::Sub(one, hn::Mul(n, n)));
+    const auto da_r = hn::Mul(hn::Mul(da_n, hn::LoadU(d, r.hn + j)), hn::Mul(rv, hn::Sub(one, rv)));
+    const auto da_z = hn::Mul(hn::Mul(dh, hn::Sub(hn::LoadU(d, r.h_prev + j), n)), hn::Mul(z, hn::Sub(one, z)));
+    hn::StoreU(da_r, d, r.dgi + j);
+    hn::StoreU(da_z, d, r.dgi + G + j);
+    hn::StoreU(da_n, d, r.dgi + 2 * G + j);
+    hn::StoreU(da_r, d, r.db + j);
+    hn::StoreU(da_z, d, r.db + G + j);
+    hn::StoreU(hn::Mul(da_n, rv), d, r.db + 2 * G + j);
+    hn::StoreU(hn::Mul(dh, z), d, r.z_carry + j);
+  }
+  for (; j < r.units; ++j) {
+    const T rv = r.act[j], z = r.act[G + j], n = r.act[2 * G + j];
+    const T dh = r.dh[j] + r.dh_next[j];
+    const T da_n = dh * (T(1) - z) * (T(1) - n * n);
+    const T da_r = da_n * r.hn[j] * (rv * (T(1) - rv));
+    const T da_z = dh * (r.h_prev[j] - n) * (z * (T(1) - z));
+    r.dgi[j] = r.db[j] = da_r;
+    r.dgi[G + j] = r.db[G + j] = da_z;
+    r.dgi[2 * G + j] = da_n;
+    r.db[2 * G + j] = da_n * rv;
+    r.z_carry[j] = dh * z;
+  }
+}
+
 void ForwardRowF32(const rec::ForwardRow<float>& r) { forward_row(r); }
 void ForwardRowF64(const rec::ForwardRow<double>& r) { forward_row(r); }
 void BackwardRowF32(const rec::BackwardRow<float>& r) { backward_row(r); }
 void BackwardRowF64(const rec::BackwardRow<double>& r) { backward_row(r); }
+void GruForwardRowF32(const rec::GruForwardRow<float>& r) { gru_forward_row(r); }
+void GruForwardRowF64(const rec::GruForwardRow<double>& r) { gru_forward_row(r); }
+void GruBackwardRowF32(const rec::GruBackwardRow<float>& r) { gru_backward_row(r); }
+void GruBackwardRowF64(const rec::GruBackwardRow<double>& r) { gru_backward_row(r); }
 
 }  // namespace ember::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -175,6 +259,10 @@ HWY_EXPORT(ForwardRowF32);
 HWY_EXPORT(ForwardRowF64);
 HWY_EXPORT(BackwardRowF32);
 HWY_EXPORT(BackwardRowF64);
+HWY_EXPORT(GruForwardRowF32);
+HWY_EXPORT(GruForwardRowF64);
+HWY_EXPORT(GruBackwardRowF32);
+HWY_EXPORT(GruBackwardRowF64);
 
 using ember::host::set_status;
 
@@ -184,6 +272,10 @@ void run_row(const rec::ForwardRow<float>& r) { HWY_DYNAMIC_DISPATCH(ForwardRowF
 void run_row(const rec::ForwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(ForwardRowF64)(r); }
 void run_row(const rec::BackwardRow<float>& r) { HWY_DYNAMIC_DISPATCH(BackwardRowF32)(r); }
 void run_row(const rec::BackwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(BackwardRowF64)(r); }
+void run_row(const rec::GruForwardRow<float>& r) { HWY_DYNAMIC_DISPATCH(GruForwardRowF32)(r); }
+void run_row(const rec::GruForwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(GruForwardRowF64)(r); }
+void run_row(const rec::GruBackwardRow<float>& r) { HWY_DYNAMIC_DISPATCH(GruBackwardRowF32)(r); }
+void run_row(const rec::GruBackwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(GruBackwardRowF64)(r); }
 
 // A descriptor's elements as a dense row-major array of T: the buffer itself when it already is
 // one, else a packed copy.
@@ -280,8 +372,39 @@ class Team {
   std::mutex mutex_;
 };
 
+// The gate rows of w [gates * H, H] for units [k0, k0 + units): [gates * units, H], gate-major
+// (w itself when one part has every unit).
 template <class T>
-void forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
+const T* gate_rows(const T* w, int64_t gates, int64_t H, int64_t k0, int64_t units, std::vector<T>& storage) {
+  if (units == H) return w;
+  storage.resize(size_t(gates * units * H));
+  for (int64_t g = 0; g < gates; ++g)
+    std::memcpy(storage.data() + g * units * H, w + (g * H + k0) * H, size_t(units * H) * sizeof(T));
+  return storage.data();
+}
+// The columns [k0, k0 + units) of w [rows, H]: [rows, units] (w itself when they are all of it).
+template <class T>
+const T* unit_columns(const T* w, int64_t rows, int64_t H, int64_t k0, int64_t units, std::vector<T>& storage) {
+  if (units == H) return w;
+  storage.resize(size_t(rows * units));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(storage.data() + r * units, w + r * H + k0, size_t(units) * sizeof(T));
+  return storage.data();
+}
+
+// Each part's dh' is a dense [N, units], which its product writes (oneDNN took 5x longer for a
+// product into columns of a wider matrix); at the end they are the columns of dh0.
+template <class T>
+void gather_parts(const std::vector<std::vector<T>>& parts, int64_t N, int64_t H, T* out) {
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const auto range = unit_range(H, int(p), int(parts.size()));
+    const int64_t units = range.second - range.first;
+    for (int64_t n = 0; n < N; ++n)
+      std::memcpy(out + n * H + range.first, parts[p].data() + n * units, size_t(units) * sizeof(T));
+  }
+}
+
+template <class T>
+void lstm_forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 4, G = 4 * H;
   const DenseIn<T> gi(in[0]), h0(in[1]), c0(in[2]), w(in[3]);
   DenseOut<T> h(out[0]), c(out[1]), gates(out[2]);
@@ -289,16 +412,8 @@ void forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool rev
   team.run([&](int p, Team& tm) {
     const auto range = unit_range(H, p, tm.parts());
     const int64_t k0 = range.first, units = range.second - range.first;
-    // The gate rows of w for these units, [4 units, H] (w itself on one thread).
-    std::vector<T> packed;
-    const T* wp = w.data;
-    if (tm.parts() > 1 && units > 0) {
-      packed.resize(size_t(4 * units * H));
-      for (int64_t g = 0; g < 4; ++g)
-        std::memcpy(packed.data() + g * units * H, w.data + (g * H + k0) * H, size_t(units * H) * sizeof(T));
-      wp = packed.data();
-    }
-    std::vector<T> pre(size_t(N * 4 * units));
+    std::vector<T> storage, pre(size_t(N * 4 * units));
+    const T* wp = units > 0 ? gate_rows(w.data, 4, H, k0, units, storage) : nullptr;
     for (int64_t s = 0; s < L; ++s) {
       const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
       const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
@@ -307,7 +422,7 @@ void forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool rev
         // pre = h_prev wp^T: wp [4 units, H] read as a column-major [H, 4 units].
         gemm_2d(N, 4 * units, H, h_prev, H, 1, wp, 1, H, pre.data(), 4 * units);
         for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = (t * N + n);
+          const int64_t row = t * N + n;
           run_row(rec::ForwardRow<T>{gi.data + row * G + k0, pre.data() + n * 4 * units, c_prev + n * H + k0,
                                      gates.data + row * G + k0, c.data + row * H + k0, h.data + row * H + k0, H,
                                      units, units});
@@ -322,13 +437,12 @@ void forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool rev
 }
 
 template <class T>
-void backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
+void lstm_backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 4, G = 4 * H;
   const DenseIn<T> gates(in[0]), c(in[1]), c0(in[2]), w(in[3]), dh(in[4]), dc(in[5]);
   DenseOut<T> da(out[0]), dh0(out[1]), dc0(out[2]);
-  // The carries between steps, zero before the last: dh' = da w of the later step, and dc'. Each
-  // part owns its units' columns of both; dh' is a dense [N, units] per part, which its product
-  // writes (oneDNN took 5x longer for a product into columns of a wider matrix).
+  // The carries between steps, zero before the last: dh' = da w of the later step (per part) and
+  // dc' (each part its own columns).
   std::vector<T> dc_next(size_t(N * H), T(0));
   std::vector<std::vector<T>> dh_parts(size_t(unit_parts(H)));
   Team team(int(dh_parts.size()));
@@ -337,15 +451,8 @@ void backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool re
     const int64_t k0 = range.first, units = range.second - range.first;
     std::vector<T>& dh_next = dh_parts[size_t(p)];
     dh_next.assign(size_t(N * units), T(0));
-    // w's columns for these units, [4H, units] (w itself on one thread).
-    std::vector<T> packed;
-    const T* wp = w.data;
-    if (tm.parts() > 1 && units > 0) {
-      packed.resize(size_t(G * units));
-      for (int64_t r = 0; r < G; ++r)
-        std::memcpy(packed.data() + r * units, w.data + r * H + k0, size_t(units) * sizeof(T));
-      wp = packed.data();
-    }
+    std::vector<T> storage;
+    const T* wp = units > 0 ? unit_columns(w.data, G, H, k0, units, storage) : nullptr;
     for (int64_t s = L - 1; s >= 0; --s) {
       const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
       const T* c_prev = s == 0 ? c0.data : c.data + prev * N * H;
@@ -364,16 +471,81 @@ void backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool re
         tm.work([&] { gemm_2d(N, units, G, da.data + t * N * G, G, 1, wp, units, 1, dh_next.data(), units); });
     }
   });
-  for (size_t p = 0; p < dh_parts.size(); ++p) {
-    const auto range = unit_range(H, int(p), int(dh_parts.size()));
-    const int64_t units = range.second - range.first;
-    for (int64_t n = 0; n < N; ++n)
-      std::memcpy(dh0.data + n * H + range.first, dh_parts[p].data() + n * units, size_t(units) * sizeof(T));
-  }
+  gather_parts(dh_parts, N, H, dh0.data);
   std::memcpy(dc0.data, dc_next.data(), dc_next.size() * sizeof(T));
   da.finish();
   dh0.finish();
   dc0.finish();
+}
+
+template <class T>
+void gru_forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
+  const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 3, G = 3 * H;
+  const DenseIn<T> gi(in[0]), h0(in[1]), w(in[2]), bias(in[3]);
+  DenseOut<T> h(out[0]), gates(out[1]), hn(out[2]);
+  Team team(unit_parts(H));
+  team.run([&](int p, Team& tm) {
+    const auto range = unit_range(H, p, tm.parts());
+    const int64_t k0 = range.first, units = range.second - range.first;
+    std::vector<T> storage, pre(size_t(N * 3 * units));
+    const T* wp = units > 0 ? gate_rows(w.data, 3, H, k0, units, storage) : nullptr;
+    for (int64_t s = 0; s < L; ++s) {
+      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
+      const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
+      if (units > 0) tm.work([&] {
+        gemm_2d(N, 3 * units, H, h_prev, H, 1, wp, 1, H, pre.data(), 3 * units);
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t row = t * N + n;
+          run_row(rec::GruForwardRow<T>{gi.data + row * G + k0, pre.data() + n * 3 * units, bias.data + k0,
+                                        h_prev + n * H + k0, gates.data + row * G + k0, hn.data + row * H + k0,
+                                        h.data + row * H + k0, H, units, units});
+        }
+      });
+      tm.barrier();
+    }
+  });
+  h.finish();
+  gates.finish();
+  hn.finish();
+}
+
+template <class T>
+void gru_backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
+  const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 3, G = 3 * H;
+  const DenseIn<T> gates(in[0]), hn(in[1]), h(in[2]), h0(in[3]), w(in[4]), dh(in[5]);
+  DenseOut<T> dgi(out[0]), db(out[1]), dh0(out[2]);
+  std::vector<std::vector<T>> dh_parts(size_t(unit_parts(H)));
+  Team team(int(dh_parts.size()));
+  team.run([&](int p, Team& tm) {
+    const auto range = unit_range(H, p, tm.parts());
+    const int64_t k0 = range.first, units = range.second - range.first;
+    std::vector<T>& dh_next = dh_parts[size_t(p)];
+    dh_next.assign(size_t(N * units), T(0));
+    std::vector<T> storage, z_carry(size_t(N * units));
+    const T* wp = units > 0 ? unit_columns(w.data, G, H, k0, units, storage) : nullptr;
+    for (int64_t s = L - 1; s >= 0; --s) {
+      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
+      const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
+      if (units > 0) tm.work([&] {
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t row = t * N + n;
+          run_row(rec::GruBackwardRow<T>{gates.data + row * G + k0, hn.data + row * H + k0, h_prev + n * H + k0,
+                                         dh.data + row * H + k0, dh_next.data() + n * units, dgi.data + row * G + k0,
+                                         db.data + row * G + k0, z_carry.data() + n * units, H, units});
+        }
+      });
+      tm.barrier();
+      // dh'[:, k0:k1] = db[t] w[:, k0:k1] + dh_t * z.
+      if (units > 0) tm.work([&] {
+        gemm_2d(N, units, G, db.data + t * N * G, G, 1, wp, units, 1, dh_next.data(), units);
+        for (size_t i = 0; i < dh_next.size(); ++i) dh_next[i] += z_carry[i];
+      });
+    }
+  });
+  gather_parts(dh_parts, N, H, dh0.data);
+  dgi.finish();
+  db.finish();
+  dh0.finish();
 }
 
 bool shaped(const ember_tensor_desc& d, int64_t a, int64_t b, int64_t c) {
@@ -385,33 +557,43 @@ bool shaped(const ember_tensor_desc& d, int64_t a, int64_t b) {
 
 }  // namespace
 
-int32_t lstm_recurrence_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
-                                int32_t n_out, const void* attrs, ember_status* st) {
-  const bool fwd = op == EMBER_LIB_LSTM_RECURRENCE;
-  const char* what = fwd ? "lstm recurrence" : "lstm recurrence backward";
+int32_t recurrence_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                           int32_t n_out, const void* attrs, ember_status* st) {
+  const bool lstm = op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD;
+  const bool fwd = op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_GRU_RECURRENCE;
+  const char* what = lstm ? (fwd ? "lstm recurrence" : "lstm recurrence backward")
+                          : (fwd ? "gru recurrence" : "gru recurrence backward");
   if (n_in != (fwd ? 4 : 6) || n_out != 3)
     return set_status(st, EMBER_ERR_INVALID, "cpu backend: %s: %d inputs and %d outputs", what, n_in, n_out);
   const int32_t dt = in[0].dtype;
   if (dt != EMBER_F32 && dt != EMBER_F64 && dt != EMBER_F16 && dt != EMBER_BF16)
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: %s: dtype %d is not floating", what, dt);
-  const int64_t L = in[0].shape[0], N = in[0].shape[1], G = in[0].shape[2], H = G / 4;
-  bool ok = in[0].rank == 3 && G % 4 == 0 && shaped(in[3], G, H);
+  const int64_t gates = lstm ? 4 : 3;
+  const int64_t L = in[0].shape[0], N = in[0].shape[1], G = in[0].shape[2], H = G / gates;
+  bool ok = in[0].rank == 3 && G % gates == 0;
   for (int32_t i = 0; i < n_in; ++i) ok = ok && in[i].dtype == dt;
   for (int32_t i = 0; i < n_out; ++i) ok = ok && out[i].dtype == dt;
-  if (fwd) {
-    ok = ok && shaped(in[1], N, H) && shaped(in[2], N, H) && shaped(out[0], L, N, H) && shaped(out[1], L, N, H) &&
-         shaped(out[2], L, N, G);
-  } else {
-    ok = ok && shaped(in[1], L, N, H) && shaped(in[2], N, H) && shaped(in[4], L, N, H) && shaped(in[5], L, N, H) &&
-         shaped(out[0], L, N, G) && shaped(out[1], N, H) && shaped(out[2], N, H);
+  if (lstm && fwd) {  // gi, h0, c0, w -> h, c, gates
+    ok = ok && shaped(in[1], N, H) && shaped(in[2], N, H) && shaped(in[3], G, H) && shaped(out[0], L, N, H) &&
+         shaped(out[1], L, N, H) && shaped(out[2], L, N, G);
+  } else if (lstm) {  // gates, c, c0, w, dh, dc -> da, dh0, dc0
+    ok = ok && shaped(in[1], L, N, H) && shaped(in[2], N, H) && shaped(in[3], G, H) && shaped(in[4], L, N, H) &&
+         shaped(in[5], L, N, H) && shaped(out[0], L, N, G) && shaped(out[1], N, H) && shaped(out[2], N, H);
+  } else if (fwd) {  // gi, h0, w, b -> h, gates, hn
+    ok = ok && shaped(in[1], N, H) && shaped(in[2], G, H) && in[3].rank == 1 && in[3].shape[0] == G &&
+         shaped(out[0], L, N, H) && shaped(out[1], L, N, G) && shaped(out[2], L, N, H);
+  } else {  // gates, hn, h, h0, w, dh -> dgi, db, dh0
+    ok = ok && shaped(in[1], L, N, H) && shaped(in[2], L, N, H) && shaped(in[3], N, H) && shaped(in[4], G, H) &&
+         shaped(in[5], L, N, H) && shaped(out[0], L, N, G) && shaped(out[1], L, N, G) && shaped(out[2], N, H);
   }
   if (!ok) return set_status(st, EMBER_ERR_INVALID, "cpu backend: %s: operand shapes or dtypes mismatch", what);
   const bool reverse = static_cast<const ember_recurrence_attrs*>(attrs)->reverse != 0;
-  if (dt == EMBER_F64) {
-    fwd ? forward<double>(in, out, reverse) : backward<double>(in, out, reverse);
-  } else {
-    fwd ? forward<float>(in, out, reverse) : backward<float>(in, out, reverse);
-  }
+  auto run = [&]<class T>() {
+    if (lstm) fwd ? lstm_forward<T>(in, out, reverse) : lstm_backward<T>(in, out, reverse);
+    else fwd ? gru_forward<T>(in, out, reverse) : gru_backward<T>(in, out, reverse);
+  };
+  if (dt == EMBER_F64) run.template operator()<double>();
+  else run.template operator()<float>();
   return EMBER_OK;
 }
 

@@ -1,4 +1,4 @@
-// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... LSTM_RECURRENCE):
+// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... GRU_RECURRENCE):
 // the most direct scalar loops, one output element at a time, floats accumulated in double. They
 // are the oracle the CPU backend's oneDNN and OpenMP code is tested against, so they share no code
 // with it: convolution is the defining sum, sorting is an insertion sort, scans are one pass.
@@ -572,6 +572,86 @@ int32_t lstm_recurrence_backward(const ember_tensor_desc* in, int32_t n_in, cons
   return EMBER_OK;
 }
 
+// The GRU recurrence, as the LSTM's: one step and one batch row at a time, in double, the previous
+// h read back from the output.
+int32_t gru_recurrence(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                       const ember_recurrence_attrs& a, ember_status* st) {
+  if (n_in != 4) return set_status(st, EMBER_ERR_INVALID, "reference backend: gru recurrence: %d inputs", n_in);
+  const ember_tensor_desc &gi = in[0], &h0 = in[1], &w = in[2], &bias = in[3], &h = out[0], &gates = out[1],
+                          &hn = out[2];
+  const int64_t L = gi.shape[0], N = gi.shape[1], H = gi.shape[2] / 3;
+  if (gi.rank != 3 || !shaped(h, L, N, H) || !shaped(gates, L, N, 3 * H) || !shaped(hn, L, N, H) || w.rank != 2 ||
+      w.shape[0] != 3 * H || w.shape[1] != H || bias.rank != 1 || bias.shape[0] != 3 * H)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: gru recurrence: operand shapes mismatch");
+  std::vector<double> b(size_t(3 * H));
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = a.reverse ? L - 1 - s : s, prev = a.reverse ? t + 1 : t - 1;
+    for (int64_t n = 0; n < N; ++n) {
+      auto h_prev = [&](int64_t k) { return s == 0 ? getf(h0, at2(h0, n, k)) : getf(h, at3(h, prev, n, k)); };
+      for (int64_t j = 0; j < 3 * H; ++j) {
+        double x = getf(bias, bias.offset + j * bias.strides[0]);
+        for (int64_t k = 0; k < H; ++k) x += h_prev(k) * getf(w, at2(w, j, k));
+        b[size_t(j)] = x;
+      }
+      for (int64_t k = 0; k < H; ++k) {
+        const double r = sigmoid(getf(gi, at3(gi, t, n, k)) + b[size_t(k)]);
+        const double z = sigmoid(getf(gi, at3(gi, t, n, H + k)) + b[size_t(H + k)]);
+        const double bn = b[size_t(2 * H + k)];
+        const double nv = std::tanh(getf(gi, at3(gi, t, n, 2 * H + k)) + r * bn);
+        setf(gates, at3(gates, t, n, k), r);
+        setf(gates, at3(gates, t, n, H + k), z);
+        setf(gates, at3(gates, t, n, 2 * H + k), nv);
+        setf(hn, at3(hn, t, n, k), bn);
+        setf(h, at3(h, t, n, k), nv + z * (h_prev(k) - nv));
+      }
+    }
+  }
+  return EMBER_OK;
+}
+
+int32_t gru_recurrence_backward(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
+                                const ember_recurrence_attrs& a, ember_status* st) {
+  if (n_in != 6)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: gru recurrence backward: %d inputs", n_in);
+  const ember_tensor_desc &gates = in[0], &hn = in[1], &h = in[2], &h0 = in[3], &w = in[4], &dh = in[5];
+  const ember_tensor_desc &dgi = out[0], &db = out[1], &dh0 = out[2];
+  const int64_t L = gates.shape[0], N = gates.shape[1], H = gates.shape[2] / 3;
+  if (gates.rank != 3 || !shaped(hn, L, N, H) || !shaped(h, L, N, H) || !shaped(dh, L, N, H) ||
+      !shaped(dgi, L, N, 3 * H) || !shaped(db, L, N, 3 * H) || w.rank != 2 || w.shape[0] != 3 * H || w.shape[1] != H)
+    return set_status(st, EMBER_ERR_INVALID, "reference backend: gru recurrence backward: operand shapes mismatch");
+  std::vector<double> dh_next(static_cast<size_t>(N * H)), d(static_cast<size_t>(3 * H)), zc(static_cast<size_t>(H));
+  for (int64_t s = L - 1; s >= 0; --s) {
+    const int64_t t = a.reverse ? L - 1 - s : s, prev = a.reverse ? t + 1 : t - 1;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < H; ++k) {
+        const double r = getf(gates, at3(gates, t, n, k)), z = getf(gates, at3(gates, t, n, H + k));
+        const double nv = getf(gates, at3(gates, t, n, 2 * H + k)), bn = getf(hn, at3(hn, t, n, k));
+        const double hp = s == 0 ? getf(h0, at2(h0, n, k)) : getf(h, at3(h, prev, n, k));
+        const double dht = getf(dh, at3(dh, t, n, k)) + dh_next[size_t(n * H + k)];
+        const double da_n = dht * (1 - z) * (1 - nv * nv);
+        const double da_r = da_n * bn * r * (1 - r);
+        const double da_z = dht * (hp - nv) * z * (1 - z);
+        setf(dgi, at3(dgi, t, n, k), da_r);
+        setf(dgi, at3(dgi, t, n, H + k), da_z);
+        setf(dgi, at3(dgi, t, n, 2 * H + k), da_n);
+        d[size_t(k)] = da_r;
+        d[size_t(H + k)] = da_z;
+        d[size_t(2 * H + k)] = da_n * r;
+        zc[size_t(k)] = dht * z;
+      }
+      for (int64_t j = 0; j < 3 * H; ++j) setf(db, at3(db, t, n, j), d[size_t(j)]);
+      for (int64_t k = 0; k < H; ++k) {
+        double acc = zc[size_t(k)];
+        for (int64_t j = 0; j < 3 * H; ++j) acc += d[size_t(j)] * getf(w, at2(w, j, k));
+        dh_next[size_t(n * H + k)] = acc;
+      }
+    }
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < H; ++k) setf(dh0, at2(dh0, n, k), dh_next[size_t(n * H + k)]);
+  return EMBER_OK;
+}
+
 }  // namespace
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -613,6 +693,10 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
       return lstm_recurrence(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
     case EMBER_LIB_LSTM_RECURRENCE_BACKWARD:
       return lstm_recurrence_backward(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
+    case EMBER_LIB_GRU_RECURRENCE:
+      return gru_recurrence(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
+    case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
+      return gru_recurrence_backward(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }

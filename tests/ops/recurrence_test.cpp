@@ -1,9 +1,9 @@
-// lstm_recurrence (include/ember/ops_library.h) on every backend: values and gradients against an
-// LSTM time loop written here from plain ops (matmul, chunk, sigmoid, tanh) and differentiated by
-// autograd, in f64, in both directions, with gradients reaching h only, c only or both; NaN and
-// infinities in the input projection; second derivatives (create_graph); f32, f16 and bf16
-// against f64; a batch large enough for oneDNN's products and the row-parallel gate math; that
-// nn::LSTM takes the library call; and errors on bad arguments.
+// lstm_recurrence and gru_recurrence (include/ember/ops_library.h) on every backend: values and
+// gradients against the time loops written here from plain ops (matmul, chunk, sigmoid, tanh) and
+// differentiated by autograd, in f64, in both directions (LSTM: gradients reaching h only, c only
+// or both); NaN and infinities in the input projection; second derivatives (create_graph); f32,
+// f16 and bf16 against f64; a batch large enough for oneDNN's products and the thread-split gate
+// math; that nn::LSTM and nn::GRU take the library calls; and errors on bad arguments.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -191,14 +191,139 @@ TEST_P(LstmRecurrenceTest, EmptyBatchAndBadArguments) {
 
 EMBER_OP_SUITE(LstmRecurrenceTest);
 
-// nn::LSTM runs its time loop as the library call where the device has it, and gives what its
-// per-step ops give (the module's PyTorch references are in tests/nn/recurrent_test.cpp).
-TEST(LstmRecurrenceModule, NnLstmTakesTheLibraryCall) {
+// ---- GRU ----------------------------------------------------------------------------------------
+class GruRecurrenceTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev = GetParam();
+};
+
+// The GRU loop from plain ops, as nn::GRU builds it without the library call.
+Array plain_gru(const Array& gi, const Array& h0, const Array& w_hh, const Array& b_hh, bool reverse) {
+  const int64_t L = gi.shape()[0];
+  std::vector<Array> hs(static_cast<size_t>(L));
+  Array h = h0;
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = reverse ? L - 1 - s : s;
+    std::vector<Array> a = chunk(select(gi, 0, t), 3, 1);
+    std::vector<Array> b = chunk(add(matmul(h, transpose(w_hh, 0, 1)), b_hh), 3, 1);
+    Array r = sigmoid(add(a[0], b[0])), z = sigmoid(add(a[1], b[1]));
+    Array n = tanh(add(a[2], mul(r, b[2])));
+    h = add(n, mul(z, sub(h, n)));
+    hs[size_t(t)] = h;
+  }
+  return stack(hs, 0);
+}
+
+struct GruOperands {
+  Array gi, h0, w, b;
+};
+GruOperands gru_operands(int64_t L, int64_t N, int64_t H, Device dev, uint32_t seed, DType dt = DType::F64) {
+  return {random_on({L, N, 3 * H}, seed, dev, dt, -2, 2), random_on({N, H}, seed + 1, dev, dt),
+          random_on({3 * H, H}, seed + 2, dev, dt, -0.6, 0.6), random_on({3 * H}, seed + 3, dev, dt)};
+}
+
+void check_gru_against_plain(const GruOperands& o, bool reverse, bool last_only, double tol, const std::string& what) {
+  SCOPED_TRACE(what);
+  std::vector<Array> leaves{o.gi.require_grad(), o.h0.require_grad(), o.w.require_grad(), o.b.require_grad()};
+  Array got = gru_recurrence(leaves[0], leaves[1], leaves[2], leaves[3], {.reverse = reverse});
+  Array want = plain_gru(leaves[0], leaves[1], leaves[2], leaves[3], reverse);
+  EXPECT_TRUE(all_close(got, want.to_vector<double>(), tol, tol)) << "h";
+  const int64_t L = got.shape()[0];
+  const Array wh = random_on(got.shape(), 93, got.device(), got.dtype());
+  auto loss = [&](const Array& h) {
+    return last_only ? sum(mul(select(h, 0, reverse ? 0 : L - 1), select(wh, 0, 0))) : sum(mul(h, wh));
+  };
+  Gradients gg = loss(got).backward(), gw = loss(want).backward();
+  const char* names[] = {"gi", "h0", "w_hh", "b_hh"};
+  for (size_t i = 0; i < leaves.size(); ++i)
+    EXPECT_TRUE(all_close(leaves[i].grad(gg), leaves[i].grad(gw).to_vector<double>(), tol, tol)) << "d" << names[i];
+}
+
+TEST_P(GruRecurrenceTest, MatchesPlainOpsInBothDirections) {
+  for (bool reverse : {false, true}) {
+    const std::string dir = reverse ? "reverse" : "forward";
+    check_gru_against_plain(gru_operands(5, 3, 4, dev, 101), reverse, false, 1e-12, dir + " 5x3x4");
+    check_gru_against_plain(gru_operands(1, 1, 1, dev, 105), reverse, false, 1e-12, dir + " one step, one unit");
+    check_gru_against_plain(gru_operands(7, 2, 17, dev, 109), reverse, false, 1e-12, dir + " 17 units (a tail)");
+    check_gru_against_plain(gru_operands(6, 2, 3, dev, 113), reverse, true, 1e-12, dir + " final h only");
+  }
+}
+
+TEST_P(GruRecurrenceTest, LargeBatchMatchesF64) {
+  const GruOperands o = gru_operands(3, 64, 256, dev, 121);
+  Array want = gru_recurrence(o.gi, o.h0, o.w, o.b);
+  Array got = gru_recurrence(cast(o.gi, DType::F32), cast(o.h0, DType::F32), cast(o.w, DType::F32), cast(o.b, DType::F32));
+  EXPECT_TRUE(all_close(got, want.to_vector<double>(), 1e-4, 1e-5));
+  if (dev.kind != DeviceKind::Reference) check_gru_against_plain(o, true, false, 1e-11, "64x256 f64");
+}
+
+TEST_P(GruRecurrenceTest, NanAndInfinityAsPlainOps) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dt : {DType::F64, DType::F32}) {
+    const int64_t L = 3, N = 3, H = 2;
+    std::vector<double> g = random_on({L, N, 3 * H}, 131, Device::reference()).to_vector<double>();
+    g[0] = inf;                         // t 0, row 0: r = 1
+    g[1 * 3 * H + 2] = -inf;            // t 0, row 1: z = 0
+    g[2 * 3 * H + 5] = inf;             // t 0, row 2: n = 1
+    g[(2 * N + 2) * 3 * H + 1] = nan;   // t 2, row 2, unit 1: NaN in r
+    GruOperands o = gru_operands(L, N, H, dev, 133, dt);
+    o.gi = cast(from_vector(g, {L, N, 3 * H}, dev), dt);
+    for (bool reverse : {false, true})
+      check_gru_against_plain(o, reverse, false, dt == DType::F64 ? 1e-12 : 1e-5,
+                              std::string(dtype_name(dt)) + (reverse ? " reverse" : " forward"));
+    std::vector<double> h = gru_recurrence(o.gi, o.h0, o.w, o.b).to_vector<double>();
+    EXPECT_TRUE(std::isnan(h[(2 * N + 2) * H + 1])) << "the NaN's own unit";
+    EXPECT_FALSE(std::isnan(h[(2 * N + 1) * H + 1])) << "another row of the same step";
+  }
+}
+
+TEST_P(GruRecurrenceTest, SecondDerivativesMatchPlainOps) {
+  const GruOperands o = gru_operands(3, 2, 3, dev, 141);
+  for (bool reverse : {false, true}) {
+    auto second = [&](bool library) {
+      std::vector<Array> leaves{o.gi.require_grad(), o.h0.require_grad(), o.w.require_grad(), o.b.require_grad()};
+      Array h = library ? gru_recurrence(leaves[0], leaves[1], leaves[2], leaves[3], {.reverse = reverse})
+                        : plain_gru(leaves[0], leaves[1], leaves[2], leaves[3], reverse);
+      std::vector<Array> d = grad(sum(mul(h, h)), leaves, {.create_graph = true});
+      Array s = add(sum(mul(d[0], d[0])), add(sum(mul(d[2], sum(d[1]))), sum(mul(d[3], d[3]))));
+      return grad(s, leaves, {.materialize_grads = true});
+    };
+    std::vector<Array> got = second(true), want = second(false);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(all_close(got[i], want[i].to_vector<double>(), 1e-11, 1e-11))
+          << (reverse ? "reverse" : "forward") << " operand " << i;
+  }
+}
+
+TEST_P(GruRecurrenceTest, HalfDtypesCloseToF32AndBadArguments) {
+  const GruOperands o = gru_operands(6, 3, 8, dev, 151, DType::F32);
+  Array want = gru_recurrence(o.gi, o.h0, o.w, o.b);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Array got = gru_recurrence(cast(o.gi, dt), cast(o.h0, dt), cast(o.w, dt), cast(o.b, dt));
+    EXPECT_EQ(got.dtype(), dt);
+    const double tol = dt == DType::F16 ? 5e-3 : 3e-2;
+    EXPECT_TRUE(all_close(got, want.to_vector<double>(), tol, tol)) << dtype_name(dt);
+  }
+  EMBER_EXPECT_ERROR(gru_recurrence(slice(o.gi, 2, 0, 23), o.h0, o.w, o.b), "gru_recurrence", "[L, N, 3H]", "[6, 3, 23]");
+  EMBER_EXPECT_ERROR(gru_recurrence(o.gi, o.h0, slice(o.w, 0, 0, 16), o.b), "gru_recurrence", "w_hh", "[24, 8]", "[16, 8]");
+  EMBER_EXPECT_ERROR(gru_recurrence(o.gi, o.h0, o.w, slice(o.b, 0, 0, 8)), "gru_recurrence", "b_hh", "[24]", "[8]");
+  EMBER_EXPECT_ERROR(gru_recurrence(o.gi, o.h0, o.w, cast(o.b, DType::F64)), "gru_recurrence", "b_hh", "float64");
+}
+
+EMBER_OP_SUITE(GruRecurrenceTest);
+
+// nn::LSTM and nn::GRU run their time loops as the library calls where the device has them (the
+// modules' PyTorch references are in tests/nn/recurrent_test.cpp).
+TEST(RecurrenceModule, NnLstmAndGruTakeTheLibraryCalls) {
   for (const Device& d : test_devices()) {
     if (!lstm_recurrence_available(d, DType::F32)) continue;
     nn::LSTM lstm({.input_size = 3, .hidden_size = 5, .device = d});
     nn::RecurrentOutput r = lstm.forward(random_on({4, 2, 3}, 71, d, DType::F32));
     EXPECT_EQ(r.output.node()->op, Op::LstmRecurrence) << d.str();
+    nn::GRU gru({.input_size = 3, .hidden_size = 5, .device = d});
+    EXPECT_EQ(gru.forward(random_on({4, 2, 3}, 72, d, DType::F32)).output.node()->op, Op::GruRecurrence) << d.str();
+    nn::GRU no_bias({.input_size = 3, .hidden_size = 5, .bias = false, .device = d});
+    EXPECT_EQ(no_bias.forward(random_on({4, 2, 3}, 73, d, DType::F32)).output.node()->op, Op::GruRecurrence);
   }
   EXPECT_TRUE(lstm_recurrence_available(Device::reference(), DType::F64));
   EXPECT_FALSE(lstm_recurrence_available(Device::reference(), DType::I32));
