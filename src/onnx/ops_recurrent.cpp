@@ -3,9 +3,14 @@
 // (peepholes i, o, f), GRU z, r, h. Directions forward, reverse and bidirectional; layout 0
 // ([seq, batch, ...]) and 1 ([batch, seq, ...]); sequence_lens (forward only: a finished
 // batch entry keeps its state and outputs zeros); clip; GRU's linear_before_reset. Activations
-// Sigmoid, Tanh, Relu (the default lists when the attribute is absent).
+// Sigmoid, Tanh, Relu (the default lists when the attribute is absent). An LSTM without
+// peepholes, clip or sequence_lens and with the default activations, and such a GRU with
+// linear_before_reset (PyTorch's formula, what its exporter writes), run each direction's time
+// loop as one library call instead (lstm_recurrence / gru_recurrence, where the device has it):
+// the gate rows reordered to PyTorch's order, the input projection one matmul over all steps.
 #include <algorithm>
 
+#include "ember/ops_library.h"
 #include "onnx/op_registry.h"
 
 namespace ember::onnx::detail {
@@ -71,8 +76,57 @@ std::vector<Array> op_recurrent(const OpContext& c, Cell cell) {
     if (direction != "forward") c.unsupported("sequence_lens with direction " + direction);
     lens = reshape(cast(c.input(4), DType::I64), Shape{N, 1});
   }
+  // The library call's conditions (every direction alike).
+  bool default_acts = true;
+  for (size_t k = 0; k < names.size(); ++k) default_acts = default_acts && names[k] == defaults[k % defaults.size()];
+  const bool fused = cell != Cell::Rnn && default_acts && clip <= 0 && !lens.defined() &&
+                     !(cell == Cell::Lstm && c.has_input(7)) &&
+                     (cell == Cell::Lstm ? lstm_recurrence_available(x.device(), x.dtype())
+                                         : c.attr_int("linear_before_reset", 0) != 0 &&
+                                               gru_recurrence_available(x.device(), x.dtype()));
   std::vector<Array> ys, hs, cs;
   for (int d = 0; d < dirs; ++d) {
+    if (fused) {
+      // Gate rows from ONNX's order (LSTM i, o, f, c; GRU z, r, h) to PyTorch's (i, f, g, o;
+      // r, z, n): blocks of H along dim 0.
+      const std::vector<int64_t> order = cell == Cell::Lstm ? std::vector<int64_t>{0, 2, 3, 1}
+                                                            : std::vector<int64_t>{1, 0, 2};
+      auto reorder = [&](const Array& m) {
+        std::vector<Array> blocks;
+        for (int64_t g : order) blocks.push_back(slice(m, 0, g * H, (g + 1) * H));
+        return cat(blocks, 0);
+      };
+      const Array w = reorder(select(W, 0, d)), r = reorder(select(R, 0, d));
+      Array wb, rb;
+      if (c.has_input(3)) {
+        const Array b = select(c.input(3), 0, d);
+        wb = reorder(slice(b, 0, 0, gates * H));
+        rb = reorder(slice(b, 0, gates * H, 2 * gates * H));
+      }
+      const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+      const Array h0 = c.has_input(5) ? select(c.input(5), 0, d) : zeros(Shape{N, H}, like);
+      const int64_t in = x.shape()[2];
+      // The LSTM's two biases both go into the projection; the GRU's recurrent one stays apart.
+      Array bias = wb;
+      if (cell == Cell::Lstm && rb.defined()) bias = add(wb, rb);
+      Array gi = matmul(reshape(x, Shape{T * N, in}), transpose(w, 0, 1));
+      if (bias.defined()) gi = add(gi, bias);
+      gi = reshape(gi, Shape{T, N, gates * H});
+      const bool reverse = direction == "reverse" || d == 1;
+      const int64_t last = reverse ? 0 : T - 1;
+      if (cell == Cell::Lstm) {
+        const Array c0 = c.has_input(6) ? select(c.input(6), 0, d) : zeros(Shape{N, H}, like);
+        LstmRecurrenceResult res = lstm_recurrence(gi, h0, c0, r, {.reverse = reverse});
+        ys.push_back(res.h);
+        hs.push_back(select(res.h, 0, last));
+        cs.push_back(select(res.c, 0, last));
+      } else {
+        const Array h = gru_recurrence(gi, h0, r, rb.defined() ? rb : zeros(Shape{3 * H}, like), {.reverse = reverse});
+        ys.push_back(h);
+        hs.push_back(select(h, 0, last));
+      }
+      continue;
+    }
     std::vector<Act> act;
     for (size_t k = 0; k < defaults.size(); ++k) {
       size_t idx = size_t(d) * defaults.size() + k;

@@ -13,6 +13,7 @@
 #include "ember/ember.h"
 #include "ember/onnx/onnx.h"
 #include "onnx/proto.h"
+#include "ops/op_coverage.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -509,6 +510,75 @@ TEST(OnnxLoaderTest, ScanCarriesStateAndStacksOutputsWithDirectionsAndAxes) {
   // A direction other than 0 or 1 is refused, naming the attribute.
   std::string e = error_of([&] { run(ember::onnx::load_from_memory(bytes_of(scan_model({2}, {}, {}, {}, {3, 2}))), x); });
   EXPECT_NE(e.find("scan_input_directions"), std::string::npos) << e;
+}
+
+// LSTM and GRU (linear_before_reset, what PyTorch exports) run each direction as one library call
+// (ops_recurrent.cpp); with clip = 1e30, a no-op on these values that the call does not take, the
+// same model runs the unrolled loop. Both directions, biases and initial states; the outputs of
+// the two paths agree, and the first one's graph holds the library ops.
+TEST(OnnxLoaderTest, RecurrentLibraryCallsMatchTheUnrolledLoop) {
+  const int64_t T = 5, N = 3, I = 4, H = 6;
+  for (const std::string op : {"LSTM", "GRU"}) {
+    SCOPED_TRACE(op);
+    const int64_t G = op == "LSTM" ? 4 : 3;
+    auto values = [](size_t n, int seed) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = float(int((i * 7 + size_t(seed) * 13) % 19) - 9) / 12.0f;
+      return v;
+    };
+    auto model = [&](bool unrolled) {
+      ::onnx::ModelProto m;
+      m.set_ir_version(8);
+      m.add_opset_import()->set_version(17);
+      auto* g = m.mutable_graph();
+      add_input(g, "x", 1, {T, N, I});
+      set_float_tensor(g->add_initializer(), "W", {2, G * H, I}, values(size_t(2 * G * H * I), 1));
+      set_float_tensor(g->add_initializer(), "R", {2, G * H, H}, values(size_t(2 * G * H * H), 2));
+      set_float_tensor(g->add_initializer(), "B", {2, 2 * G * H}, values(size_t(4 * G * H), 3));
+      set_float_tensor(g->add_initializer(), "h0", {2, N, H}, values(size_t(2 * N * H), 4));
+      std::vector<std::string> in{"x", "W", "R", "B", "", "h0"}, out{"Y", "Yh"};
+      if (op == "LSTM") {
+        set_float_tensor(g->add_initializer(), "c0", {2, N, H}, values(size_t(2 * N * H), 5));
+        in.push_back("c0");
+        out.push_back("Yc");
+      }
+      auto* n = add_node(g, op, in, out);
+      auto attr = [&](const char* name) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        return a;
+      };
+      auto* hs = attr("hidden_size");
+      hs->set_type(::onnx::AttributeProto::INT);
+      hs->set_i(H);
+      auto* dir = attr("direction");
+      dir->set_type(::onnx::AttributeProto::STRING);
+      dir->set_s("bidirectional");
+      if (op == "GRU") {
+        auto* lbr = attr("linear_before_reset");
+        lbr->set_type(::onnx::AttributeProto::INT);
+        lbr->set_i(1);
+      }
+      if (unrolled) {
+        auto* clip = attr("clip");
+        clip->set_type(::onnx::AttributeProto::FLOAT);
+        clip->set_f(1e30f);
+      }
+      for (const std::string& o : out) g->add_output()->set_name(o);
+      return ember::onnx::load_from_memory(bytes_of(m));
+    };
+    const Array x = from_vector(values(size_t(T * N * I), 6), {T, N, I});
+    ember::onnx::Model fused = model(false), unrolled = model(true);
+    auto a = fused.forward({{"x", x}}), b = unrolled.forward({{"x", x}});
+    const Op call = op == "LSTM" ? Op::LstmRecurrence : Op::GruRecurrence;
+    EXPECT_TRUE(ember::testing::ops_in_graph(a.at("Y")).count(call));
+    EXPECT_FALSE(ember::testing::ops_in_graph(b.at("Y")).count(call));
+    for (const auto& [name, want] : b) {
+      std::vector<float> got = a.at(name).to_vector<float>(), ref = want.to_vector<float>();
+      ASSERT_EQ(got.size(), ref.size()) << name;
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 2e-6) << name << " element " << i;
+    }
+  }
 }
 
 #endif  // EMBER_HAVE_ONNX
