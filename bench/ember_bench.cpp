@@ -336,28 +336,35 @@ struct EncoderTrain : Case {
   double check() override { return loss.item<double>(); }
 };
 
-// One training step of a character LSTM language model (the shape of examples/char_lstm.cpp with
-// two layers): embedding, 2-layer LSTM, linear head, cross-entropy over every position, Adam.
-// Tokens are a fixed pattern (torch_bench.py builds the same).
-struct LstmLm : Case {
+// One training step of a character language model (the shape of examples/char_lstm.cpp with two
+// layers): embedding, a 2-layer LSTM or GRU (`cell`), linear head, cross-entropy over every
+// position, Adam. Tokens are a fixed pattern (torch_bench.py builds the same).
+struct RecurrentLm : Case {
   struct Model : nn::Module {
     nn::Embedding embed;
     nn::LSTM lstm;
+    nn::GRU gru;
     nn::Linear head;
-    EMBER_MODULE(embed, lstm, head)
-    Model(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
-        : embed({.num = vocab, .dim = dim}),
-          lstm({.input_size = dim, .hidden_size = hidden, .num_layers = layers, .batch_first = true, .seed = 1}),
-          head({.in = hidden, .out = vocab}) {}
+    EMBER_MODULE(embed, lstm, gru, head)
+    Model(bool use_gru, int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
+        : embed({.num = vocab, .dim = dim}), head({.in = hidden, .out = vocab}) {
+      const nn::RecurrentOptions o{
+          .input_size = dim, .hidden_size = hidden, .num_layers = layers, .batch_first = true, .seed = 1};
+      if (use_gru) gru = nn::GRU(o);
+      else lstm = nn::LSTM(o);
+    }
   };
+  bool use_gru;
   Model model;
   std::optional<optim::Adam> opt;
   Array tokens, targets, loss;
   int64_t vocab;
-  LstmLm(int64_t batch, int64_t seq, int64_t vocab_size, int64_t dim, int64_t hidden, int64_t layers)
-      : model(vocab_size, dim, hidden, layers), vocab(vocab_size) {
+  RecurrentLm(const std::string& cell, int64_t batch, int64_t seq, int64_t vocab_size, int64_t dim, int64_t hidden,
+              int64_t layers)
+      : use_gru(cell == "gru"), model(use_gru, vocab_size, dim, hidden, layers), vocab(vocab_size) {
+    if (cell != "lstm" && cell != "gru") throw Error("lstm_lm: cell must be lstm or gru, got '" + cell + "'");
     set_params_by_name(model.embed, 80);
-    set_params_by_name(model.lstm, 90);
+    set_params_by_name(use_gru ? static_cast<nn::Module&>(model.gru) : model.lstm, 90);
     set_params_by_name(model.head, 100);
     opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
     // token[b, t] = (131 b + 7 t + t^2 mod 11) mod vocab; the target is the next position's token.
@@ -372,9 +379,9 @@ struct LstmLm : Case {
     targets = from_vector(y, {batch * seq});
   }
   void run() override {
-    Array h = model.lstm.forward(model.embed.forward(tokens)).output;
-    Array logits = model.head.forward(h);
-    loss = nn::cross_entropy(reshape(logits, {-1, vocab}), targets);
+    Array e = model.embed.forward(tokens);
+    Array h = use_gru ? model.gru.forward(e).output : model.lstm.forward(e).output;
+    loss = nn::cross_entropy(reshape(model.head.forward(h), {-1, vocab}), targets);
     opt->step(loss.backward());
     wait_cpu();
   }
@@ -543,9 +550,10 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
                                           p.at("ffn").get<int64_t>(), low);
   }
   if (kind == "lstm_lm")
-    return std::make_unique<LstmLm>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
-                                    p.at("vocab").get<int64_t>(), p.at("dim").get<int64_t>(),
-                                    p.at("hidden").get<int64_t>(), p.at("layers").get<int64_t>());
+    return std::make_unique<RecurrentLm>(p.value("cell", std::string("lstm")), p.at("batch").get<int64_t>(),
+                                         p.at("seq").get<int64_t>(), p.at("vocab").get<int64_t>(),
+                                         p.at("dim").get<int64_t>(), p.at("hidden").get<int64_t>(),
+                                         p.at("layers").get<int64_t>());
   if (kind == "lstm_autograd")
     return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                           p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>(),

@@ -325,12 +325,13 @@ class EncoderTrain(Stateful):
 
 
 class LstmLm(Stateful):
-    """One training step of a character LSTM language model: embedding, multi-layer LSTM
+    """One training step of a character language model: embedding, multi-layer LSTM or GRU
     (batch_first), linear head, cross-entropy over every position, Adam (as ember_bench.cpp)."""
 
-    def __init__(self, batch, seq, vocab, dim, hidden, layers):
+    def __init__(self, batch, seq, vocab, dim, hidden, layers, cell="lstm"):
         self.embed = torch.nn.Embedding(vocab, dim)
-        self.lstm = torch.nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        rnn = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell]
+        self.lstm = rnn(dim, hidden, num_layers=layers, batch_first=True)
         self.head = torch.nn.Linear(hidden, vocab)
         set_params_by_name(self.embed, 80)
         set_params_by_name(self.lstm, 90)
@@ -515,7 +516,7 @@ def make_case_eager(kind, p):
     if kind == "encoder_train":
         return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"], p.get("precision", "f32"))
     if kind == "lstm_lm":
-        return LstmLm(p["batch"], p["seq"], p["vocab"], p["dim"], p["hidden"], p["layers"])
+        return LstmLm(p["batch"], p["seq"], p["vocab"], p["dim"], p["hidden"], p["layers"], p.get("cell", "lstm"))
     if kind == "lstm_autograd":
         return LstmAutograd(p["batch"], p["seq"], p["in"], p["hidden"])
     if kind == "encoder":

@@ -220,16 +220,19 @@ RecurrentBase::RecurrentBase(RecurrentOptions opts, Kind kind) : options(opts), 
 }
 
 void RecurrentBase::visit(Visitor& v) {
-  for (int64_t l = 0; l < options.num_layers; ++l)
-    for (int64_t d = 0; d < directions(); ++d) {
-      RecurrentLayerWeights& w = weights[size_t(l * directions() + d)];
-      std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
-      detail::visit_field(v, "weight_ih" + suffix, w.weight_ih);
-      detail::visit_field(v, "weight_hh" + suffix, w.weight_hh);
-      detail::visit_field(v, "bias_ih" + suffix, w.bias_ih);
-      detail::visit_field(v, "bias_hh" + suffix, w.bias_hh);
-      detail::visit_field(v, "weight_hr" + suffix, w.weight_hr);
-    }
+  // By the weights that exist: a default-constructed module (a member assigned later) has none,
+  // while its options still say one layer.
+  const int64_t dirs = directions();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const int64_t l = int64_t(i) / dirs, d = int64_t(i) % dirs;
+    RecurrentLayerWeights& w = weights[i];
+    std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
+    detail::visit_field(v, "weight_ih" + suffix, w.weight_ih);
+    detail::visit_field(v, "weight_hh" + suffix, w.weight_hh);
+    detail::visit_field(v, "bias_ih" + suffix, w.bias_ih);
+    detail::visit_field(v, "bias_hh" + suffix, w.bias_hh);
+    detail::visit_field(v, "weight_hr" + suffix, w.weight_hr);
+  }
 }
 
 RecurrentOutput RecurrentBase::run(const Array& x, const Array& h0, const Array& c0, Loc loc) {

@@ -301,6 +301,34 @@ TEST(RecurrentTest, StateDictUsesTorchNames) {
   EXPECT_EQ(cell_names, std::vector<std::string>({"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
 }
 
+struct RecurrentHolder : Module {
+  LSTM a;
+  GRU b;
+  Linear head{{.in = 2, .out = 1}};
+  EMBER_MODULE(a, b, head)
+};
+
+// A default-constructed module (a member assigned later) has no parameters and visits none (its
+// visit used to index past its empty weights and crash, e.g. inside an optimizer's constructor).
+TEST(RecurrentTest, DefaultConstructedModulesHaveNoParameters) {
+  LSTM lstm;
+  GRU gru;
+  RNN rnn;
+  EXPECT_TRUE(lstm.named_parameters().empty());
+  EXPECT_TRUE(gru.named_parameters().empty());
+  EXPECT_TRUE(rnn.named_parameters().empty());
+  RecurrentHolder holder;
+  EXPECT_EQ(holder.named_parameters().size(), 2u);  // head.weight, head.bias
+  holder.b = GRU({.input_size = 3, .hidden_size = 4});
+  EXPECT_EQ(holder.named_parameters().size(), 6u);
+  try {
+    lstm.forward(det({2, 1, 3}, 0.1, 0.2));
+    ADD_FAILURE() << "a default-constructed LSTM ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("default-constructed"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RecurrentTest, DefaultInitAndOptions) {
   GRU gru({.input_size = 5, .hidden_size = 16, .num_layers = 2, .seed = 9});
   double bound = 1 / std::sqrt(16.0);
