@@ -47,8 +47,8 @@ struct ForwardRow {
 };
 template <class T>
 struct BackwardRow {
-  const T *act, *c, *c_prev, *dh, *dc;
-  T *dh_next, *dc_next, *da;  // dh_next: in (the carry); dc_next: in and out
+  const T *act, *c, *c_prev, *dh, *dc, *dh_next;  // dh_next: dh' (the carry from the later step)
+  T *dc_next, *da;                                  // dc_next: in and out
   int64_t gate_stride, units;
 };
 
@@ -391,8 +391,7 @@ const T* unit_columns(const T* w, int64_t rows, int64_t H, int64_t k0, int64_t u
   return storage.data();
 }
 
-// Each part's dh' is a dense [N, units], which its product writes (oneDNN took 5x longer for a
-// product into columns of a wider matrix); at the end they are the columns of dh0.
+// Each part's dh' ([N, units]) as the columns [k0, k1) of out [N, H].
 template <class T>
 void gather_parts(const std::vector<std::vector<T>>& parts, int64_t N, int64_t H, T* out) {
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -403,33 +402,81 @@ void gather_parts(const std::vector<std::vector<T>>& parts, int64_t N, int64_t H
   }
 }
 
+// A step of the forward loop as the drivers below see it: its time index t, the previous step's
+// index `prev` (-1 before the first), and this part's units.
+struct Step {
+  int64_t t, prev, k0, units;
+};
+
+// The forward time loop of both cells. Each part packs the gate rows of w for its units; per step
+// pre = h_prev wp^T ([N, gates · units], wp read as a column-major [H, gates · units]) and then
+// row(step, n, pre row) for each batch row, which writes h[t] for these units.
+template <class T, class Row>
+void forward_steps(int64_t L, int64_t N, int64_t H, int64_t gates, const T* w, const T* h0, const T* h, bool reverse,
+                   Row&& row) {
+  Team team(unit_parts(H));
+  team.run([&](int p, Team& tm) {
+    const auto range = unit_range(H, p, tm.parts());
+    const int64_t k0 = range.first, units = range.second - range.first;
+    std::vector<T> storage, pre(size_t(N * gates * units));
+    const T* wp = units > 0 ? gate_rows(w, gates, H, k0, units, storage) : nullptr;
+    for (int64_t s = 0; s < L; ++s) {
+      const Step step{reverse ? L - 1 - s : s, s == 0 ? -1 : reverse ? L - s : s - 1, k0, units};
+      const T* h_prev = step.prev < 0 ? h0 : h + step.prev * N * H;
+      if (units > 0) tm.work([&] {
+        gemm_2d(N, gates * units, H, h_prev, H, 1, wp, 1, H, pre.data(), gates * units);
+        for (int64_t n = 0; n < N; ++n) row(step, n, pre.data() + n * gates * units);
+      });
+      tm.barrier();
+    }
+  });
+}
+
+// The backward time loop of both cells, from the last step to the first. Per step row(step, n,
+// dh' row, carry row) writes the pre-activation gradients d[t] ([N, gates · H], what multiplies
+// w) for this part's units, reading this part's dh' ([N, units], dense: oneDNN took 5x longer for
+// a product into columns of a wider matrix); after a barrier, dh' = d[t] w[:, units] plus, when
+// `carry`, what the row left in the carry row (the GRU's dh_t * z). The final dh' is dh0.
+template <class T, class Row>
+void backward_steps(int64_t L, int64_t N, int64_t H, int64_t gates, const T* w, const T* d, bool carry, bool reverse,
+                    T* dh0, Row&& row) {
+  const int64_t G = gates * H;
+  std::vector<std::vector<T>> dh_parts(size_t(unit_parts(H)));
+  Team team(int(dh_parts.size()));
+  team.run([&](int p, Team& tm) {
+    const auto range = unit_range(H, p, tm.parts());
+    const int64_t k0 = range.first, units = range.second - range.first;
+    std::vector<T>& dh_next = dh_parts[size_t(p)];
+    dh_next.assign(size_t(N * units), T(0));
+    std::vector<T> storage, carried(carry ? size_t(N * units) : 0);
+    const T* wp = units > 0 ? unit_columns(w, G, H, k0, units, storage) : nullptr;
+    for (int64_t s = L - 1; s >= 0; --s) {
+      const Step step{reverse ? L - 1 - s : s, s == 0 ? -1 : reverse ? L - s : s - 1, k0, units};
+      if (units > 0) tm.work([&] {
+        for (int64_t n = 0; n < N; ++n)
+          row(step, n, dh_next.data() + n * units, carry ? carried.data() + n * units : nullptr);
+      });
+      tm.barrier();  // d[t] of every part is written
+      // (The next step's row reads only this part's dh': no barrier after the product.)
+      if (units > 0) tm.work([&] {
+        gemm_2d(N, units, G, d + step.t * N * G, G, 1, wp, units, 1, dh_next.data(), units);
+        for (size_t i = 0; i < carried.size(); ++i) dh_next[i] += carried[i];
+      });
+    }
+  });
+  gather_parts(dh_parts, N, H, dh0);
+}
+
 template <class T>
 void lstm_forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool reverse) {
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 4, G = 4 * H;
   const DenseIn<T> gi(in[0]), h0(in[1]), c0(in[2]), w(in[3]);
   DenseOut<T> h(out[0]), c(out[1]), gates(out[2]);
-  Team team(unit_parts(H));
-  team.run([&](int p, Team& tm) {
-    const auto range = unit_range(H, p, tm.parts());
-    const int64_t k0 = range.first, units = range.second - range.first;
-    std::vector<T> storage, pre(size_t(N * 4 * units));
-    const T* wp = units > 0 ? gate_rows(w.data, 4, H, k0, units, storage) : nullptr;
-    for (int64_t s = 0; s < L; ++s) {
-      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
-      const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
-      const T* c_prev = s == 0 ? c0.data : c.data + prev * N * H;
-      if (units > 0) tm.work([&] {
-        // pre = h_prev wp^T: wp [4 units, H] read as a column-major [H, 4 units].
-        gemm_2d(N, 4 * units, H, h_prev, H, 1, wp, 1, H, pre.data(), 4 * units);
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = t * N + n;
-          run_row(rec::ForwardRow<T>{gi.data + row * G + k0, pre.data() + n * 4 * units, c_prev + n * H + k0,
-                                     gates.data + row * G + k0, c.data + row * H + k0, h.data + row * H + k0, H,
-                                     units, units});
-        }
-      });
-      tm.barrier();
-    }
+  forward_steps<T>(L, N, H, 4, w.data, h0.data, h.data, reverse, [&](const Step& st, int64_t n, const T* pre) {
+    const int64_t row = st.t * N + n;
+    const T* c_prev = st.prev < 0 ? c0.data + n * H : c.data + (st.prev * N + n) * H;
+    run_row(rec::ForwardRow<T>{gi.data + row * G + st.k0, pre, c_prev + st.k0, gates.data + row * G + st.k0,
+                               c.data + row * H + st.k0, h.data + row * H + st.k0, H, st.units, st.units});
   });
   h.finish();
   c.finish();
@@ -441,37 +488,15 @@ void lstm_backward(const ember_tensor_desc* in, const ember_tensor_desc* out, bo
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 4, G = 4 * H;
   const DenseIn<T> gates(in[0]), c(in[1]), c0(in[2]), w(in[3]), dh(in[4]), dc(in[5]);
   DenseOut<T> da(out[0]), dh0(out[1]), dc0(out[2]);
-  // The carries between steps, zero before the last: dh' = da w of the later step (per part) and
-  // dc' (each part its own columns).
-  std::vector<T> dc_next(size_t(N * H), T(0));
-  std::vector<std::vector<T>> dh_parts(size_t(unit_parts(H)));
-  Team team(int(dh_parts.size()));
-  team.run([&](int p, Team& tm) {
-    const auto range = unit_range(H, p, tm.parts());
-    const int64_t k0 = range.first, units = range.second - range.first;
-    std::vector<T>& dh_next = dh_parts[size_t(p)];
-    dh_next.assign(size_t(N * units), T(0));
-    std::vector<T> storage;
-    const T* wp = units > 0 ? unit_columns(w.data, G, H, k0, units, storage) : nullptr;
-    for (int64_t s = L - 1; s >= 0; --s) {
-      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
-      const T* c_prev = s == 0 ? c0.data : c.data + prev * N * H;
-      if (units > 0) tm.work([&] {
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = t * N + n;
-          run_row(rec::BackwardRow<T>{gates.data + row * G + k0, c.data + row * H + k0, c_prev + n * H + k0,
-                                      dh.data + row * H + k0, dc.data + row * H + k0, dh_next.data() + n * units,
-                                      dc_next.data() + n * H + k0, da.data + row * G + k0, H, units});
-        }
-      });
-      tm.barrier();
-      // dh'[:, k0:k1] = da[t] w[:, k0:k1]: [N, 4H] x [4H, units] (every part's da of this step).
-      // (The next step's gate math reads only this part's dh': no barrier after it.)
-      if (units > 0)
-        tm.work([&] { gemm_2d(N, units, G, da.data + t * N * G, G, 1, wp, units, 1, dh_next.data(), units); });
-    }
-  });
-  gather_parts(dh_parts, N, H, dh0.data);
+  std::vector<T> dc_next(size_t(N * H), T(0));  // dc', each part its own columns
+  backward_steps<T>(L, N, H, 4, w.data, da.data, false, reverse, dh0.data,
+                    [&](const Step& st, int64_t n, const T* dh_next, T*) {
+                      const int64_t row = st.t * N + n, k0 = st.k0;
+                      const T* c_prev = st.prev < 0 ? c0.data + n * H : c.data + (st.prev * N + n) * H;
+                      run_row(rec::BackwardRow<T>{gates.data + row * G + k0, c.data + row * H + k0, c_prev + k0,
+                                                  dh.data + row * H + k0, dc.data + row * H + k0, dh_next,
+                                                  dc_next.data() + n * H + k0, da.data + row * G + k0, H, st.units});
+                    });
   std::memcpy(dc0.data, dc_next.data(), dc_next.size() * sizeof(T));
   da.finish();
   dh0.finish();
@@ -483,26 +508,12 @@ void gru_forward(const ember_tensor_desc* in, const ember_tensor_desc* out, bool
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 3, G = 3 * H;
   const DenseIn<T> gi(in[0]), h0(in[1]), w(in[2]), bias(in[3]);
   DenseOut<T> h(out[0]), gates(out[1]), hn(out[2]);
-  Team team(unit_parts(H));
-  team.run([&](int p, Team& tm) {
-    const auto range = unit_range(H, p, tm.parts());
-    const int64_t k0 = range.first, units = range.second - range.first;
-    std::vector<T> storage, pre(size_t(N * 3 * units));
-    const T* wp = units > 0 ? gate_rows(w.data, 3, H, k0, units, storage) : nullptr;
-    for (int64_t s = 0; s < L; ++s) {
-      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
-      const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
-      if (units > 0) tm.work([&] {
-        gemm_2d(N, 3 * units, H, h_prev, H, 1, wp, 1, H, pre.data(), 3 * units);
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = t * N + n;
-          run_row(rec::GruForwardRow<T>{gi.data + row * G + k0, pre.data() + n * 3 * units, bias.data + k0,
-                                        h_prev + n * H + k0, gates.data + row * G + k0, hn.data + row * H + k0,
-                                        h.data + row * H + k0, H, units, units});
-        }
-      });
-      tm.barrier();
-    }
+  forward_steps<T>(L, N, H, 3, w.data, h0.data, h.data, reverse, [&](const Step& st, int64_t n, const T* pre) {
+    const int64_t row = st.t * N + n;
+    const T* h_prev = st.prev < 0 ? h0.data + n * H : h.data + (st.prev * N + n) * H;
+    run_row(rec::GruForwardRow<T>{gi.data + row * G + st.k0, pre, bias.data + st.k0, h_prev + st.k0,
+                                  gates.data + row * G + st.k0, hn.data + row * H + st.k0, h.data + row * H + st.k0,
+                                  H, st.units, st.units});
   });
   h.finish();
   gates.finish();
@@ -514,35 +525,14 @@ void gru_backward(const ember_tensor_desc* in, const ember_tensor_desc* out, boo
   const int64_t L = in[0].shape[0], N = in[0].shape[1], H = in[0].shape[2] / 3, G = 3 * H;
   const DenseIn<T> gates(in[0]), hn(in[1]), h(in[2]), h0(in[3]), w(in[4]), dh(in[5]);
   DenseOut<T> dgi(out[0]), db(out[1]), dh0(out[2]);
-  std::vector<std::vector<T>> dh_parts(size_t(unit_parts(H)));
-  Team team(int(dh_parts.size()));
-  team.run([&](int p, Team& tm) {
-    const auto range = unit_range(H, p, tm.parts());
-    const int64_t k0 = range.first, units = range.second - range.first;
-    std::vector<T>& dh_next = dh_parts[size_t(p)];
-    dh_next.assign(size_t(N * units), T(0));
-    std::vector<T> storage, z_carry(size_t(N * units));
-    const T* wp = units > 0 ? unit_columns(w.data, G, H, k0, units, storage) : nullptr;
-    for (int64_t s = L - 1; s >= 0; --s) {
-      const int64_t t = reverse ? L - 1 - s : s, prev = reverse ? t + 1 : t - 1;
-      const T* h_prev = s == 0 ? h0.data : h.data + prev * N * H;
-      if (units > 0) tm.work([&] {
-        for (int64_t n = 0; n < N; ++n) {
-          const int64_t row = t * N + n;
-          run_row(rec::GruBackwardRow<T>{gates.data + row * G + k0, hn.data + row * H + k0, h_prev + n * H + k0,
-                                         dh.data + row * H + k0, dh_next.data() + n * units, dgi.data + row * G + k0,
-                                         db.data + row * G + k0, z_carry.data() + n * units, H, units});
-        }
-      });
-      tm.barrier();
-      // dh'[:, k0:k1] = db[t] w[:, k0:k1] + dh_t * z.
-      if (units > 0) tm.work([&] {
-        gemm_2d(N, units, G, db.data + t * N * G, G, 1, wp, units, 1, dh_next.data(), units);
-        for (size_t i = 0; i < dh_next.size(); ++i) dh_next[i] += z_carry[i];
-      });
-    }
-  });
-  gather_parts(dh_parts, N, H, dh0.data);
+  backward_steps<T>(L, N, H, 3, w.data, db.data, true, reverse, dh0.data,
+                    [&](const Step& st, int64_t n, const T* dh_next, T* carry) {
+                      const int64_t row = st.t * N + n, k0 = st.k0;
+                      const T* h_prev = st.prev < 0 ? h0.data + n * H : h.data + (st.prev * N + n) * H;
+                      run_row(rec::GruBackwardRow<T>{gates.data + row * G + k0, hn.data + row * H + k0, h_prev + k0,
+                                                     dh.data + row * H + k0, dh_next, dgi.data + row * G + k0,
+                                                     db.data + row * G + k0, carry, H, st.units});
+                    });
   dgi.finish();
   db.finish();
   dh0.finish();
