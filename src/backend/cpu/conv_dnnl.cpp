@@ -72,24 +72,6 @@ DenseF32 dense_f32(const ember_tensor_desc& d) {
   return r;
 }
 
-// An output written as dense f32: in place when possible, else through a temporary.
-struct OutF32 {
-  const ember_tensor_desc& d;
-  std::vector<float> tmp;
-  float* p;
-  explicit OutF32(const ember_tensor_desc& desc) : d(desc) {
-    if (d.dtype == EMBER_F32 && desc_contiguous(d)) {
-      p = static_cast<float*>(d.buffer->data) + d.offset;
-    } else {
-      tmp.resize(size_t(desc_numel(d)));
-      p = tmp.data();
-    }
-  }
-  void finish() {
-    if (!tmp.empty()) unpack_dense(tmp, d);
-  }
-};
-
 // A 16-bit floating operand as a dense array of its own dtype (in place when it already is one;
 // a strided one goes through f32, exactly).
 struct Dense16 {
@@ -535,8 +517,8 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     const auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
-    OutF32 o(out);
-    execute(*e, i0.p, i1.p, o.p, b.p);
+    DenseOut<float> o(out);
+    execute(*e, i0.p, i1.p, o.data, b.p);
     o.finish();
     if (post && !(in_dnnl && e->post)) post_ops_4d(*post, post_in, out);
   } catch (const dnnl::error& err) {
@@ -587,10 +569,10 @@ int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor
       pool = it->second;
     }
     DenseF32 x = dense_f32(in);
-    OutF32 o(out);
+    DenseOut<float> o(out);
     dnnl::stream s(engine());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(src, engine(), const_cast<float*>(x.p))},
-                                               {DNNL_ARG_DST, dnnl::memory(dst, engine(), o.p)}};
+                                               {DNNL_ARG_DST, dnnl::memory(dst, engine(), o.data)}};
     add_scratchpad(args, pool.scratchpad, engine());
     pool.prim.execute(s, args);
     s.wait();

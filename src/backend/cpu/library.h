@@ -41,6 +41,43 @@ std::vector<T> pack_dense(const ember_tensor_desc& d);
 template <class T>
 void unpack_dense(const std::vector<T>& v, const ember_tensor_desc& d);
 
+// A floating operand as a dense row-major array of T (float or double): the buffer itself when it
+// already is one (T's dtype, contiguous), else a packed copy.
+template <class T>
+struct DenseIn {
+  std::vector<T> copy;
+  const T* data = nullptr;
+  explicit DenseIn(const ember_tensor_desc& d) {
+    constexpr int32_t kDtype = sizeof(T) == 8 ? EMBER_F64 : EMBER_F32;
+    if (d.dtype == kDtype && desc_contiguous(d)) {
+      data = static_cast<const T*>(d.buffer->data) + d.offset;
+    } else {
+      copy = pack_dense<T>(d);
+      data = copy.data();
+    }
+  }
+};
+// An output written as a dense row-major array of T: in place when it is one, else through a
+// vector that finish() rounds into it.
+template <class T>
+struct DenseOut {
+  const ember_tensor_desc& desc;
+  std::vector<T> copy;
+  T* data = nullptr;
+  explicit DenseOut(const ember_tensor_desc& d) : desc(d) {
+    constexpr int32_t kDtype = sizeof(T) == 8 ? EMBER_F64 : EMBER_F32;
+    if (d.dtype == kDtype && desc_contiguous(d)) {
+      data = static_cast<T*>(d.buffer->data) + d.offset;
+    } else {
+      copy.resize(size_t(desc_numel(d)));
+      data = copy.data();
+    }
+  }
+  void finish() {
+    if (!copy.empty()) unpack_dense(copy, desc);
+  }
+};
+
 // f64 direct loops on dense operands (library_loops.cpp).
 void conv2d_f64(const double* x, const double* w, const double* bias, double* y, const int64_t xs[4],
                 const int64_t ws[4], const int64_t ys[4], const ember_conv_attrs& a);

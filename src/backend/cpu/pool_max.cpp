@@ -34,22 +34,6 @@ struct Geom {
 // Used only in OpenMP clauses (unused where the compiler generates no OpenMP code, e.g. clang 14).
 [[maybe_unused]] bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
 
-// A dense row-major view of a floating operand as T (in place when it already is one).
-template <class T>
-struct Dense {
-  const T* p = nullptr;
-  std::vector<T> own;
-  explicit Dense(const ember_tensor_desc& d) {
-    constexpr int32_t want = sizeof(T) == 4 ? EMBER_F32 : EMBER_F64;
-    if (d.dtype == want && desc_contiguous(d)) {
-      p = static_cast<const T*>(d.buffer->data) + d.offset;
-    } else {
-      own = pack_dense<T>(d);
-      p = own.data();
-    }
-  }
-};
-
 // 2x2 windows at stride 2 without padding (the common case): two rows at a time.
 template <class T>
 void max_2x2(const T* x, const Geom& g, T* y) {
@@ -403,10 +387,10 @@ int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& ou
   const ember_tensor_desc& big = backward ? in[1] : in[0];
   const ember_tensor_desc& small = backward ? in[0] : out;
   const Geom g{big.shape[0] * big.shape[1], big.shape[2], big.shape[3], small.shape[2], small.shape[3]};
-  const Dense<T> x(big);
+  const DenseIn<T> x(big);
   if (op == EMBER_LIB_MAX_POOL2D_INDICES) {
     // Outputs are fresh contiguous buffers (abi.h).
-    max_indices(x.p, g, a, static_cast<int64_t*>(out.buffer->data) + out.offset);
+    max_indices(x.data, g, a, static_cast<int64_t*>(out.buffer->data) + out.offset);
     return EMBER_OK;
   }
   constexpr int32_t want = sizeof(T) == 4 ? EMBER_F32 : EMBER_F64;
@@ -417,10 +401,10 @@ int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& ou
     y = tmp.data();
   }
   if (backward) {
-    const Dense<T> dy(in[0]);
-    max_backward(dy.p, x.p, g, a, y);
+    const DenseIn<T> dy(in[0]);
+    max_backward(dy.data, x.data, g, a, y);
   } else {
-    max_forward(x.p, g, a, y);
+    max_forward(x.data, g, a, y);
   }
   if (!tmp.empty()) unpack_dense(tmp, out);
   return EMBER_OK;

@@ -277,44 +277,6 @@ void run_row(const rec::GruForwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(GruForw
 void run_row(const rec::GruBackwardRow<float>& r) { HWY_DYNAMIC_DISPATCH(GruBackwardRowF32)(r); }
 void run_row(const rec::GruBackwardRow<double>& r) { HWY_DYNAMIC_DISPATCH(GruBackwardRowF64)(r); }
 
-// A descriptor's elements as a dense row-major array of T: the buffer itself when it already is
-// one, else a packed copy.
-template <class T>
-struct DenseIn {
-  std::vector<T> copy;
-  const T* data = nullptr;
-  explicit DenseIn(const ember_tensor_desc& d) {
-    constexpr int32_t kDtype = sizeof(T) == 8 ? EMBER_F64 : EMBER_F32;
-    if (d.dtype == kDtype && desc_contiguous(d)) {
-      data = static_cast<const T*>(d.buffer->data) + d.offset;
-    } else {
-      copy = pack_dense<T>(d);
-      data = copy.data();
-    }
-  }
-};
-
-// An output (a fresh contiguous buffer, abi.h) written as T: in place when its dtype is T, else
-// through a vector that finish() rounds into it.
-template <class T>
-struct DenseOut {
-  const ember_tensor_desc& desc;
-  std::vector<T> copy;
-  T* data = nullptr;
-  explicit DenseOut(const ember_tensor_desc& d) : desc(d) {
-    constexpr int32_t kDtype = sizeof(T) == 8 ? EMBER_F64 : EMBER_F32;
-    if (d.dtype == kDtype && desc_contiguous(d)) {
-      data = static_cast<T*>(d.buffer->data) + d.offset;
-    } else {
-      copy.resize(size_t(desc_numel(d)));
-      data = copy.data();
-    }
-  }
-  void finish() {
-    if (!copy.empty()) unpack_dense(copy, desc);
-  }
-};
-
 // How many threads split the units: all of them when there are enough units for 16 each (one
 // AVX-512 vector of f32); the call already runs on one thread when a step's product is small
 // (cpu_backend.cpp, SerialWhenSmall).
