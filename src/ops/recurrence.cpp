@@ -19,14 +19,15 @@ struct Dims {
   Device device;
 };
 
-// The checks shared by both recurrences: gi [L, N, G·H], w_hh [G·H, H], each named operand of
-// `shaped` ([N, H] for "h0"/"c0", [G·H] otherwise), all of one floating dtype and one device.
+// The checks shared by both recurrences: gi [L, N, G·H], w_hh [G·H, H], the states [N, H] and the
+// bias (GRU's b_hh, or null) [G·H], all of one floating dtype and one device.
 Dims check_operands(const char* op, int64_t G, const Array& gi, const Array& w_hh,
-                    std::initializer_list<std::pair<const char*, const Array*>> shaped, Loc loc) {
+                    std::initializer_list<std::pair<const char*, const Array*>> states, const Array* bias, Loc loc) {
   const NodePtr& gn = node_of(gi, op, loc);
   const NodePtr& wn = node_of(w_hh, op, loc);
   std::vector<const Array*> all{&gi, &w_hh};
-  for (const auto& [name, a] : shaped) all.push_back(a);
+  for (const auto& [name, a] : states) all.push_back(a);
+  if (bias) all.push_back(bias);
   const Device dev = common_device(all, op, loc);
   const Shape &gs = gn->shape, &ws = wn->shape;
   if (gs.rank() != 3 || gs[2] % G != 0)
@@ -38,23 +39,20 @@ Dims check_operands(const char* op, int64_t G, const Array& gi, const Array& w_h
          loc);
   const DType dt = gn->dtype;
   if (!is_floating(dt)) fail(op, fmt::format("needs floating operands, got gi of dtype {}", dtype_name(dt)), loc);
-  if (wn->dtype != dt)
-    fail(op, fmt::format("w_hh has dtype {} but gi has {}; cast them to one dtype", dtype_name(wn->dtype),
-                         dtype_name(dt)),
-         loc);
-  for (const auto& [name, a] : shaped) {
-    const NodePtr& n = node_of(*a, op, loc);
-    const bool state = name[0] != 'b';
-    const Shape want = state ? Shape{N, H} : Shape{G * H};
+  auto check = [&](const char* name, const Array& a, const Shape& want, const char* form) {
+    const NodePtr& n = node_of(a, op, loc);
     if (n->shape != want)
-      fail(op, fmt::format("{} must be {} = {} for gi of shape {}, got {}", name, state ? "[N, H]" : "[G·H]",
-                           want.str(), gs.str(), n->shape.str()),
+      fail(op, fmt::format("{} must be {} = {} for gi of shape {}, got {}", name, form, want.str(), gs.str(),
+                           n->shape.str()),
            loc);
     if (n->dtype != dt)
       fail(op, fmt::format("{} has dtype {} but gi has {}; cast them to one dtype", name, dtype_name(n->dtype),
                            dtype_name(dt)),
            loc);
-  }
+  };
+  check("w_hh", w_hh, Shape{G * H, H}, "[G·H, H]");
+  for (const auto& [name, a] : states) check(name, *a, Shape{N, H}, "[N, H]");
+  if (bias) check("b_hh", *bias, Shape{G * H}, "[G·H]");
   return {L, N, H, dt, dev};
 }
 
@@ -62,19 +60,20 @@ Dims check_operands(const char* op, int64_t G, const Array& gi, const Array& w_h
 
 LstmRecurrenceResult lstm_recurrence(const Array& gi, const Array& h0, const Array& c0, const Array& w_hh,
                                      TimeLoopOptions opts, Loc loc) {
-  const auto [L, N, H, dt, dev] = check_operands("lstm_recurrence", 4, gi, w_hh, {{"h0", &h0}, {"c0", &c0}}, loc);
+  const auto [L, N, H, dt, dev] =
+      check_operands("lstm_recurrence", 4, gi, w_hh, {{"h0", &h0}, {"c0", &c0}}, nullptr, loc);
   OpAttrs attrs{.params = RecurrenceAttrs{.reverse = opts.reverse}};
-  std::vector<Array> outs = make_arrays(Op::LstmRecurrence, std::move(attrs), {gi, h0, c0, w_hh},
-                                        {{Shape{L, N, H}, dt}, {Shape{L, N, H}, dt}, {Shape{L, N, 4 * H}, dt}}, dev, loc);
+  const std::vector<OutputSpec> specs{{Shape{L, N, H}, dt}, {Shape{L, N, H}, dt}, {Shape{L, N, 4 * H}, dt}};
+  std::vector<Array> outs = make_arrays(Op::LstmRecurrence, std::move(attrs), {gi, h0, c0, w_hh}, specs, dev, loc);
   return {outs[0], outs[1]};
 }
 
 Array gru_recurrence(const Array& gi, const Array& h0, const Array& w_hh, const Array& b_hh, TimeLoopOptions opts,
                      Loc loc) {
-  const auto [L, N, H, dt, dev] = check_operands("gru_recurrence", 3, gi, w_hh, {{"h0", &h0}, {"b_hh", &b_hh}}, loc);
+  const auto [L, N, H, dt, dev] = check_operands("gru_recurrence", 3, gi, w_hh, {{"h0", &h0}}, &b_hh, loc);
   OpAttrs attrs{.params = RecurrenceAttrs{.reverse = opts.reverse}};
-  std::vector<Array> outs = make_arrays(Op::GruRecurrence, std::move(attrs), {gi, h0, w_hh, b_hh},
-                                        {{Shape{L, N, H}, dt}, {Shape{L, N, 3 * H}, dt}, {Shape{L, N, H}, dt}}, dev, loc);
+  const std::vector<OutputSpec> specs{{Shape{L, N, H}, dt}, {Shape{L, N, 3 * H}, dt}, {Shape{L, N, H}, dt}};
+  std::vector<Array> outs = make_arrays(Op::GruRecurrence, std::move(attrs), {gi, h0, w_hh, b_hh}, specs, dev, loc);
   return outs[0];
 }
 

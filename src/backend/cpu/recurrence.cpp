@@ -1,14 +1,16 @@
 // EMBER_LIB_LSTM_RECURRENCE and EMBER_LIB_GRU_RECURRENCE (and their backwards) for the CPU backend:
-// the time loop of one LSTM or GRU layer and direction (abi.h has the formulas). Per step, one product of the batch's hidden states with the
-// recurrent weight (gemm_2d: loops for small products, oneDNN for large ones), then the gate math
-// over the batch rows with Highway's vector exp and tanh (this file is compiled once per target,
-// foreach_target, and picks the best at run time; lanes outside the vector functions' range, NaN
-// included, take the C library as the reference does). f32 and f64 compute in their dtype;
-// f16 / bf16 are widened to f32 once and rounded once at the end.
+// the time loop of one LSTM or GRU layer and direction (abi.h has the formulas). Per step, one
+// product of the batch's hidden states with the recurrent weight (gemm_2d: loops for small
+// products, oneDNN for large ones), then the gate math over the batch rows with Highway's vector
+// exp and tanh (this file is compiled once per target, foreach_target, and picks the best at run
+// time; lanes outside the vector functions' range, NaN included, take the C library as the
+// reference does). f32 and f64 compute in their dtype; f16 / bf16 are widened to f32 once and
+// rounded once at the end.
 //
-// Threads split the hidden units, not each product: thread p owns units [k0, k1), packs the four
-// gate rows of w_hh for them once per call, and per step computes its own slice of the product
-// and the gate math of its units; one barrier per step publishes h (forward) or da (backward).
+// Threads split the hidden units, not each product: thread p owns units [k0, k1), packs the
+// gate rows of w_hh for them once per call (four for LSTM, three for GRU), and per step computes
+// its own slice of the product and the gate math of its units; one barrier per step publishes h
+// (forward) or the pre-activation gradients (backward).
 // oneDNN splitting each [32, 256] x [256, 1024] step product over 2 threads made it slower than on
 // one (26.7 against 22.3 ms per 128 products), and a thread's slice of w stays in its cache.
 //
