@@ -1,8 +1,10 @@
 // Recurrent layers with PyTorch's semantics, parameter names and layouts: the cells RNNCell
 // (tanh or relu), LSTMCell and GRUCell (one time step), and the sequence modules RNN, LSTM (with
 // optional projections, proj_size) and GRU (several layers, bidirectional, batch_first, dropout
-// between layers in training). Built from differentiable ops (one input-projection matmul per
-// layer and direction over all time steps, then a loop over time), so autograd comes for free.
+// between layers in training). Per layer and direction, one input-projection matmul over all time
+// steps, then the loop over time: for LSTM (without proj_size) and GRU one library call each way
+// where the device has it (ember/ops_library.h lstm_recurrence, gru_recurrence), otherwise
+// differentiable per-step ops.
 //
 // Gate layouts as PyTorch: LSTM rows [i; f; g; o], GRU rows [r; z; n] with
 // n = tanh(W_in x + b_in + r * (W_hn h + b_hn)). Parameters are named weight_ih_l{k},
