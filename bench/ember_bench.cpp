@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_case.h"
 #include "ember/ember.h"
 
 namespace handfused_scalar {
@@ -42,35 +43,10 @@ void chain10(const float* x, float* y, int64_t n);
 }  // namespace handfused_vec
 
 using namespace ember;
-using json = nlohmann::json;
+using namespace ember_bench;
 
 namespace {
 
-// The shared input formula (see the header comment), f32, realized.
-Array input(const Shape& shape, int64_t seed, double scale = 1.0) {
-  // One expression, so that no intermediate is held by a handle (held values become extra
-  // kernel outputs).
-  auto values = [&] {
-    return sub(div(cast(rem(add(mul(arange(0, shape.numel(), 1, DType::I64), 7919), seed * 104729), 1000),
-                        DType::F32),
-                   500.0),
-               1.0);
-  };
-  return reshape(scale != 1.0 ? mul(values(), scale) : values(), shape).eval();
-}
-std::vector<float> host_input(int64_t n, int64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float((i * 7919 + seed * 104729) % 1000) / 500.0f - 1.0f;
-  return v;
-}
-double checksum(const Array& a) { return sum(cast(a, DType::F64)).item<double>(); }
-
-// Waits for the work queued on the CPU device. ember::synchronize(Device) is found by argument-
-// dependent lookup where the library has it (asynchronous eval); otherwise this fallback applies,
-// and eval() itself runs the kernels before it returns.
-template <class D>
-void synchronize(D) {}
-void wait_cpu() { synchronize(Device::cpu()); }
 
 // Waits (at most 60 s) until the CPU plugin has no tier-1 kernel compiling in the background, so
 // that the timed reps measure the steady state (the `settle` command, sent after a warm-up).
@@ -90,19 +66,6 @@ void settle_tier1() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (h) dlclose(h);
 }
-Shape shape_of(const json& j) {
-  std::vector<int64_t> s = j.get<std::vector<int64_t>>();
-  return Shape(s);
-}
-
-// One workload: its state lives between setup and the next setup, so the runner can interleave
-// reps of Ember and of the peer.
-struct Case {
-  virtual ~Case() = default;
-  virtual void run() = 0;          // one synchronized rep
-  virtual double check() = 0;      // checksum of the last result
-  virtual double units() { return 1; }  // a rep's time is divided by this (per-op timings)
-};
 
 struct Fn : Case {
   std::function<Array()> f;
@@ -234,232 +197,15 @@ struct TinyAutograd : Case {
   }
 };
 
-struct Mlp : nn::Module {
-  nn::Linear fc1, fc2, fc3;
-  EMBER_MODULE(fc1, fc2, fc3)
-  Mlp(int64_t in, int64_t hidden, int64_t out)
-      : fc1({.in = in, .out = hidden, .seed = 1}), fc2({.in = hidden, .out = hidden, .seed = 3}),
-        fc3({.in = hidden, .out = out, .seed = 5}) {
-    // Deterministic weights both sides use (scaled by 1/sqrt(in)), so losses can be compared.
-    int64_t seed = 10;
-    for (nn::Linear* l : {&fc1, &fc2, &fc3}) {
-      double s = 1.0 / std::sqrt(double(l->options.in));
-      l->weight.set(input({l->options.out, l->options.in}, seed++, s));
-      l->bias.set(input({l->options.out}, seed++, s));
-    }
-  }
-  Array forward(const Array& x) { return fc3.forward(relu(fc2.forward(relu(fc1.forward(x))))); }
-};
 
-struct MlpStep : Case {
-  Mlp model;
-  optim::Adam opt;
-  Array x, labels, loss;
-  MlpStep(int64_t batch, int64_t in, int64_t hidden, int64_t out)
-      : model(in, hidden, out), opt(model, {.lr = 1e-3}), x(input({batch, in}, 1)),
-        labels(rem(arange(0, batch, 1, DType::I64), out).eval()) {}
-  void run() override {
-    loss = nn::cross_entropy(model.forward(x), labels);
-    opt.step(loss.backward());
-    wait_cpu();
-  }
-  double check() override { return loss.item<double>(); }
-};
 
-// Batch-1 (or small-batch) inference latency of the MLP above: forward only, result read back.
-// With `captured`, the forward is an ember::capture_module recording (ember/capture.h), replayed
-// on every run after the first: the host cost per op is gone.
-struct MlpInfer : Case {
-  Mlp model;
-  Array x;
-  std::vector<float> out;
-  std::optional<CapturedFunction> captured;
-  MlpInfer(int64_t batch, int64_t in, int64_t hidden, int64_t n_out, bool capture)
-      : model(in, hidden, n_out), x(input({batch, in}, 1)) {
-    model.eval();
-    if (capture)
-      captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
-  }
-  void run() override {
-    NoGradGuard no_grad;
-    out = (captured ? (*captured)({x})[0] : model.forward(x)).to_vector<float>();
-  }
-  double check() override {
-    double s = 0;
-    for (float v : out) s += v;
-    return s;
-  }
-};
-
-// Parameters set from the shared formula in the order of their (PyTorch) names, so both sides
-// start from the same values: norm weights 1 + 0.1·u, everything else u / sqrt(last dim).
-void set_params_by_name(nn::Module& m, int64_t seed) {
-  std::vector<nn::NamedParam> ps = m.named_parameters();
-  std::sort(ps.begin(), ps.end(), [](const nn::NamedParam& a, const nn::NamedParam& b) { return a.name < b.name; });
-  for (nn::NamedParam& p : ps) {
-    const Shape& s = p.param.array().shape();
-    bool norm_weight = p.name.find("norm") != std::string::npos && p.name.ends_with("weight");
-    Array v = norm_weight ? add(input(s, seed, 0.1), 1.0)
-                          : input(s, seed, 1.0 / std::sqrt(double(s[s.rank() - 1])));
-    p.param.set(v.eval());
-    ++seed;
-  }
-}
-
-// One training step of a post-norm transformer encoder layer (nn::TransformerEncoderLayer,
-// GELU feed-forward, no dropout): forward, loss = mean(out²), backward, Adam. `low`: the forward
-// under autocast to bf16 or f16 (f32 master weights, as `ember train --precision`).
-struct EncoderTrain : Case {
-  nn::TransformerEncoderLayer layer;
-  std::optional<optim::Adam> opt;
-  std::optional<DType> low;
-  Array x, loss;
-  EncoderTrain(int64_t B, int64_t S, int64_t D, int64_t H, int64_t F, std::optional<DType> low_precision)
-      : layer({.d_model = D, .nhead = H, .dim_feedforward = F, .dropout = 0,
-               .activation = nn::FfnActivation::Gelu, .batch_first = true, .seed = 1}),
-        low(low_precision), x(input({B, S, D}, 1)) {
-    set_params_by_name(layer, 40);
-    opt.emplace(layer, optim::AdamOptions{.lr = 1e-4});
-  }
-  void run() override {
-    Array y;
-    if (low) {
-      AutocastGuard amp({.dtype = *low});
-      y = layer.forward(x);
-    } else {
-      y = layer.forward(x);
-    }
-    loss = mean(mul(cast(y, DType::F32), cast(y, DType::F32)));
-    opt->step(loss.backward());
-    wait_cpu();
-  }
-  double check() override { return loss.item<double>(); }
-};
-
-// One training step of a character language model (the shape of examples/char_lstm.cpp with two
-// layers): embedding, a 2-layer LSTM or GRU (`cell`), linear head, cross-entropy over every
-// position, Adam. Tokens are a fixed pattern (torch_bench.py builds the same).
-struct RecurrentLm : Case {
-  struct Model : nn::Module {
-    nn::Embedding embed;
-    nn::LSTM lstm;
-    nn::GRU gru;
-    nn::Linear head;
-    EMBER_MODULE(embed, lstm, gru, head)
-    Model(bool use_gru, int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
-        : embed({.num = vocab, .dim = dim}), head({.in = hidden, .out = vocab}) {
-      const nn::RecurrentOptions o{
-          .input_size = dim, .hidden_size = hidden, .num_layers = layers, .batch_first = true, .seed = 1};
-      if (use_gru) gru = nn::GRU(o);
-      else lstm = nn::LSTM(o);
-    }
-  };
-  bool use_gru;
-  Model model;
-  std::optional<optim::Adam> opt;
-  Array tokens, targets, loss;
-  int64_t vocab;
-  RecurrentLm(const std::string& cell, int64_t batch, int64_t seq, int64_t vocab_size, int64_t dim, int64_t hidden,
-              int64_t layers)
-      : use_gru(cell == "gru"), model(use_gru, vocab_size, dim, hidden, layers), vocab(vocab_size) {
-    if (cell != "lstm" && cell != "gru") throw Error("lstm_lm: cell must be lstm or gru, got '" + cell + "'");
-    set_params_by_name(model.embed, 80);
-    set_params_by_name(use_gru ? static_cast<nn::Module&>(model.gru) : model.lstm, 90);
-    set_params_by_name(model.head, 100);
-    opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
-    // token[b, t] = (131 b + 7 t + t^2 mod 11) mod vocab; the target is the next position's token.
-    std::vector<int64_t> x(size_t(batch * seq)), y(x.size());
-    auto tok = [&](int64_t b, int64_t t) { return (131 * b + 7 * t + (t * t) % 11) % vocab; };
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t) {
-        x[size_t(b * seq + t)] = tok(b, t);
-        y[size_t(b * seq + t)] = tok(b, t + 1);
-      }
-    tokens = from_vector(x, {batch, seq});
-    targets = from_vector(y, {batch * seq});
-  }
-  void run() override {
-    Array e = model.embed.forward(tokens);
-    Array h = use_gru ? model.gru.forward(e).output : model.lstm.forward(e).output;
-    loss = nn::cross_entropy(reshape(model.head.forward(h), {-1, vocab}), targets);
-    opt->step(loss.backward());
-    wait_cpu();
-  }
-  double check() override { return loss.item<double>(); }
-};
-
-// Autodiff overhead on a tiny LSTM (input 16, hidden 32, 16 steps, batch 4): forward, backward,
-// one gradient read to the host. Mostly graph building and small kernels.
-// With `captured`, forward and backward are one ember::capture recording (the parameters bound
-// as inputs, the gradient returned without history), replayed on every run after the first.
-struct LstmAutograd : Case {
-  nn::LSTM lstm;
-  Array x;
-  std::vector<float> g;
-  std::optional<CapturedFunction> captured;
-  LstmAutograd(int64_t batch, int64_t seq, int64_t in, int64_t hidden, bool capture)
-      : lstm({.input_size = in, .hidden_size = hidden, .seed = 1}), x(input({seq, batch, in}, 1)) {
-    set_params_by_name(lstm, 60);
-    if (capture)
-      captured = ember::capture([this](const std::vector<Array>& in) { return std::vector<Array>{gradient(in[0])}; },
-                                {.outputs_need_grad = false, .implicit_inputs = [this] {
-                                   std::vector<Array> ps;
-                                   for (nn::ParamRef& p : lstm.parameters()) ps.push_back(p.array());
-                                   return ps;
-                                 }});
-  }
-  Array gradient(const Array& input) {
-    nn::RecurrentOutput r = lstm.forward(input);
-    Array loss = sum(r.output);
-    Gradients grads = loss.backward();
-    for (nn::NamedParam& p : lstm.named_parameters())
-      if (p.name == "weight_ih_l0") return p.param.array().grad(grads);
-    throw Error("lstm_autograd: no weight_ih_l0");
-  }
-  void run() override { g = (captured ? (*captured)({x})[0] : gradient(x)).to_vector<float>(); }
-  double check() override {
-    double s = 0;
-    for (float v : g) s += v;
-    return s;
-  }
-};
-
-// A post-norm transformer encoder layer (inference): multi-head self-attention, residual, layer
-// norm, GELU feed-forward, residual, layer norm; written with matmul/softmax/layer_norm.
-struct Encoder : Case {
-  int64_t B, S, D, H, F;
-  Array x, wqkv, bqkv, wo, bo, w1, b1, w2, b2, g1, be1, g2, be2, out;
-  Encoder(int64_t b, int64_t s, int64_t d, int64_t h, int64_t f) : B(b), S(s), D(d), H(h), F(f) {
-    x = input({B, S, D}, 1);
-    double sd = 1.0 / std::sqrt(double(D)), sf = 1.0 / std::sqrt(double(F));
-    wqkv = input({D, 3 * D}, 2, sd); bqkv = input({3 * D}, 3, sd);
-    wo = input({D, D}, 4, sd); bo = input({D}, 5, sd);
-    w1 = input({D, F}, 6, sd); b1 = input({F}, 7, sd);
-    w2 = input({F, D}, 8, sf); b2 = input({D}, 9, sf);
-    g1 = add(input({D}, 10, 0.1), 1.0).eval(); be1 = input({D}, 11, 0.1);
-    g2 = add(input({D}, 12, 0.1), 1.0).eval(); be2 = input({D}, 13, 0.1);
-  }
-  void run() override {
-    const int64_t dh = D / H;
-    Array qkv = add(matmul(x, wqkv), bqkv);                            // [B, S, 3D]
-    qkv = permute(reshape(qkv, {B, S, 3, H, dh}), {2, 0, 3, 1, 4});   // [3, B, H, S, dh]
-    Array q = select(qkv, 0, 0), k = select(qkv, 0, 1), v = select(qkv, 0, 2);
-    Array att = softmax(mul(matmul(q, transpose(k, 2, 3)), 1.0 / std::sqrt(double(dh))), 3);
-    Array ctx = reshape(permute(matmul(att, v), {0, 2, 1, 3}), {B, S, D});
-    Array h1 = nn::layer_norm(add(x, add(matmul(ctx, wo), bo)), 1, g1, be1, 1e-5);
-    Array ff = add(matmul(gelu(add(matmul(h1, w1), b1)), w2), b2);
-    out = nn::layer_norm(add(h1, ff), 1, g2, be2, 1e-5);
-    out.eval();
-    wait_cpu();
-  }
-  double check() override { return checksum(out); }
-};
 
 std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   auto n = [&] { return p.at("n").get<int64_t>(); };
   auto sh = [&](const char* key) { return shape_of(p.at(key)); };
   if (p.contains("fusion")) set_fusion_enabled(p.at("fusion").get<bool>());
   else set_fusion_enabled(true);
+  if (std::unique_ptr<Case> model = make_model_case(kind, p)) return model;
   if (kind == "tanh") { Array x = input({n()}, 1); return std::make_unique<Fn>([x] { return tanh(x); }); }
   if (kind == "mul") {
     Array a = input({n()}, 1), b = input({n()}, 2);
@@ -531,37 +277,6 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   if (kind == "lazy_op") return std::make_unique<LazyOp>(n(), p.at("count").get<int64_t>());
   if (kind == "tiny_chain") return std::make_unique<TinyChain>(n(), p.at("ops").get<int64_t>());
   if (kind == "tiny_autograd") return std::make_unique<TinyAutograd>(n());
-  if (kind == "mlp_step")
-    return std::make_unique<MlpStep>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
-                                     p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
-  if (kind == "mlp_infer")
-    return std::make_unique<MlpInfer>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
-                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>(),
-                                      p.value("captured", 0) != 0);
-  if (kind == "encoder_train")
-  {
-    const std::string prec = p.value("precision", std::string("f32"));
-    std::optional<DType> low;
-    if (prec == "bf16") low = DType::BF16;
-    else if (prec == "f16") low = DType::F16;
-    else if (prec != "f32") throw Error("encoder_train: precision must be f32, bf16 or f16, got '" + prec + "'");
-    return std::make_unique<EncoderTrain>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
-                                          p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
-                                          p.at("ffn").get<int64_t>(), low);
-  }
-  if (kind == "lstm_lm")
-    return std::make_unique<RecurrentLm>(p.value("cell", std::string("lstm")), p.at("batch").get<int64_t>(),
-                                         p.at("seq").get<int64_t>(), p.at("vocab").get<int64_t>(),
-                                         p.at("dim").get<int64_t>(), p.at("hidden").get<int64_t>(),
-                                         p.at("layers").get<int64_t>());
-  if (kind == "lstm_autograd")
-    return std::make_unique<LstmAutograd>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
-                                          p.at("in").get<int64_t>(), p.at("hidden").get<int64_t>(),
-                                          p.value("captured", 0) != 0);
-  if (kind == "encoder")
-    return std::make_unique<Encoder>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
-                                     p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
-                                     p.at("ffn").get<int64_t>());
   // Machine limits and hand-written references (no peer).
   if (kind == "memcpy") return std::make_unique<MemCopy>(n());
   if (kind == "handfused_gelu_vec") return std::make_unique<HandFused>(n(), handfused_vec::gelu);

@@ -40,11 +40,17 @@ def limits(data):
 
 
 def bound_fraction(r, lim):
-    """The copy-bandwidth bound of a workload's bytes over its measured time (1.0 = at the bound)."""
-    bw = lim.get(r["threads"], {}).get("copy_gbs")
-    if not r["bytes"] or not bw or not r["ember"]:
+    """(fraction, kind) of a workload's bound over its measured time (1.0 = at the bound): the copy
+    bandwidth for rows with a byte count ("copy"), else the measured f32 GEMM peak for rows with a
+    FLOP count ("flop"); None where neither applies."""
+    l = lim.get(r["threads"], {})
+    if not r["ember"]:
         return None
-    return r["bytes"] / (bw * 1e9) / r["ember"]["median"]
+    if r["bytes"] and l.get("copy_gbs"):
+        return r["bytes"] / (l["copy_gbs"] * 1e9) / r["ember"]["median"], "copy"
+    if r["flops"] and l.get("gemm_gfs"):
+        return r["flops"] / (l["gemm_gfs"] * 1e9) / r["ember"]["median"], "flop"
+    return None
 
 
 def peer_sentence(meta):
@@ -94,7 +100,8 @@ def markdown(data):
                "range; the sides alternate round by round. **Ratio = Ember time / PyTorch time** "
                "(below 1: Ember is faster), with the range of the per-round ratios. *Bound* = time a copy "
                "of the workload's minimal bytes would take at the measured copy bandwidth, divided by "
-               "Ember's time (100%% = at the memory roofline). *Kernels* = Ember kernels + library calls "
+               "Ember's time (100%% = at the memory roofline); marked F: time of the workload's FLOPs at "
+               "the measured f32 GEMM peak, divided by Ember's time (matmul, convolution and model rows). *Kernels* = Ember kernels + library calls "
                "per rep."
                % (meta["command"], meta["date"][:16].replace("T", " "), meta.get("git_commit"), meta["cpu_model"],
                   meta["cpus"], meta["load_before"], meta["load_after"], peer_sentence(meta), meta["rounds"],
@@ -192,7 +199,7 @@ def markdown(data):
                 cells += (" %s ±%.0f%% |" % (fmt_time(o["median"]), spread(o))) if o else " — |"
                 cells += ratio_cell(x, "ratio_ort")
             f = bound_fraction(x, lim)
-            bounds.append("%.0f%%" % (f * 100) if f is not None else "—")
+            bounds.append(("%.0f%%" % (f[0] * 100) + (" F" if f[1] == "flop" else "")) if f is not None else "—")
             if t == threads[0] and e.get("kernels_per_rep") is not None:
                 kern = "%g + %g" % (e["kernels_per_rep"], e["library_calls_per_rep"])
             parts = []

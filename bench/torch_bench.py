@@ -18,6 +18,7 @@ setup takes options in "opts" (the peer's settings, bench/peers.py):
 The answer's "config" says what was used (e.g. "Adam fused").
 """
 import copy
+import inspect
 import json
 import math
 import os
@@ -62,9 +63,11 @@ def compiled(f):
     return torch.compile(f) if OPTS.get("compile") else f
 
 
-def adam(params, lr):
-    """Adam at the peer's best setting: fused where this torch has a CPU fused Adam (torch >= 2.4),
-    else foreach (a few multi-tensor kernels), else the per-parameter loop (torch 1.13 on CPU)."""
+def adam(params, lr, cls=None):
+    """Adam (or cls, e.g. torch.optim.AdamW) at the peer's best setting: fused where this torch has a
+    CPU fused Adam (torch >= 2.4), else foreach (a few multi-tensor kernels), else the per-parameter
+    loop (torch 1.13 on CPU)."""
+    cls = cls or torch.optim.Adam
     want = OPTS.get("adam", "auto")
     params = list(params)
     tries = {"auto": ["fused", "foreach", "loop"], "fused": ["fused"], "foreach": ["foreach"], "loop": ["loop"]}[want]
@@ -73,11 +76,11 @@ def adam(params, lr):
         try:
             probe = torch.zeros(2, requires_grad=True)
             probe.grad = torch.ones(2)
-            torch.optim.Adam([probe], lr=lr, **kw).step()  # older torch: TypeError or RuntimeError on CPU
-            opt = torch.optim.Adam(params, lr=lr, **kw)
+            cls([probe], lr=lr, **kw).step()  # older torch: TypeError or RuntimeError on CPU
+            opt = cls(params, lr=lr, **kw)
         except (TypeError, RuntimeError, ValueError):
             continue
-        USED.append("Adam " + impl)
+        USED.append(cls.__name__ + " " + impl)
         return opt
     raise RuntimeError("no Adam implementation '%s' in torch %s" % (want, torch.__version__))
 
@@ -362,6 +365,163 @@ class LstmLm(Stateful):
         return float(self.loss.item())
 
 
+def pattern_tokens(batch, seq, vocab):
+    """ember_bench's pattern_tokens: token[b, t] = (131 b + 7 t + t^2 mod 11) mod vocab."""
+    tok = [[(131 * b + 7 * t + (t * t) % 11) % vocab for t in range(seq)] for b in range(batch)]
+    return torch.tensor(tok, dtype=torch.int64)
+
+
+class ResidualBlock(torch.nn.Module):
+    """ResNet's basic block, as bench/model_cases.cpp (same parameter names)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.norm1 = torch.nn.BatchNorm2d(cout)
+        self.conv2 = torch.nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.norm2 = torch.nn.BatchNorm2d(cout)
+        down = stride != 1 or cin != cout
+        self.down_conv = torch.nn.ModuleList([torch.nn.Conv2d(cin, cout, 1, stride, bias=False)] if down else [])
+        self.down_norm = torch.nn.ModuleList([torch.nn.BatchNorm2d(cout)] if down else [])
+
+    def forward(self, x):
+        h = torch.relu(self.norm1(self.conv1(x)))
+        h = self.norm2(self.conv2(h))
+        skip = self.down_norm[0](self.down_conv[0](x)) if len(self.down_conv) else x
+        return torch.relu(h + skip)
+
+
+class ResNet(torch.nn.Module):
+    """The CIFAR-shaped residual CNN of bench/model_cases.cpp."""
+
+    def __init__(self, width, classes):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, width, 3, 1, 1, bias=False)
+        self.stem_norm = torch.nn.BatchNorm2d(width)
+        self.blocks = torch.nn.ModuleList([ResidualBlock(width, width, 1), ResidualBlock(width, 2 * width, 2),
+                                           ResidualBlock(2 * width, 4 * width, 2)])
+        self.fc = torch.nn.Linear(4 * width, classes)
+        set_params_by_name(self, 120)
+
+    def forward(self, x):
+        h = torch.relu(self.stem_norm(self.stem(x)))
+        for b in self.blocks:
+            h = b(h)
+        return self.fc(h.mean((2, 3)))
+
+
+class ResNetTrain(Stateful):
+    """One training step of the residual CNN (batch statistics), cross-entropy, Adam."""
+
+    def __init__(self, batch, width, classes, hw):
+        self.net = ResNet(width, classes)
+        self.x = inp([batch, 3, hw, hw], 1)
+        if OPTS.get("channels_last"):
+            self.net = self.net.to(memory_format=torch.channels_last)
+            self.x = layout(self.x)
+        self.opt = adam(self.net.parameters(), 1e-3)
+        self.labels = torch.arange(batch, dtype=torch.int64) % classes
+        self.loss = None
+        self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x), y))
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.fwd(self.x, self.labels)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
+
+
+class ResNetInfer:
+    """Inference of the residual CNN (eval mode), logits read to Python."""
+
+    def __init__(self, batch, width, classes, hw):
+        net = ResNet(width, classes).eval()
+        self.x = inp([batch, 3, hw, hw], 1)
+        if OPTS.get("channels_last"):
+            net = net.to(memory_format=torch.channels_last)
+            self.x = layout(self.x)
+        self.model = compiled(net)
+        self.out = None
+
+    def run(self):
+        with torch.no_grad():
+            self.out = self.model(self.x).tolist()
+
+    def check(self):
+        return float(sum(sum(r) for r in self.out))
+
+
+CAUSAL_FLAG = "is_causal" in inspect.signature(torch.nn.TransformerEncoder.forward).parameters
+
+
+class Gpt(torch.nn.Module):
+    """The GPT-style decoder stack of bench/model_cases.cpp: token and learned position embeddings,
+    pre-norm causal nn.TransformerEncoder layers with a final LayerNorm, a linear head."""
+
+    def __init__(self, vocab, context, d, heads, ff, layers):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Embedding(context, d)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, activation="gelu", batch_first=True,
+                                                 norm_first=True)
+        self.blocks = torch.nn.TransformerEncoder(layer, layers, norm=torch.nn.LayerNorm(d),
+                                                  enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d, vocab)
+        set_params_by_name(self, 140)
+
+    def forward(self, tokens):
+        T = tokens.shape[1]
+        h = self.tok(tokens) + self.pos(torch.arange(T))
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(T)
+        causal = {"is_causal": True} if CAUSAL_FLAG else {}  # torch >= 2.0: the mask is causal
+        return self.head(self.blocks(h, mask=mask, **causal))
+
+
+class GptTrain(Stateful):
+    """One training step of the decoder stack: next-token cross-entropy, AdamW."""
+
+    def __init__(self, batch, seq, vocab, d, heads, ff, layers):
+        self.net = Gpt(vocab, seq, d, heads, ff, layers)
+        self.opt = adam(self.net.parameters(), 3e-4, torch.optim.AdamW)
+        t = pattern_tokens(batch, seq + 1, vocab)
+        self.tokens = t[:, :seq].contiguous()
+        self.targets = t[:, 1:].reshape(-1).contiguous()
+        self.loss = None
+        self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x).reshape(-1, vocab), y))
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.fwd(self.tokens, self.targets)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
+
+
+class GptInfer:
+    """Inference of the decoder stack on a prompt of seq tokens per sequence, logits read back."""
+
+    def __init__(self, batch, seq, vocab, d, heads, ff, layers):
+        self.model = compiled(Gpt(vocab, seq, d, heads, ff, layers).eval())
+        self.tokens = pattern_tokens(batch, seq, vocab)
+        self.out = None
+
+    def run(self):
+        with torch.no_grad():
+            self.out = self.model(self.tokens)
+
+    def check(self):
+        return checksum(self.out)
+
+
 class LstmAutograd:
     """Autodiff overhead on a tiny LSTM: forward, backward, one gradient read to Python."""
 
@@ -419,7 +579,7 @@ class Encoder:
 # host transfers (nothing to compile) and the per-op overhead row (one eager op by definition).
 NO_COMPILE = {"randn", "rand", "to_device", "to_host", "lazy_op"}
 # Kinds that have convolution or pooling operands (the channels_last option).
-CONV_KINDS = {"conv2d", "max_pool2d"}
+CONV_KINDS = {"conv2d", "max_pool2d", "resnet_train", "resnet_infer"}
 
 
 def make_case(kind, p):
@@ -517,6 +677,14 @@ def make_case_eager(kind, p):
         return EncoderTrain(p["batch"], p["seq"], p["dim"], p["heads"], p["ffn"], p.get("precision", "f32"))
     if kind == "lstm_lm":
         return LstmLm(p["batch"], p["seq"], p["vocab"], p["dim"], p["hidden"], p["layers"], p.get("cell", "lstm"))
+    if kind == "resnet_train":
+        return ResNetTrain(p["batch"], p["width"], p["classes"], p["hw"])
+    if kind == "resnet_infer":
+        return ResNetInfer(p["batch"], p["width"], p["classes"], p["hw"])
+    if kind == "gpt_train":
+        return GptTrain(p["batch"], p["seq"], p["vocab"], p["dim"], p["heads"], p["ffn"], p["layers"])
+    if kind == "gpt_infer":
+        return GptInfer(p["batch"], p["seq"], p["vocab"], p["dim"], p["heads"], p["ffn"], p["layers"])
     if kind == "lstm_autograd":
         return LstmAutograd(p["batch"], p["seq"], p["in"], p["hidden"])
     if kind == "encoder":
