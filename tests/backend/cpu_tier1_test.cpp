@@ -301,6 +301,47 @@ TEST_F(CpuTier1Test, Erf32IsWithinOneUlp) {
   EXPECT_EQ(y[3], -1.0f);
 }
 
+// The interpreter (tier 0, also the contraction epilogues' GELU) computes f32 erf with the same
+// polynomial as tier 1, operation for operation: the same bits on the same million inputs and
+// special values (on a target without FMA, or built with clang, it falls back to erf in f64,
+// rounded: then within 1 ulp).
+TEST_F(CpuTier1Test, Erf32OnTheInterpreterMatchesTier1BitForBit) {
+  Tier1Scope scope(1);
+  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 3.92f, 3.93f, 4.0f, 100.0f,
+                           -3e38f, 1.0f, -1.0f, std::nextafter(1.0f, 0.0f), -std::nextafter(1.0f, 0.0f)};
+  std::vector<float> tier1;
+  run_unary_f32_on_tier1([](Val v) { return kir::erf(v); }, 0x1p-30f, 4.5f, xs, tier1);
+  if (HasFatalFailure()) return;
+  kir::Builder b;
+  int out = b.add_arg(DType::F32), in = b.add_arg(DType::F32);
+  b.store(out, kir::erf(b.load(in)));
+  HLaunch h = unary_launch(DType::F32, int64_t(xs.size()), [&](int64_t i) { return double(xs[size_t(i)]); });
+  set_tier(0);
+  Stats s0 = stats();
+  std::string err;
+  auto got = run_fresh(cpu_backend(), b, h, &err);
+  ASSERT_TRUE(err.empty()) << err;
+  ASSERT_EQ(stats().launches, s0.launches) << "ran on tier 1, not on the interpreter";
+  std::vector<float> tier0(xs.size());
+  std::memcpy(tier0.data(), got[0].data(), tier0.size() * sizeof(float));
+#if defined(__clang__)
+  const int64_t allowed = 1;
+#else
+  const int64_t allowed = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 0 : 1;
+#endif
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (std::isnan(xs[i])) {
+      EXPECT_TRUE(std::isnan(tier0[i]));
+      continue;
+    }
+    ASSERT_LE(std::llabs(ordinal(tier0[i]) - ordinal(tier1[i])), allowed)
+        << "erf(" << xs[i] << "): interpreter " << tier0[i] << ", tier 1 " << tier1[i];
+  }
+  EXPECT_EQ(std::signbit(tier0[1]), true);  // erf(-0) = -0
+  EXPECT_EQ(tier0[2], 1.0f);
+  EXPECT_EQ(tier0[3], -1.0f);
+}
+
 // f16/bf16 arguments on tier 1: loads, stores and rounding casts are the core's conversions bit
 // for bit (every f16 and bf16 bit pattern to f32, NaN payloads included; f32 to f16/bf16 over
 // every binade, ties, subnormals, overflow and NaN).
