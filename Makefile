@@ -81,7 +81,7 @@ ASYNC_FILTER ?= AsyncDeviceTest*:PluginAbiTest*:ThreadStressTest*:*OpError*:*OpI
 # process ran before (tests/dist/data_parallel_test.cpp).
 NO_VULKAN_DRIVER = VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json
 VULKAN_FILTER ?= Vulkan*:*vulkan*:ThreadStressTest.*
-ASAN_FILTER ?= DType*:OnnxLoaderTest*:*RecurrenceTest*:RecurrenceModule*:RecurrentTest*:OnnxFuzzCorpusTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:ShardTest*:NpyTest*:OptionsJsonTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:EpilogueTest*:ExportedModelTest*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:CaptureTest*:-*Million*:*vulkan*:VulkanTest.*:Optimizers/DataParallelEquivalenceTest.*
+ASAN_FILTER ?= DType*:OnnxLoaderTest*:*RecurrenceTest*:*IndexAddTest*:RecurrenceModule*:RecurrentTest*:OnnxFuzzCorpusTest*:CollectivesInProcessTest*:DataParallelTest*:SyncBatchNormTest*:ShardTest*:NpyTest*:OptionsJsonTest*:PluginAbi*:DeviceRegistry*:Graph*:*TensorTest*:*Op*:CpuDnnlThreads*:*EpilogueNonFinite*:EpilogueTest*:ExportedModelTest*:ShapeTest*:LossTest*:*Donation*:ProgramCache*:FileTypes*:SafetensorsStrict*:SafetensorsTest.Fuzz*:SafetensorsTest.Malformed*:Idx*:Csv*:CorpusReplay*:ImageLoad*:CaptureTest*:-*Million*:*vulkan*:VulkanTest.*:Optimizers/DataParallelEquivalenceTest.*
 
 # ThreadSanitizer on the tests that run threads (user threads, the device queue's worker, data
 # loader workers, the profiler). The CPU plugin's own loops are built without OpenMP

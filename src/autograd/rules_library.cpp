@@ -120,6 +120,9 @@ std::vector<Array> library_rule(GradNode& node, const Array& g, const std::vecto
                                      a.get<RecurrenceAttrs>().reverse, needs);
     }
 
+    // Sums of src's rows at the index (index_add): each row's gradient is g's row at its index.
+    case Op::IndexAdd: return {index_select(g, int(a.get<AxisAttrs>().dim), y), Array()};
+
     default:
       throw Error(fmt::format("backward: no gradient rule for op {} (created at {})", op_name(node.op),
                               format_location(node.loc)));

@@ -244,6 +244,14 @@ enum {
    * dgi = [da_r, da_z, da_n], db = [da_r, da_z, da_n * r]; then dh' = db w_hh + dh_t * z. dh0 is
    * the last dh'. (w_hh's and b_hh's gradients, sums over t of db^T h_prev and of db, are outside.) */
   EMBER_LIB_GRU_RECURRENCE_BACKWARD = 23,
+  /* Sums of rows at integer positions (index_add; the gradient of an embedding lookup or an
+   * index_select), attrs = ember_index_attrs. in: src [..., N, ...] (N at attrs->dim), index [N]
+   * (i64); out: zeros of src's shape with dim N -> S (out's size there), then
+   * out[..., index[n], ...] += src[..., n, ...] for n = 0, 1, ..., N - 1 in that order (so a
+   * backend sums duplicates in index order, deterministically); f16 / bf16 sums are kept in f32
+   * and rounded once. Floating dtypes. An index outside [0, S) fails the call (EMBER_ERR_INVALID)
+   * before anything is written. Costs O(N * row) where the dense scatter costs O(S * N * row). */
+  EMBER_LIB_INDEX_ADD = 24,
   EMBER_LIB_NUM_OPS
 };
 
@@ -311,6 +319,10 @@ typedef struct ember_attention_attrs {
 typedef struct ember_recurrence_attrs {
   int32_t reverse; /* 1: the steps run from t = L - 1 down to 0 */
 } ember_recurrence_attrs;
+
+typedef struct ember_index_attrs {
+  int32_t dim; /* INDEX_ADD: the dim the index runs along */
+} ember_index_attrs;
 
 /* ---- devices, queues, events (ABI v2) ------------------------------------------------------
  * Execution model. Every call that touches device memory or runs work names an in-order queue

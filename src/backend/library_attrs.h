@@ -27,6 +27,7 @@ inline size_t library_attrs_size(int32_t op) {
     case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
     case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
       return sizeof(ember_recurrence_attrs);
+    case EMBER_LIB_INDEX_ADD: return sizeof(ember_index_attrs);
     default: return 0;
   }
 }

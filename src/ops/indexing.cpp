@@ -1,6 +1,7 @@
 // Front end of gather, index_select and matmul.
 #include <algorithm>
 
+#include "backend/registry.h"
 #include "ops/autocast.h"
 #include "ops/frontend.h"
 
@@ -92,23 +93,35 @@ Array matmul(const Array& a, const Array& b, Loc loc) {
 
 namespace ember {
 
-// The dense scatter-add (Op::ScatterAdd): out has index's shape with dim resized to `size`.
-// An index outside [0, size) is an error: the sum compares each index with each target position,
-// so such an index would match none and its value would vanish silently (the gradient of an
-// out-of-range gather or embedding, computed by this scatter, did). A gather of every index
-// from `size` zeros raises "index out of range (9 for a dimension of size 4)" when the sum is
-// computed; subtracting its zeros leaves src unchanged bit for bit (x - 0 == x, -0 - 0 == -0).
-static Array scatter_sum(const Array& given_src, int dim, const Array& index, int64_t size, Loc loc) {
-  Array src = given_src;
-  if (index.numel() > 0) {
-    NodeContext context("scatter index check");
-    Array zero = gather(zeros({size}, {.dtype = src.dtype(), .device = src.device()}, loc), 0,
-                        reshape(index, {-1}, loc), loc);
-    src = sub(src, reshape(zero, index.shape(), loc), loc);
-  }
+// The scatters check their indices: an index outside [0, size) is an error. The dense scatter-add
+// (Op::ScatterAdd) compares each index with each target position, so such an index would match
+// none and its value would vanish silently (the gradient of an out-of-range gather or embedding,
+// computed by this scatter, did). A gather of every index from `size` zeros raises "index out of
+// range (9 for a dimension of size 4)" when the sum is computed; subtracting its zeros leaves src
+// unchanged bit for bit (x - 0 == x, -0 - 0 == -0). The library call checks too, but the gather's
+// error names the user's op the same way on every path.
+// src minus the zeros gathered at every index (shaped `zeros_shape`, which broadcasts to src's).
+static Array checked_src(const Array& src, const Array& index, int64_t size, const Shape& zeros_shape, Loc loc) {
+  if (index.numel() == 0) return src;
+  NodeContext context("scatter index check");
+  Array zero = gather(zeros({size}, {.dtype = src.dtype(), .device = src.device()}, loc), 0, reshape(index, {-1}, loc),
+                      loc);
+  return sub(src, reshape(zero, zeros_shape, loc), loc);
+}
+
+static Array scatter_sum(const Array& src, int dim, const Array& index, int64_t size, Loc loc) {
   Shape shape = index.shape();
   shape[dim] = size;
-  return make_array(Op::ScatterAdd, {.params = AxisAttrs{dim}}, {src, index}, shape, src.dtype(), src.device(), loc);
+  return make_array(Op::ScatterAdd, {.params = AxisAttrs{dim}}, {checked_src(src, index, size, index.shape(), loc), index},
+                    shape, src.dtype(), src.device(), loc);
+}
+
+// Whether index_add of `dtype` on `device` is one library call (abi.h EMBER_LIB_INDEX_ADD: each
+// row added once) rather than the dense scatter (every index compared with every position).
+static bool index_add_library(Device device, DType dtype) {
+  Backend* b = Backend::try_get(device.kind);
+  return b && device.index >= 0 && device.index < b->device_count() && is_floating(dtype) &&
+         b->supports(device.index, EMBER_SUPPORT_LIBRARY, EMBER_LIB_INDEX_ADD, int32_t(dtype));
 }
 
 // Zero-pads `a` at the end of every dim up to `shape` (scatter results for a smaller index).
@@ -160,11 +173,18 @@ Array index_add(const Array& x, int dim, const Array& index, const Array& src, L
     fail("index_add", fmt::format("src has shape {}, expected {} for input {} and {} indices", s->shape.str(),
                                   want.str(), n->shape.str(), idx->shape[0]),
          loc);
-  // The 1-D index, viewed (stride 0) along every other dim of src.
+  Array values = cast(src, x.dtype(), loc);
+  // The 1-D index, viewed along every other dim of src.
   std::vector<int64_t> view(static_cast<size_t>(r), 1);
   view[size_t(d)] = idx->shape[0];
+  if (index_add_library(x.device(), x.dtype())) {
+    Array rows = make_array(Op::IndexAdd, {.params = AxisAttrs{d}},
+                            {checked_src(values, index, n->shape[d], Shape(view), loc), cast(index, DType::I64, loc)},
+                            n->shape, n->dtype, n->device, loc);
+    return add(x, rows, loc);
+  }
   Array wide = expand(reshape(index, Shape(view), loc), want, loc);
-  return add(x, scatter_sum(cast(src, x.dtype(), loc), d, wide, n->shape[d], loc), loc);
+  return add(x, scatter_sum(values, d, wide, n->shape[d], loc), loc);
 }
 
 }  // namespace ember

@@ -72,6 +72,7 @@ ember_sort_attrs call_attrs(const SortAttrs& s) { return {int32_t(s.dim), int32_
 ember_scan_attrs call_attrs(const ScanAttrs& s) { return {int32_t(s.dim), int32_t(s.reverse)}; }
 ember_attention_attrs call_attrs(const AttentionAttrs& a) { return {a.scale, int32_t(a.causal)}; }
 ember_recurrence_attrs call_attrs(const RecurrenceAttrs& r) { return {int32_t(r.reverse)}; }
+ember_index_attrs call_attrs(const AxisAttrs& a) { return {int32_t(a.dim)}; }
 
 // Library call `code` for node n with the call's `attrs`: every output (a multi-output node's too,
 // graph/node.h) gets a fresh contiguous buffer; the inputs are passed as their views.

@@ -136,6 +136,14 @@ std::vector<Case> library_cases() {
       Case{Op::GruRecurrence, "gru_recurrence",
            [] { return V{input({3, 2, 6}, 109), input({2, 2}, 110), input({6, 2}, 111), input({6}, 112)}; },
            [](const V& a) { return gru_recurrence(a[0], a[1], a[2], a[3]); }},
+      // Sums of rows at an index with repeats, along the middle dim (strided rows) and along dim 0;
+      // src through a transpose, so the call reads a strided view.
+      Case{Op::IndexAdd, "index_add_repeats_dim1", [] { return V{input({2, 3, 2}, 117), input({2, 4, 2}, 118)}; },
+           [](const V& a) { return index_add(a[0], 1, from_vector<int64_t>({2, 0, 2, 1}, {4}, kRef), a[1]); }},
+      Case{Op::IndexAdd, "index_add_dim0_transposed_src", [] { return V{input({3, 2}, 119), input({2, 4}, 120)}; },
+           [](const V& a) {
+             return index_add(a[0], 0, from_vector<int64_t>({1, 1, 0, 2}, {4}, kRef), transpose(a[1], 0, 1));
+           }},
       Case{Op::GruRecurrence, "gru_recurrence_reverse",
            [] { return V{input({4, 1, 3}, 113), input({1, 1}, 114), input({3, 1}, 115), input({3}, 116)}; },
            [](const V& a) { return gru_recurrence(a[0], a[1], a[2], a[3], {.reverse = true}); }},

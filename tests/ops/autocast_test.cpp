@@ -101,6 +101,8 @@ std::map<Op, Builder> non_elementwise_builders() {
   b[Op::Gather] = [=](DType d) { return gather(x2(d), 0, idx()); };
   b[Op::IndexSelect] = [=](DType d) { return index_select(x2(d), 0, from_vector<int64_t>({2, 0}, {2})); };
   b[Op::ScatterAdd] = [=](DType d) { return scatter_add(x2(d), 0, idx(), input({1, 4}, d, 2)); };
+  // (index_add of floats is the IndexAdd library call on the CPU; of other dtypes, the scatter.)
+  b[Op::IndexAdd] = [=](DType d) { return index_add(x2(d), 0, from_vector<int64_t>({2, 0, 2}, {3}), input({3, 4}, d, 2)); };
   b[Op::Matmul] = [=](DType d) { return matmul(x2(d), input({4, 2}, d, 2)); };
   b[Op::Conv2d] = [](DType d) { return conv2d(input({1, 2, 5, 5}, d), input({3, 2, 3, 3}, d, 2), input({3}, d, 3)); };
   b[Op::MaxPool2d] = [](DType d) { return max_pool2d(input({1, 2, 4, 4}, d), 2); };

@@ -121,6 +121,19 @@ std::vector<Case> cases() {
   add_case("expand contiguous", [](Device d) { return contiguous(expand(f32(std::vector<double>(u.begin(), u.begin() + 257), {257}, d), {5, 257})); });
   add_case("index_select", [](Device d) { return index_select(f32(m1, {6, 257}, d), 1, i64(map_d(std::vector<double>(nz.begin(), nz.begin() + 500), [](double x) { return x * 6; }), {500}, d)); });
   add_case("gather", [](Device d) { return gather(f32(m1, {6, 257}, d), 0, i64(map_d(std::vector<double>(nz.begin(), nz.begin() + 1542), [](double x) { return double(int(x) % 6); }), {6, 257}, d)); });
+  // index_add: rows of [6, 257] (NaN, inf and -0 among them) summed at 9 positions with repeats,
+  // along dim 0 and along the strided dim 1; f32 and bf16 (sums in f32, rounded once)
+  auto repeats = [](int64_t count, int64_t size) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < count; ++i) v.push_back(double((i * 5 + i / 3) % size));
+    return v;
+  };
+  add_case("index_add dim 0", [repeats](Device d) {
+    return index_add(zeros({9, 257}, {DType::F32, d}), 0, i64(repeats(6, 9), {6}, d), f32(m1, {6, 257}, d));
+  }, 1e-6, 1e-6);
+  add_case("index_add dim 1 bf16", [repeats](Device d) {
+    return index_add(zeros({6, 40}, {DType::BF16, d}), 1, i64(repeats(257, 40), {257}, d), make(m1, {6, 257}, DType::BF16, d));
+  }, 1e-2, 1e-2);
   // matmul
   add_case("matmul f32 batch", [](Device d) {
     return matmul(f32(std::vector<double>(u.begin(), u.begin() + 2 * 37 * 65), {2, 1, 37, 65}, d),

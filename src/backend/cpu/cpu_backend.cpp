@@ -185,6 +185,8 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
       case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
       case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
         return ember::cpu::recurrence_library(op, in, n_in, out, n_out, attrs, st);
+      case EMBER_LIB_INDEX_ADD:
+        return ember::cpu::index_add_library(in, n_in, out[0], *static_cast<const ember_index_attrs*>(attrs), st);
       default: break;
     }
     return set_status(st, EMBER_ERR_UNSUPPORTED, "cpu backend: unknown library op %d", op);

@@ -1,4 +1,4 @@
-// The CPU backend's library calls beyond matmul (abi.h EMBER_LIB_CONV2D ... CUMMIN_INDICES):
+// The CPU backend's library calls beyond matmul (abi.h EMBER_LIB_CONV2D ... INDEX_ADD):
 //  - conv_dnnl.cpp: convolution forward / backward-data / backward-weights and max/avg pooling
 //    forward with oneDNN in f32 (f16/bf16 converted to f32 and back); f64 through direct loops.
 //  - library_loops.cpp: the loops (f64 convolution, max-pool indices, avg-pool backward, sorting,
@@ -30,6 +30,9 @@ int32_t attention_backward_library(const ember_tensor_desc* in, int32_t n_in, co
 // time loop of an LSTM or GRU layer.
 int32_t recurrence_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                            int32_t n_out, const void* attrs, ember_status* st);
+// EMBER_LIB_INDEX_ADD (index_add.cpp): sums of rows at integer positions.
+int32_t index_add_library(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
+                          const ember_index_attrs& a, ember_status* st);
 
 // ---- helpers shared by the two files ---------------------------------------------------------
 int64_t desc_numel(const ember_tensor_desc& d);

@@ -1,4 +1,4 @@
-// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... GRU_RECURRENCE):
+// The reference backend's library calls other than matmul (abi.h: EMBER_LIB_CONV2D ... INDEX_ADD):
 // the most direct scalar loops, one output element at a time, floats accumulated in double. They
 // are the oracle the CPU backend's oneDNN and OpenMP code is tested against, so they share no code
 // with it: convolution is the defining sum, sorting is an insertion sort, scans are one pass.
@@ -652,6 +652,54 @@ int32_t gru_recurrence_backward(const ember_tensor_desc* in, int32_t n_in, const
   return EMBER_OK;
 }
 
+// out = 0, then out[..., index[n], ...] += src[..., n, ...] for n in order, one element at a time
+// with every offset from the strides; sums in the dtype (f16 / bf16: in f32, rounded once), as
+// abi.h states, so that every backend's result is the same bits.
+int32_t index_add(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out, const ember_index_attrs& a,
+                  ember_status* st) {
+  if (n_in != 2) return set_status(st, EMBER_ERR_INVALID, "reference backend: index_add: %d inputs", n_in);
+  const ember_tensor_desc& src = in[0];
+  const ember_tensor_desc& idx = in[1];
+  const int r = src.rank, dim = a.dim;
+  bool ok = r >= 1 && out.rank == r && dim >= 0 && dim < r && is_float(src.dtype) && out.dtype == src.dtype &&
+            idx.dtype == EMBER_I64 && idx.rank == 1 && idx.shape[0] == src.shape[dim];
+  for (int d = 0; ok && d < r; ++d) ok = d == dim || src.shape[d] == out.shape[d];
+  if (!ok) return set_status(st, EMBER_ERR_INVALID, "reference backend: index_add: bad operands");
+  const int64_t N = src.shape[dim], S = out.shape[dim];
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t v = geti(idx, idx.offset + n * idx.strides[0]);
+    if (v < 0 || v >= S)
+      return set_status(st, EMBER_ERR_INVALID, "reference backend: index_add: index %lld out of range for size %lld",
+                        static_cast<long long>(v), static_cast<long long>(S));
+  }
+  int64_t total = 1;
+  for (int d = 0; d < r; ++d) total *= out.shape[d];
+  if (total == 0) return EMBER_OK;
+  std::vector<double> acc(size_t(total), 0.0);  // f32 sums are rounded to float at each step
+  const bool f64 = src.dtype == EMBER_F64;
+  const int64_t others = total / S;  // positions in the dims other than `dim`
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t target = geti(idx, idx.offset + n * idx.strides[0]);
+    for (int64_t p = 0; p < others; ++p) {
+      int64_t rem = p, src_off = src.offset + n * src.strides[dim], o = 0, scale = 1;  // o: row-major in out
+      for (int d = r - 1; d >= 0; --d) {
+        int64_t i = target;
+        if (d != dim) {
+          i = rem % out.shape[d];
+          rem /= out.shape[d];
+          src_off += i * src.strides[d];
+        }
+        o += i * scale;
+        scale *= out.shape[d];
+      }
+      double& cell = acc[size_t(o)];
+      cell = f64 ? cell + getf(src, src_off) : double(float(cell) + float(getf(src, src_off)));
+    }
+  }
+  for (int64_t o = 0; o < total; ++o) setf(out, out.offset + o, acc[size_t(o)]);
+  return EMBER_OK;
+}
+
 }  // namespace
 
 int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
@@ -697,6 +745,7 @@ int32_t library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const emb
       return gru_recurrence(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
     case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
       return gru_recurrence_backward(in, n_in, out, *static_cast<const ember_recurrence_attrs*>(attrs), st);
+    case EMBER_LIB_INDEX_ADD: return index_add(in, n_in, out[0], *static_cast<const ember_index_attrs*>(attrs), st);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "reference backend: unknown library op %d", op);
   }
 }
