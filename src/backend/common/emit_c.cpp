@@ -274,8 +274,8 @@ std::string ExprTable::unary(uint16_t op, uint8_t dt, const std::string& a) cons
       case EMBER_KIR_FLOOR: return fmt("__builtin_floor%s(%s)", f, a.c_str());
       case EMBER_KIR_CEIL: return fmt("__builtin_ceil%s(%s)", f, a.c_str());
       case EMBER_KIR_SQRT: return fmt("__builtin_sqrt%s(%s)", f, a.c_str());
-      // f32: the prelude's e_erff (1 ulp, like tier 0's SLEEF erff; libmvec's erff is off by up
-      // to ~2 ulp next to +-1, where 1 + erf(x), GELU's tail, cancels).
+      // f32: the prelude's e_erff (1 ulp; tier 0 computes the same polynomial, tile_kernels.cpp;
+      // libmvec's erff is off by up to ~2 ulp next to +-1, where 1 + erf(x), GELU's tail, cancels).
       case EMBER_KIR_ERF: return dt == EMBER_F32 ? fmt("e_erff(%s)", a.c_str()) : fmt("erf(%s)", a.c_str());
       // f32: the prelude's e_expf (1 ulp over all inputs; libmvec's expf is off by up to 3, and
       // its call spills the vector registers of the loop around it).
