@@ -161,6 +161,104 @@ def encoder(p):
     return Case(g, out)
 
 
+def params_by_name(shapes, seed):
+    """ember_bench's set_params_by_name for {name: shape}: in name order, norm weights 1 + 0.1·u,
+    everything else u / sqrt(last dim)."""
+    out = {}
+    for name in sorted(shapes):
+        shape = shapes[name]
+        if "norm" in name and name.endswith("weight"):
+            out[name] = inp(shape, seed, 0.1) + F32(1.0)
+        else:
+            out[name] = inp(shape, seed, 1.0 / math.sqrt(shape[-1]))
+        seed += 1
+    return out
+
+
+def resnet_infer(p):
+    """bench/model_cases.cpp's ResNet in eval mode: Conv + BatchNormalization (running mean 0,
+    variance 1) + Relu, three basic blocks with strided 1×1 shortcuts, global average pooling, Gemm."""
+    w, classes, hw = p["width"], p["classes"], p["hw"]
+    blocks = [(w, w, 1), (w, 2 * w, 2), (2 * w, 4 * w, 2)]
+    shapes = {"stem.weight": [w, 3, 3, 3], "stem_norm.weight": [w], "stem_norm.bias": [w],
+              "fc.weight": [classes, 4 * w], "fc.bias": [classes]}
+    for i, (cin, cout, stride) in enumerate(blocks):
+        b = "blocks.%d." % i
+        shapes.update({b + "conv1.weight": [cout, cin, 3, 3], b + "conv2.weight": [cout, cout, 3, 3]})
+        for n in ("norm1", "norm2") + (("down_norm.0",) if stride != 1 or cin != cout else ()):
+            shapes.update({b + n + ".weight": [cout], b + n + ".bias": [cout]})
+        if stride != 1 or cin != cout:
+            shapes[b + "down_conv.0.weight"] = [cout, cin, 1, 1]
+    P = params_by_name(shapes, 120)
+    g = Graph()
+    c = g.const
+
+    def conv(x, name, stride, pad):
+        k = P[name].shape[2]
+        return g.op("Conv", x, c(P[name]), kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+
+    def bn(x, name):
+        ch = P[name + ".weight"].shape[0]
+        return g.op("BatchNormalization", x, c(P[name + ".weight"]), c(P[name + ".bias"]),
+                    c(np.zeros(ch, F32)), c(np.ones(ch, F32)), epsilon=1e-5)
+
+    h = g.op("Relu", bn(conv(g.input("x", inp([p["batch"], 3, hw, hw], 1)), "stem.weight", 1, 1), "stem_norm"))
+    for i, (cin, cout, stride) in enumerate(blocks):
+        b = "blocks.%d." % i
+        y = g.op("Relu", bn(conv(h, b + "conv1.weight", stride, 1), b + "norm1"))
+        y = bn(conv(y, b + "conv2.weight", 1, 1), b + "norm2")
+        skip = bn(conv(h, b + "down_conv.0.weight", stride, 0), b + "down_norm.0") if stride != 1 or cin != cout else h
+        h = g.op("Relu", g.op("Add", y, skip))
+    h = g.op("Flatten", g.op("GlobalAveragePool", h), axis=1)
+    return Case(g, g.op("Gemm", h, c(P["fc.weight"]), c(P["fc.bias"]), transB=1))
+
+
+def gpt_infer(p):
+    """bench/model_cases.cpp's Gpt: token and position embeddings, pre-norm causal layers (4-head
+    attention with the in-projection split as PyTorch's, GELU feed-forward), final layer norm, head."""
+    B, T, V, D, H, Fd, L = p["batch"], p["seq"], p["vocab"], p["dim"], p["heads"], p["ffn"], p["layers"]
+    dh = D // H
+    shapes = {"tok.weight": [V, D], "pos.weight": [T, D], "head.weight": [V, D], "head.bias": [V],
+              "blocks.norm.weight": [D], "blocks.norm.bias": [D]}
+    for i in range(L):
+        b = "blocks.layers.%d." % i
+        shapes.update({b + "self_attn.in_proj_weight": [3 * D, D], b + "self_attn.in_proj_bias": [3 * D],
+                       b + "self_attn.out_proj.weight": [D, D], b + "self_attn.out_proj.bias": [D],
+                       b + "linear1.weight": [Fd, D], b + "linear1.bias": [Fd], b + "linear2.weight": [D, Fd],
+                       b + "linear2.bias": [D], b + "norm1.weight": [D], b + "norm1.bias": [D],
+                       b + "norm2.weight": [D], b + "norm2.bias": [D]})
+    P = params_by_name(shapes, 140)
+    g = Graph()
+    c = g.const
+    tok = np.array([[(131 * bb + 7 * t + (t * t) % 11) % V for t in range(T)] for bb in range(B)], np.int64)
+    g.inputs.append(helper.make_tensor_value_info("tokens", TensorProto.INT64, list(tok.shape)))
+    g.feeds["tokens"] = tok
+    h = g.op("Add", g.op("Gather", c(P["tok.weight"]), "tokens", axis=0), c(P["pos.weight"]))
+    mask = np.triu(np.full((T, T), -np.inf, F32), 1)
+
+    def linear(x, name):  # x·Wᵀ + b
+        return g.op("Add", g.op("MatMul", x, c(np.ascontiguousarray(P[name + ".weight"].T))), c(P[name + ".bias"]))
+
+    def heads(x):  # [B, T, D] -> [B, H, T, dh]
+        return g.op("Transpose", g.op("Reshape", x, c([B, T, H, dh], np.int64)), perm=[0, 2, 1, 3])
+
+    for i in range(L):
+        b = "blocks.layers.%d." % i
+        a = layer_norm(g, h, c(P[b + "norm1.weight"]), c(P[b + "norm1.bias"]))
+        w, bias = P[b + "self_attn.in_proj_weight"], P[b + "self_attn.in_proj_bias"]
+        q, k, v = (g.op("Add", g.op("MatMul", a, c(np.ascontiguousarray(w[j * D:(j + 1) * D].T))),
+                        c(bias[j * D:(j + 1) * D])) for j in range(3))
+        scores = g.op("Add", g.op("Mul", g.op("MatMul", heads(q), g.op("Transpose", heads(k), perm=[0, 1, 3, 2])),
+                                  c(1.0 / math.sqrt(dh))), c(mask))
+        ctx = g.op("MatMul", g.op("Softmax", scores, axis=3), heads(v))
+        ctx = g.op("Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), c([B, T, D], np.int64))
+        h = g.op("Add", h, linear(ctx, b + "self_attn.out_proj"))
+        f = g.op("Gelu", linear(layer_norm(g, h, c(P[b + "norm2.weight"]), c(P[b + "norm2.bias"])), b + "linear1"))
+        h = g.op("Add", h, linear(f, b + "linear2"))
+    h = layer_norm(g, h, c(P["blocks.norm.weight"]), c(P["blocks.norm.bias"]))
+    return Case(g, linear(h, "head"))
+
+
 class Unsupported(Exception):
     pass
 
@@ -209,6 +307,10 @@ def make_case(kind, p):
         return mlp_infer(p)
     if kind == "encoder":
         return encoder(p)
+    if kind == "resnet_infer":
+        return resnet_infer(p)
+    if kind == "gpt_infer":
+        return gpt_infer(p)
     raise Unsupported("no ONNX Runtime version of workload kind '%s'" % kind)
 
 
