@@ -74,6 +74,17 @@ TEST_P(IndexAddTest, NanInfAndSixteenBitDtypes) {
   }
 }
 
+TEST_P(IndexAddTest, EmptyIndexAndIntegerDtypes) {
+  // No rows to add: x unchanged (through the library call where it exists).
+  Array x = f32({1, 2, 3, 4}, {2, 2}, dev);
+  EXPECT_TRUE(same(index_add(x, 0, i64({}, {0}, dev), f32({}, {0, 2}, dev)), {1, 2, 3, 4}));
+  // Integers take the dense scatter on every device (the call is for floats), with the same sums.
+  Array xi = i32({1, 2, 3, 4}, {2, 2}, dev);
+  Array r = index_add(xi, 0, i64({1, 1, 0}, {3}, dev), i32({10, 20, 30, 40, 50, 60}, {3, 2}, dev));
+  EXPECT_EQ(r.dtype(), DType::I32);
+  EXPECT_TRUE(same(r, {51, 62, 43, 64}));
+}
+
 TEST_P(IndexAddTest, StridedSourceAndMiddleDim) {
   // src [2, 3, 2] = transpose of [3, 2, 2] values 0..11 (strided); rows along dim 1 at 1, 1, 0.
   Array base = f32(iota_d(12), {3, 2, 2}, dev);
