@@ -29,38 +29,45 @@ struct Mlp : nn::Module {
   Array forward(const Array& x) { return fc3.forward(relu(fc2.forward(relu(fc1.forward(x))))); }
 };
 
-struct MlpStep : Case {
-  Mlp model;
-  optim::Adam opt;
+// One training step of a classifier on a fixed batch (labels i mod classes): forward, cross-entropy,
+// backward, Adam (the MLP and residual CNN rows).
+template <class Model>
+struct ClassifierStep : Case {
+  Model model;
+  std::optional<optim::Adam> opt;
   Array x, labels, loss;
-  MlpStep(int64_t batch, int64_t in, int64_t hidden, int64_t out)
-      : model(in, hidden, out), opt(model, {.lr = 1e-3}), x(input({batch, in}, 1)),
-        labels(rem(arange(0, batch, 1, DType::I64), out).eval()) {}
+  template <class... ModelArgs>
+  ClassifierStep(const Shape& batch_shape, int64_t classes, ModelArgs... args)
+      : model(args...), x(input(batch_shape, 1)),
+        labels(rem(arange(0, batch_shape[0], 1, DType::I64), classes).eval()) {
+    opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
+  }
   void run() override {
     loss = nn::cross_entropy(model.forward(x), labels);
-    opt.step(loss.backward());
+    opt->step(loss.backward());
     wait_cpu();
   }
   double check() override { return loss.item<double>(); }
 };
 
-// Batch-1 (or small-batch) inference latency of the MLP above: forward only, result read back.
-// With `captured`, the forward is an ember::capture_module recording (ember/capture.h), replayed
-// on every run after the first: the host cost per op is gone.
-struct MlpInfer : Case {
-  Mlp model;
+// Inference latency of a model (eval mode): forward only, result read back. With `captured`, the
+// forward is an ember::capture_module recording (ember/capture.h), replayed on every run after the
+// first: the host cost per op is gone.
+template <class Model>
+struct ModelInfer : Case {
+  Model model;
   Array x;
   std::vector<float> out;
   std::optional<CapturedFunction> captured;
-  MlpInfer(int64_t batch, int64_t in, int64_t hidden, int64_t n_out, bool capture)
-      : model(in, hidden, n_out), x(input({batch, in}, 1)) {
+  template <class... ModelArgs>
+  ModelInfer(const Shape& batch_shape, bool capture, ModelArgs... args) : model(args...), x(input(batch_shape, 1)) {
     model.eval();
     if (capture)
       captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
   }
   void run() override {
     NoGradGuard no_grad;
-    out = (captured ? (*captured)({x})[0] : model.forward(x)).to_vector<float>();
+    out = (captured ? (*captured)({x})[0] : model.forward(x)).template to_vector<float>();
   }
   double check() override {
     double s = 0;
@@ -276,49 +283,6 @@ struct ResNet : nn::Module {
   }
 };
 
-// One training step of the residual CNN on a CIFAR-shaped batch ([B, 3, 32, 32], labels i mod
-// classes): forward in training mode (batch statistics), cross-entropy, backward, Adam.
-struct ResNetTrain : Case {
-  ResNet model;
-  std::optional<optim::Adam> opt;
-  Array x, labels, loss;
-  ResNetTrain(int64_t batch, int64_t width, int64_t classes, int64_t hw)
-      : model(width, classes), x(input({batch, 3, hw, hw}, 1)),
-        labels(rem(arange(0, batch, 1, DType::I64), classes).eval()) {
-    opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
-  }
-  void run() override {
-    loss = nn::cross_entropy(model.forward(x), labels);
-    opt->step(loss.backward());
-    wait_cpu();
-  }
-  double check() override { return loss.item<double>(); }
-};
-
-// Inference of the residual CNN (eval mode: running statistics), logits read back. With
-// `captured`, the forward is an ember::capture_module recording replayed on every run.
-struct ResNetInfer : Case {
-  ResNet model;
-  Array x;
-  std::vector<float> out;
-  std::optional<CapturedFunction> captured;
-  ResNetInfer(int64_t batch, int64_t width, int64_t classes, int64_t hw, bool capture)
-      : model(width, classes), x(input({batch, 3, hw, hw}, 1)) {
-    model.eval();
-    if (capture)
-      captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
-  }
-  void run() override {
-    NoGradGuard no_grad;
-    out = (captured ? (*captured)({x})[0] : model.forward(x)).to_vector<float>();
-  }
-  double check() override {
-    double s = 0;
-    for (float v : out) s += v;
-    return s;
-  }
-};
-
 // A GPT-style decoder stack: token and learned position embeddings, pre-norm causal transformer
 // layers (GELU feed-forward, no dropout) with a final layer norm, a linear head. Written as the
 // char_transformer example is: nn::TransformerEncoder with a causal mask.
@@ -389,13 +353,12 @@ struct GptInfer : Case {
 }  // namespace
 
 std::unique_ptr<Case> make_model_case(const std::string& kind, const json& p) {
+  auto i = [&](const char* key) { return p.at(key).get<int64_t>(); };
   if (kind == "mlp_step")
-    return std::make_unique<MlpStep>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
-                                     p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>());
+    return std::make_unique<ClassifierStep<Mlp>>(Shape{i("batch"), i("in")}, i("out"), i("in"), i("hidden"), i("out"));
   if (kind == "mlp_infer")
-    return std::make_unique<MlpInfer>(p.at("batch").get<int64_t>(), p.at("in").get<int64_t>(),
-                                      p.at("hidden").get<int64_t>(), p.at("out").get<int64_t>(),
-                                      p.value("captured", 0) != 0);
+    return std::make_unique<ModelInfer<Mlp>>(Shape{i("batch"), i("in")}, p.value("captured", 0) != 0, i("in"),
+                                             i("hidden"), i("out"));
   if (kind == "encoder_train")
   {
     const std::string prec = p.value("precision", std::string("f32"));
@@ -419,10 +382,13 @@ std::unique_ptr<Case> make_model_case(const std::string& kind, const json& p) {
   if (kind == "encoder")
     return std::make_unique<Encoder>(p.at("batch").get<int64_t>(), p.at("seq").get<int64_t>(),
                                      p.at("dim").get<int64_t>(), p.at("heads").get<int64_t>(),
-                                     p.at("ffn").get<int64_t>());  auto i = [&](const char* key) { return p.at(key).get<int64_t>(); };
-  if (kind == "resnet_train") return std::make_unique<ResNetTrain>(i("batch"), i("width"), i("classes"), i("hw"));
+                                     p.at("ffn").get<int64_t>());  // The residual CNN on a CIFAR-shaped batch [B, 3, hw, hw]: a training step (batch statistics) and
+  // inference (running statistics).
+  const auto image = [&] { return Shape{i("batch"), 3, i("hw"), i("hw")}; };
+  if (kind == "resnet_train")
+    return std::make_unique<ClassifierStep<ResNet>>(image(), i("classes"), i("width"), i("classes"));
   if (kind == "resnet_infer")
-    return std::make_unique<ResNetInfer>(i("batch"), i("width"), i("classes"), i("hw"), p.value("captured", 0) != 0);
+    return std::make_unique<ModelInfer<ResNet>>(image(), p.value("captured", 0) != 0, i("width"), i("classes"));
   if (kind == "gpt_train")
     return std::make_unique<GptTrain>(i("batch"), i("seq"), i("vocab"), i("dim"), i("heads"), i("ffn"), i("layers"));
   if (kind == "gpt_infer")

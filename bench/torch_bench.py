@@ -232,9 +232,10 @@ def mlp_model(n_in, hidden, n_out):
 
 
 class Stateful:
-    """A training case whose compiling call (setup, torch.compile) must not count as a step: the
-    parameters and the optimizer state are put back after it, so the checksum (the loss after the
-    same number of steps on every side) still compares."""
+    """A training step: loss = self.fwd(*self.inputs), backward, the optimizer's step. Its compiling
+    call (setup, torch.compile) must not count as a step: the parameters and the optimizer state
+    are put back after it, so the checksum (the loss after the same number of steps on every side)
+    still compares."""
 
     def snapshot(self):
         return copy.deepcopy(self.net.state_dict()), copy.deepcopy(self.opt.state_dict())
@@ -242,6 +243,17 @@ class Stateful:
     def restore(self, snap):
         self.net.load_state_dict(snap[0])
         self.opt.load_state_dict(snap[1])
+
+    def run(self):
+        with torch.enable_grad():
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.fwd(*self.inputs)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+
+    def check(self):
+        return float(self.loss.item())
 
 
 class MlpStep(Stateful):
@@ -252,17 +264,7 @@ class MlpStep(Stateful):
         self.labels = torch.arange(batch, dtype=torch.int64) % n_out
         self.loss = None
         self.fwd = compiled(lambda x, y: F.cross_entropy(self.model(x), y))
-
-    def run(self):
-        with torch.enable_grad():
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.fwd(self.x, self.labels)
-            loss.backward()
-            self.opt.step()
-            self.loss = loss.detach()
-
-    def check(self):
-        return float(self.loss.item())
+        self.inputs = (self.x, self.labels)
 
 
 class MlpInfer:
@@ -314,17 +316,7 @@ class EncoderTrain(Stateful):
             y = y.float()
             return (y * y).mean()
         self.fwd = compiled(fwd)
-
-    def run(self):
-        with torch.enable_grad():
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.fwd(self.x)
-            loss.backward()
-            self.opt.step()
-            self.loss = loss.detach()
-
-    def check(self):
-        return float(self.loss.item())
+        self.inputs = (self.x,)
 
 
 class LstmLm(Stateful):
@@ -352,17 +344,8 @@ class LstmLm(Stateful):
             h = self.lstm(self.embed(tokens))[0]
             return torch.nn.functional.cross_entropy(self.head(h).reshape(-1, self.vocab), targets)
         self.fwd = compiled(fwd)
+        self.inputs = (self.tokens, self.targets)
 
-    def run(self):
-        with torch.enable_grad():
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.fwd(self.tokens, self.targets)
-            loss.backward()
-            self.opt.step()
-            self.loss = loss.detach()
-
-    def check(self):
-        return float(self.loss.item())
 
 
 def pattern_tokens(batch, seq, vocab):
@@ -423,17 +406,7 @@ class ResNetTrain(Stateful):
         self.labels = torch.arange(batch, dtype=torch.int64) % classes
         self.loss = None
         self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x), y))
-
-    def run(self):
-        with torch.enable_grad():
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.fwd(self.x, self.labels)
-            loss.backward()
-            self.opt.step()
-            self.loss = loss.detach()
-
-    def check(self):
-        return float(self.loss.item())
+        self.inputs = (self.x, self.labels)
 
 
 class ResNetInfer:
@@ -493,17 +466,7 @@ class GptTrain(Stateful):
         self.targets = t[:, 1:].reshape(-1).contiguous()
         self.loss = None
         self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x).reshape(-1, vocab), y))
-
-    def run(self):
-        with torch.enable_grad():
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.fwd(self.tokens, self.targets)
-            loss.backward()
-            self.opt.step()
-            self.loss = loss.detach()
-
-    def check(self):
-        return float(self.loss.item())
+        self.inputs = (self.tokens, self.targets)
 
 
 class GptInfer:
