@@ -50,9 +50,9 @@ struct ClassifierStep : Case {
   double check() override { return loss.item<double>(); }
 };
 
-// Inference latency of a model (eval mode): forward only, result read back. With `captured`, the
-// forward is an ember::capture_module recording (ember/capture.h), replayed on every run after the
-// first: the host cost per op is gone.
+// Inference latency of a model (eval mode) on a fixed input: forward only, result read back. With
+// `captured`, the forward is an ember::capture_module recording (ember/capture.h), replayed on
+// every run after the first: the host cost per op is gone.
 template <class Model>
 struct ModelInfer : Case {
   Model model;
@@ -60,7 +60,7 @@ struct ModelInfer : Case {
   std::vector<float> out;
   std::optional<CapturedFunction> captured;
   template <class... ModelArgs>
-  ModelInfer(const Shape& batch_shape, bool capture, ModelArgs... args) : model(args...), x(input(batch_shape, 1)) {
+  ModelInfer(Array model_input, bool capture, ModelArgs... args) : model(args...), x(std::move(model_input)) {
     model.eval();
     if (capture)
       captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
@@ -330,26 +330,6 @@ struct GptTrain : Case {
   double check() override { return loss.item<double>(); }
 };
 
-// Inference of the decoder stack (a prompt of `seq` tokens per sequence): logits read back.
-struct GptInfer : Case {
-  Gpt model;
-  Array tokens;
-  std::vector<float> out;
-  GptInfer(int64_t batch, int64_t seq, int64_t vocab, int64_t d, int64_t heads, int64_t ff, int64_t layers)
-      : model(vocab, seq, d, heads, ff, layers), tokens(pattern_tokens(batch, seq, vocab, {batch, seq})) {
-    model.eval();
-  }
-  void run() override {
-    NoGradGuard no_grad;
-    out = model.forward(tokens).to_vector<float>();
-  }
-  double check() override {
-    double s = 0;
-    for (float v : out) s += v;
-    return s;
-  }
-};
-
 }  // namespace
 
 std::unique_ptr<Case> make_model_case(const std::string& kind, const json& p) {
@@ -357,7 +337,7 @@ std::unique_ptr<Case> make_model_case(const std::string& kind, const json& p) {
   if (kind == "mlp_step")
     return std::make_unique<ClassifierStep<Mlp>>(Shape{i("batch"), i("in")}, i("out"), i("in"), i("hidden"), i("out"));
   if (kind == "mlp_infer")
-    return std::make_unique<ModelInfer<Mlp>>(Shape{i("batch"), i("in")}, p.value("captured", 0) != 0, i("in"),
+    return std::make_unique<ModelInfer<Mlp>>(input({i("batch"), i("in")}, 1), p.value("captured", 0) != 0, i("in"),
                                              i("hidden"), i("out"));
   if (kind == "encoder_train")
   {
@@ -388,11 +368,13 @@ std::unique_ptr<Case> make_model_case(const std::string& kind, const json& p) {
   if (kind == "resnet_train")
     return std::make_unique<ClassifierStep<ResNet>>(image(), i("classes"), i("width"), i("classes"));
   if (kind == "resnet_infer")
-    return std::make_unique<ModelInfer<ResNet>>(image(), p.value("captured", 0) != 0, i("width"), i("classes"));
+    return std::make_unique<ModelInfer<ResNet>>(input(image(), 1), p.value("captured", 0) != 0, i("width"),
+                                                i("classes"));
   if (kind == "gpt_train")
     return std::make_unique<GptTrain>(i("batch"), i("seq"), i("vocab"), i("dim"), i("heads"), i("ffn"), i("layers"));
-  if (kind == "gpt_infer")
-    return std::make_unique<GptInfer>(i("batch"), i("seq"), i("vocab"), i("dim"), i("heads"), i("ffn"), i("layers"));
+  if (kind == "gpt_infer")  // a prompt of `seq` tokens per sequence
+    return std::make_unique<ModelInfer<Gpt>>(pattern_tokens(i("batch"), i("seq"), i("vocab"), {i("batch"), i("seq")}),
+                                             false, i("vocab"), i("seq"), i("dim"), i("heads"), i("ffn"), i("layers"));
   return nullptr;
 }
 

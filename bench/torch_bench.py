@@ -256,15 +256,23 @@ class Stateful:
         return float(self.loss.item())
 
 
-class MlpStep(Stateful):
-    def __init__(self, batch, n_in, hidden, n_out):
-        self.model = self.net = mlp_model(n_in, hidden, n_out)
-        self.opt = adam(self.model.parameters(), 1e-3)
-        self.x = inp([batch, n_in], 1)
-        self.labels = torch.arange(batch, dtype=torch.int64) % n_out
+class ClassifierStep(Stateful):
+    """One training step of a classifier on a fixed batch x (labels i mod classes): cross-entropy,
+    backward, Adam (the MLP and residual CNN rows; ember_bench's ClassifierStep)."""
+
+    def __init__(self, net, x, classes):
+        self.net = net
+        self.x = x
+        self.opt = adam(self.net.parameters(), 1e-3)
+        self.labels = torch.arange(x.shape[0], dtype=torch.int64) % classes
         self.loss = None
-        self.fwd = compiled(lambda x, y: F.cross_entropy(self.model(x), y))
+        self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x), y))
         self.inputs = (self.x, self.labels)
+
+
+class MlpStep(ClassifierStep):
+    def __init__(self, batch, n_in, hidden, n_out):
+        super().__init__(mlp_model(n_in, hidden, n_out), inp([batch, n_in], 1), n_out)
 
 
 class MlpInfer:
@@ -393,20 +401,14 @@ class ResNet(torch.nn.Module):
         return self.fc(h.mean((2, 3)))
 
 
-class ResNetTrain(Stateful):
+class ResNetTrain(ClassifierStep):
     """One training step of the residual CNN (batch statistics), cross-entropy, Adam."""
 
     def __init__(self, batch, width, classes, hw):
-        self.net = ResNet(width, classes)
-        self.x = inp([batch, 3, hw, hw], 1)
+        net, x = ResNet(width, classes), inp([batch, 3, hw, hw], 1)
         if OPTS.get("channels_last"):
-            self.net = self.net.to(memory_format=torch.channels_last)
-            self.x = layout(self.x)
-        self.opt = adam(self.net.parameters(), 1e-3)
-        self.labels = torch.arange(batch, dtype=torch.int64) % classes
-        self.loss = None
-        self.fwd = compiled(lambda x, y: F.cross_entropy(self.net(x), y))
-        self.inputs = (self.x, self.labels)
+            net, x = net.to(memory_format=torch.channels_last), layout(x)
+        super().__init__(net, x, classes)
 
 
 class ResNetInfer:

@@ -11,14 +11,13 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/program.h"
 
 namespace ember::cpu {
 
 namespace {
 
 using ember::host::set_status;
-
-bool is_floating(int32_t dt) { return dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_F16 || dt == EMBER_BF16; }
 
 // out [M, S, K] = 0, then out[m, index[n], :] += src[m, n, :] for n = 0 .. N - 1 (T: float for
 // f32 / f16 / bf16, double for f64; src and out dense row-major).
@@ -61,7 +60,7 @@ int32_t index_add_library(const ember_tensor_desc* in, int32_t n_in, const ember
   const int r = src.rank, dim = a.dim;
   if (r < 1 || r > 8 || out.rank != r || dim < 0 || dim >= r)
     return set_status(st, EMBER_ERR_INVALID, "index_add: bad ranks (src %d, out %d) or dim %d", r, out.rank, dim);
-  if (!is_floating(src.dtype) || out.dtype != src.dtype || idx.dtype != EMBER_I64 || idx.rank != 1 ||
+  if (!is_float_dtype(uint8_t(src.dtype)) || out.dtype != src.dtype || idx.dtype != EMBER_I64 || idx.rank != 1 ||
       idx.shape[0] != src.shape[dim])
     return set_status(st, EMBER_ERR_INVALID, "index_add: src and out must share a floating dtype and index be i64 [%lld]",
                       static_cast<long long>(src.shape[dim]));
