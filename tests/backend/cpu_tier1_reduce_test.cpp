@@ -404,6 +404,71 @@ TEST_F(CpuTier1ReduceTest, KeptValuesAreReloadedOnlyFromTheSameView) {
   EXPECT_TRUE(agree(t1[size_t(o)], ref[size_t(o)], DType::F32, false));
 }
 
+// A value per row read inside the row loop (stride 0 along the reduced dim: a softmax's saved
+// row sum in its gradient, y * (g - sum(g * y)) / s) keeps the rows scheme: the kernel reads it
+// from a splat (emit_c.h). Rows longer than a chunk refill the splat; NaN and inf row values
+// propagate; bf16 splats hold storage values. A launch with more row values than the kernel has
+// splats for (emit_c.h kRowSplatSlots) takes another scheme, with the same results.
+TEST_F(CpuTier1ReduceTest, RowValuesInTheRowLoopKeepTheRowsScheme) {
+  Tier1Scope scope(1);
+  std::mt19937_64 rng(31);
+  struct RowCase {
+    std::vector<int64_t> shape;  // [outer..., reduce...]: one outer dim, the rest reduced
+    DType F;
+    int extra;  // more row values read in the row loop
+  };
+  const RowCase cases[] = {{{64, 128}, DType::F32, 0}, {{3, 4100}, DType::F32, 0}, {{5, 2, 33}, DType::F64, 2},
+                           {{9, 70}, DType::BF16, 0}, {{20, 40}, DType::F32, 3}, {{20, 40}, DType::F32, 4}};
+  for (const RowCase& rc : cases) {
+    Built B;
+    kir::Builder& b = B.b;
+    B.L.outer_rank = 1;
+    B.L.reduce_rank = int(rc.shape.size()) - 1;
+    B.L.shape = rc.shape;
+    std::vector<int> all(rc.shape.size());
+    for (size_t d = 0; d < all.size(); ++d) all[d] = int(d);
+    auto arg = [&](const std::vector<int>& order) {
+      B.L.args.push_back(make_view(B.L.shape, order, 1, rc.F, rng));
+      return b.add_arg(rc.F);
+    };
+    std::vector<int> extras;
+    for (int e = 0; e < rc.extra; ++e) extras.push_back(arg({0}));
+    const int y = arg(all), g = arg(all), s = arg({0}), o = arg(all), dot = arg({0});
+    // Row values: finite, then an infinite and a NaN row (the rows' first elements).
+    HArg& sa = B.L.args[size_t(s)];
+    put(sa.bytes, rc.F, size_t(sa.offset), INFINITY);
+    put(sa.bytes, rc.F, size_t(sa.offset + 1), std::nan(""));
+    b.phase = 0;
+    Val prod = b.load(g) * b.load(y);
+    for (int e : extras) prod = prod + b.load(e) * 0.5;
+    Val d = b.acc_sum(prod);
+    b.phase = 1;
+    b.store(dot, d);
+    b.phase = 2;
+    b.store(o, b.load(y) * (b.load(g) - d) / b.load(s));
+    const std::string ctx = std::string(dtype_name(rc.F)) + " shape " + std::to_string(rc.shape[0]) + "x" +
+                            std::to_string(rc.shape.back()) + ", " + std::to_string(rc.extra) + " more row values\n" +
+                            kir::to_string(b.program("t"));
+    Runs r;
+    const std::array<int64_t, 3> before = reduce_schemes();
+    ASSERT_NO_FATAL_FAILURE(run_on_every_tier(B, ctx, r));
+    const std::array<int64_t, 3> after = reduce_schemes();
+    EXPECT_EQ(after[0] - before[0], rc.extra + 1 <= 4 ? 1 : 0) << "rows launches (kRowSplatSlots = 4)\n" << ctx;
+    EXPECT_EQ(after[0] + after[1] + after[2] - before[0] - before[1] - before[2], 1) << ctx;
+    int64_t n_reduce = 1;
+    for (size_t i = 1; i < rc.shape.size(); ++i) n_reduce *= rc.shape[i];
+    const double tol = rc.F == DType::F64 ? 1e-11 : rc.F == DType::BF16 ? 1e-2 : 2e-5 + 2e-7 * double(n_reduce);
+    for (int a : {dot, o}) {
+      EXPECT_TRUE(agree(r.t1[size_t(a)], r.t0[size_t(a)], rc.F, false, tol)) << "tier 1 vs 0, arg " << a << "\n" << ctx;
+      EXPECT_TRUE(agree(r.t1[size_t(a)], r.ref[size_t(a)], rc.F, false, tol)) << "tier 1 vs reference, arg " << a << "\n" << ctx;
+    }
+    // The infinite row gives (signed) zeros, y * (g - dot) / inf; the NaN row gives NaN.
+    const size_t row = size_t(n_reduce), first_o = size_t(B.L.args[size_t(o)].offset);
+    EXPECT_EQ(element(r.t1[size_t(o)], rc.F, first_o), 0.0) << ctx;
+    EXPECT_TRUE(std::isnan(element(r.t1[size_t(o)], rc.F, first_o + row))) << ctx;
+  }
+}
+
 // Softmax, log-softmax, layer norm and sums written through the public API (each one fused
 // kernel) run on tier 1 and agree with the reference backend, over the last dim and over dim 0.
 TEST_F(CpuTier1ReduceTest, ApiSoftmaxLayerNormAndSumsMatchReference) {

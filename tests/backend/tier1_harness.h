@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -54,6 +55,13 @@ inline Stats stats() {
   int64_t v[4] = {0, 0, 0, 0};
   if (fn) fn(v);
   return {v[0], v[1], v[2], v[3]};
+}
+// Reduce launches so far by scheme (emit_c.h): {rows, columns, strided columns}.
+inline std::array<int64_t, 3> reduce_schemes() {
+  auto fn = reinterpret_cast<void (*)(int64_t*)>(cpu_plugin_symbol("ember_cpu_tier_reduce_schemes"));
+  std::array<int64_t, 3> v{0, 0, 0};
+  if (fn) fn(v.data());
+  return v;
 }
 
 // Tier mode, a private kernel cache and source dump folder for one test; restored afterwards.

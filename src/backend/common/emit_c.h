@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "backend/abi.h"
 
@@ -41,7 +42,9 @@ typedef void (*ember_c_kernel_fn)(const ember_c_launch* launch, int64_t t0, int6
 // The launch a compiled CPU reduction kernel receives (programs with ACC_* or several phases).
 // Outer and reduce dims are each coalesced by the caller (each at least one dim). Three schemes:
 //  - rows (columns = 0): task t is outer point t; each pass runs a SIMD loop along the innermost
-//    reduce dim, which has stride 1 in every argument an even phase touches;
+//    reduce dim, which has stride 1 in every argument an even phase touches, or stride 0 in a
+//    read-only one that reduce_row_splat_args marks (a value per row: a softmax's saved row sum
+//    in its gradient), read from a splat of that value;
 //  - columns (columns = 1): task t is block t % nblk (of `block` <= 256 outer points) of outer
 //    row t / nblk; lanes are consecutive outer points (stride 1 along the innermost outer dim in
 //    every argument used), each with its own accumulator, and the reduce dims are walked in order;
@@ -121,5 +124,13 @@ bool emit_cpu_kernel(const ember_kir_program& prog, std::string& src, std::strin
 // `extern "C" void ember_kernel_reduce(const ember_c_reduce_launch*, int64_t t0, int64_t t1)`;
 // false and *why if unsupported (argmax/argmin, gathers, 16-bit floats).
 bool emit_cpu_reduce_kernel(const ember_kir_program& prog, std::string& src, std::string* why);
+
+// Per argument: 1 where the rows scheme of emit_cpu_reduce_kernel takes a stride of 0 along the
+// innermost reduce dim: arguments loaded in an even phase and never stored. Such a row value is
+// read from a splat filled once per row chunk; a launch may have up to kRowSplatSlots of them
+// (the splats are stack arrays of kRowChunk values per storage type).
+constexpr int64_t kRowChunk = 4096;  // rows: points of a row summed as one chunk
+constexpr int kRowSplatSlots = 4;
+std::vector<uint8_t> reduce_row_splat_args(const ember_kir_program& prog);
 
 }  // namespace ember::emit

@@ -60,6 +60,8 @@ int64_t last_level_cache_bytes() {
 
 // ---- statistics (exported for tests and benchmarks) -------------------------------------------
 std::atomic<int64_t> g_compiles{0}, g_cache_hits{0}, g_failures{0}, g_launches{0};
+// Reduce launches by scheme (emit_c.h): rows, columns, strided columns.
+std::atomic<int64_t> g_reduce_schemes[3] = {0, 0, 0};
 
 bool log_on() {
   static const bool on = [] {
@@ -460,11 +462,11 @@ class CoalescedLaunch {
 
 // A reduction / multi-phase launch on its compiled kernel: outer and reduce dims coalesced
 // separately, then the rows scheme when the innermost reduce dim is contiguous in every argument
-// an even phase touches, the columns scheme when the innermost outer dim is contiguous in every
-// argument, strided columns for short rows and other layouts (emit_c.h); false (the interpreter)
+// an even phase touches (or holds one value per row in an argument the kernel reads from a splat),
+// the columns scheme when the innermost outer dim is contiguous in every argument, strided columns for short rows and other layouts (emit_c.h); false (the interpreter)
 // only for a single outer point whose reduce dim is strided.
-bool run_reduce_kernel(const Program& p, const ember_kir_launch& l, ember_c_reduce_fn fn, ember_status* st,
-                       int32_t* rc) {
+bool run_reduce_kernel(const Program& p, const Tier1& t, const ember_kir_launch& l, ember_c_reduce_fn fn,
+                       ember_status* st, int32_t* rc) {
   const int na = l.n_args, outer = l.outer_rank, total = outer + l.reduce_rank;
   CoalescedLaunch c(l);
   const int ro = c.append(0, outer);
@@ -475,9 +477,12 @@ bool run_reduce_kernel(const Program& p, const ember_kir_launch& l, ember_c_redu
   for (int d = outer; d < total; ++d) n_reduce *= l.shape[d];
   const int64_t inner = c.dim(R - 1), ocols = c.dim(ro - 1);
   bool reduce_contig = true, outer_contig = true;
+  int row_values = 0;  // arguments of stride 0 along the row that the rows kernel reads from splats
   for (int a = 0; a < na; ++a) {
     const bool even = p.arg_in_phase[0][size_t(a)], any = even || p.arg_in_phase[1][size_t(a)];
-    if (even && inner > 1 && c.stride(a, R - 1) != 1) reduce_contig = false;
+    const int64_t s = c.stride(a, R - 1);
+    if (even && inner > 1 && s == 0 && t.row_splats[size_t(a)] && row_values < emit::kRowSplatSlots) ++row_values;
+    else if (even && inner > 1 && s != 1) reduce_contig = false;
     if (any && c.stride(a, ro - 1) != 1) outer_contig = false;
   }
   // Short contiguous rows (under 8 values) with many outer points take strided columns: the rows
@@ -520,6 +525,7 @@ bool run_reduce_kernel(const Program& p, const ember_kir_launch& l, ember_c_redu
   }
   run_tasks(tasks, n_outer * std::max<int64_t>(n_reduce, 1), [&](int64_t t0, int64_t t1) { fn(&cl, t0, t1); });
   ++g_launches;
+  ++g_reduce_schemes[columns];
   return true;
 }
 
@@ -547,6 +553,7 @@ void tier1_attach(Program& p, const ember_kir_program& src) {
     TIER_LOG("%s: tier 0 only (%s)", p.name.c_str(), why.c_str());
     return;
   }
+  if (t->reduce) t->row_splats = emit::reduce_row_splat_args(src);
   t->name = p.name;
   p.tier1 = t;
   if (mode == 1) {
@@ -596,7 +603,7 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
   } else if (!ready()) {
     return false;
   }
-  if (t->reduce) return run_reduce_kernel(p, l, t->rfn.load(std::memory_order_acquire), st, rc);
+  if (t->reduce) return run_reduce_kernel(p, *t, l, t->rfn.load(std::memory_order_acquire), st, rc);
   const ember_c_kernel_fn fn = t->fn.load(std::memory_order_acquire);
   if ((*rc = check_launch(p, l, st)) != EMBER_OK) return true;
   // Coalesced dims: contiguous tensors become one long row.
@@ -649,4 +656,8 @@ extern "C" __attribute__((visibility("default"))) void ember_cpu_tier_stats(int6
   out4[1] = ember::cpu::g_cache_hits.load();
   out4[2] = ember::cpu::g_failures.load();
   out4[3] = ember::cpu::g_launches.load();
+}
+// Reduce launches so far by scheme: {rows, columns, strided columns} (emit_c.h).
+extern "C" __attribute__((visibility("default"))) void ember_cpu_tier_reduce_schemes(int64_t* out3) {
+  for (int i = 0; i < 3; ++i) out3[i] = ember::cpu::g_reduce_schemes[i].load();
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/abi.h"
 #include "backend/common/emit_c.h"
@@ -24,6 +25,7 @@ struct Tier1 {
   std::string source;  // the emitted translation unit
   std::string name;
   bool reduce = false;  // a reduction / multi-phase kernel (ember_kernel_reduce), else elementwise
+  std::vector<uint8_t> row_splats;  // reduce: arguments the rows scheme reads from a splat (emit_c.h)
   std::atomic<ember_c_kernel_fn> fn{nullptr};
   std::atomic<ember_c_reduce_fn> rfn{nullptr};
   std::atomic<int> state{kIdle};
