@@ -1,7 +1,9 @@
-// User-defined differentiable functions and gradient checkpointing, both as GradNodes with a
-// custom rule instead of an op-table rule.
+// User-defined differentiable functions, gradient checkpointing and composite ops with a
+// closed-form backward (composite.h), all as GradNodes with a custom rule instead of an op-table
+// rule.
 #include <fmt/format.h>
 
+#include "autograd/composite.h"
 #include "autograd/grad_node.h"
 
 namespace ember {
@@ -83,3 +85,43 @@ Array checkpoint(const std::function<Array(const std::vector<Array>&)>& fn, cons
 }
 
 }  // namespace ember
+
+namespace ember::autograd {
+
+Array attach_composite(const std::vector<Array>& inputs, const Array& output, std::vector<Array> saved, CompositeRule rule,
+                       Loc loc) {
+  if (!grad_enabled()) return output;
+  auto node = std::make_shared<GradNode>();
+  node->loc = loc;
+  node->out_shape = output.shape();
+  node->out_dtype = output.dtype();
+  bool any = false;
+  for (const Array& in : inputs) {
+    const bool flows = in.defined() && in.requires_grad() && is_floating(in.dtype());
+    node->inputs.push_back(
+        {flows ? in.grad_node() : nullptr, in.defined() ? in.shape() : Shape{}, in.defined() ? in.dtype() : DType::F32});
+    any |= flows;
+  }
+  if (!any) return output;
+  node->saved_inputs = inputs;  // with their history: the create_graph path records on them
+  node->custom_saved = std::move(saved);
+  node->saved_output = output.node();
+  node->custom = [rule = std::move(rule)](GradNode& self, const Array& g) -> std::vector<Array> {
+    if (!grad_enabled()) return rule.first_order(self.custom_saved, g);
+    // create_graph: the composition again, recorded, differentiated with its history kept.
+    Array again = rule.composed(self.saved_inputs);
+    std::vector<Array> wanted, grads(self.inputs.size());
+    std::vector<size_t> where;
+    for (size_t i = 0; i < self.inputs.size(); ++i)
+      if (self.inputs[i].fn) {
+        wanted.push_back(self.saved_inputs[i]);
+        where.push_back(i);
+      }
+    std::vector<Array> got = grad(again, wanted, {.create_graph = true, .allow_unused = true}, g);
+    for (size_t k = 0; k < where.size(); ++k) grads[where[k]] = got[k];
+    return grads;
+  };
+  return Array(output.node(), node);
+}
+
+}  // namespace ember::autograd

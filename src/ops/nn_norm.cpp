@@ -6,6 +6,7 @@
 #include "ember/autograd.h"
 #include "ember/ops.h"
 #include "ember/ops_nn.h"
+#include "autograd/composite.h"
 #include "ops/call_error.h"
 
 namespace ember {
@@ -59,6 +60,24 @@ Shape channel_shape(const Array& x) {
   std::vector<int64_t> s(static_cast<size_t>(x.rank()), 1);
   s[1] = x.size(1);
   return Shape(s);
+}
+
+using GroupSum = std::function<Array(const Array&)>;
+
+// Training batch norm's statistics over `dims` (kept), two passes: the mean, then the mean
+// squared deviation from it; with group_sum, of the group's batch of `count` rows per channel.
+struct BatchStatistics {
+  Array mean, var;
+};
+BatchStatistics batch_statistics(const Array& x, const std::vector<int>& dims, double count, const GroupSum& group_sum) {
+  if (!group_sum) {
+    Array mu = mean(x, dims, true);
+    Array centered = sub(x, mu);
+    return {mu, mean(mul(centered, centered), dims, true)};
+  }
+  Array mu = div(group_sum(sum(x, dims, true)), count);
+  Array centered = sub(x, mu);
+  return {mu, div(group_sum(sum(mul(centered, centered), dims, true)), count)};
 }
 
 Array affine(Array y, const Array& x, const Array& weight, const Array& bias) {
@@ -129,36 +148,67 @@ BatchNormResult batch_norm(const Array& x_in, const Array& running_mean, const A
   std::vector<int> dims{0};
   for (int d = 2; d < x.rank(); ++d) dims.push_back(d);
   int64_t n = C > 0 ? x.numel() / C : 0;  // elements per channel in the statistics
-  Array mu, var;
   if (o.group_sum) {
-    // Two passes over the group, as the local formula below: the mean of every rank's rows, then
-    // the mean squared deviation from it (numerically the same as one process's batch).
     Array counts = o.group_sum(full(Shape{}, n, {.dtype = DType::I64, .device = x.device()}));
     if (!counts.defined() || counts.numel() != 1) throw call.error("group_sum must return an array of the argument's shape");
     n = counts.item<int64_t>();
     if (n <= 0) throw call.error("the synchronized batch is empty on every rank");
-    mu = div(o.group_sum(sum(x, dims, true)), double(n));
-    Array centered = sub(x, mu);
-    var = div(o.group_sum(sum(mul(centered, centered), dims, true)), double(n));
-  } else {
-    mu = mean(x, dims, true);
-    Array centered = sub(x, mu);
-    var = mean(mul(centered, centered), dims, true);
   }
+  const double count = double(n);
+  const double eps = o.eps;
+  const GroupSum group_sum = o.group_sum;
+  // The normalization computed without recording: statistics, then one pass (x - mean) * scale
+  // (+ bias), which the scheduler fuses with what follows (a ReLU).
+  Array mu, var, rstd, y;
+  {
+    NoGradGuard no_grad;
+    BatchStatistics st = batch_statistics(x, dims, count, group_sum);
+    mu = st.mean;
+    var = st.var;
+    rstd = rsqrt(add(var, eps));
+    y = mul(sub(x, mu), weight.defined() ? mul(rstd, per_channel(weight)) : rstd);
+    if (bias.defined()) y = add(y, per_channel(bias));
+  }
+  // Its gradient in closed form (two passes: the per-channel sums of g and g * (x - mean), then
+  // dx), or, under create_graph, the composition differentiated op by op (autograd/composite.h).
+  autograd::CompositeRule rule;
+  rule.first_order = [dims, count, group_sum, channel_shape, C](const std::vector<Array>& saved, const Array& g) {
+    const Array &xs = saved[0], &mean = saved[1], &inv_std = saved[2], &w = saved[3];
+    // x - mean is written twice on purpose: one node read by both passes would be materialized
+    // (a third pass over the activations), two are each fused into their pass.
+    Array s1 = sum(g, dims, true), s2 = sum(mul(g, sub(xs, mean)), dims, true);
+    Array t1 = s1, t2 = s2;  // the group's sums, which the statistics came from
+    if (group_sum) {
+      Array both = group_sum(cat({s1, s2}, 0));
+      t1 = slice(both, 0, 0, 1);
+      t2 = slice(both, 0, 1, 2);
+    }
+    // dx = scale * (g - sum(g) / n - (x - mean) * inv_std^2 * sum(g * (x - mean)) / n)
+    Array scale = w.defined() ? mul(inv_std, reshape(w, channel_shape)) : inv_std;
+    Array k = mul(mul(inv_std, inv_std), div(t2, count));
+    Array gx = mul(scale, sub(sub(g, div(t1, count)), mul(sub(xs, mean), k)));
+    return std::vector<Array>{gx, reshape(mul(s2, inv_std), {C}), reshape(s1, {C})};
+  };
+  rule.composed = [dims, count, eps, group_sum, channel_shape](const std::vector<Array>& in) {
+    BatchStatistics st = batch_statistics(in[0], dims, count, group_sum);
+    Array out = div(sub(in[0], st.mean), sqrt(add(st.var, eps)));
+    if (in[1].defined()) out = mul(out, reshape(in[1], channel_shape));
+    if (in[2].defined()) out = add(out, reshape(in[2], channel_shape));
+    return out;
+  };
   BatchNormResult r;
+  r.output = autograd::attach_composite({x, weight, bias}, y,
+                                        {x.detach(), mu, rstd, weight.defined() ? weight.detach() : Array()},
+                                        std::move(rule), loc);
   if (running_mean.defined()) {
     NoGradGuard no_grad;
     const double m = o.momentum;
-    Array batch_mean = reshape(mu.detach(), {C});
+    Array batch_mean = reshape(mu, {C});
     // The running variance is unbiased, as PyTorch keeps it (n / (n - 1) times the batch's).
-    Array unbiased = mul(reshape(var.detach(), {C}), n > 1 ? double(n) / double(n - 1) : 1.0);
+    Array unbiased = mul(reshape(var, {C}), n > 1 ? double(n) / double(n - 1) : 1.0);
     r.running_mean = add(mul(running_mean, 1 - m), mul(cast(batch_mean, running_mean.dtype()), m));
     r.running_var = add(mul(running_var, 1 - m), mul(cast(unbiased, running_var.dtype()), m));
   }
-  Array y = div(sub(x, mu), sqrt(add(var, o.eps)));
-  if (weight.defined()) y = mul(y, per_channel(weight));
-  if (bias.defined()) y = add(y, per_channel(bias));
-  r.output = y;
   return r;
 }
 
