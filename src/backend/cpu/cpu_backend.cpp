@@ -97,8 +97,13 @@ int32_t program_run(ember_queue, ember_program p, const ember_kir_launch* l, uin
 // calling thread alone. oneDNN would split even a tiny product over every OpenMP thread: a fork
 // and join that costs more than the work, and on a busy machine (a thread of the team waiting
 // for a core) up to a scheduler time slice per call (measured: a batch-1 ONNX CNN at 2 threads
-// beside a compiler, 64 ms a run instead of 0.3 ms).
+// beside a compiler, 64 ms a run instead of 0.3 ms). At 2^20 the CIFAR-shaped residual CNN at
+// batch 1 (convolutions of 9.4M multiply-adds, each with its layout reorders) took 2.4 ms at 2
+// threads against 1.15 at 1 (oneDNN's 32K-value reorders: 51-61 us at 2 threads, 2-8 at 1), and
+// the GPT decoder's 64 x 256 x 256 products 136 us against 88; at 2^24 both run at their 1-thread
+// speed, and the 64 x 256 x 1024 products (222 us at 2 threads, 314 at 1) still split.
 using ember::cpu::kSerialMacs;
+using ember::cpu::kSerialStepMacs;
 
 int64_t numel(const ember_tensor_desc& d) {
   int64_t n = 1;
@@ -132,13 +137,21 @@ int64_t contraction_macs(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
   return 0;
 }
 
+// The multiply-adds under which a call of `op` runs on one thread.
+int64_t serial_below(int32_t op) {
+  return op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD || op == EMBER_LIB_GRU_RECURRENCE ||
+                 op == EMBER_LIB_GRU_RECURRENCE_BACKWARD
+             ? kSerialStepMacs
+             : kSerialMacs;
+}
+
 // Runs the enclosing call with one OpenMP thread when its work is small (restored on exit).
 // Primitive caches key on the geometry, and the choice depends on the geometry only, so a cached
 // primitive is always run with the thread count it was created with.
 class SerialWhenSmall {
  public:
-  explicit SerialWhenSmall(int64_t macs) {
-    if (macs > 0 && macs < kSerialMacs && !omp_in_parallel() && (previous_ = omp_get_max_threads()) > 1)
+  SerialWhenSmall(int64_t macs, int64_t below) {
+    if (macs > 0 && macs < below && !omp_in_parallel() && (previous_ = omp_get_max_threads()) > 1)
       omp_set_num_threads(1);
     else
       previous_ = 0;
@@ -156,7 +169,7 @@ class SerialWhenSmall {
 int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32_t n_in,
                      const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t, ember_status* st) {
   try {
-    const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0);
+    const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0, serial_below(op));
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
     if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS &&
         (!in || !out || n_in < 1 || !ember::library_output_count_ok(op, n_out) || !attrs))
