@@ -12,7 +12,8 @@ using autograd::GradNode;
 
 namespace {
 
-// A GradNode over `inputs` whose rule is `rule`; null if no input needs a gradient.
+// A GradNode over `inputs` (undefined ones get no gradient) for a custom rule; null if no input
+// needs a gradient.
 std::shared_ptr<GradNode> custom_node(const std::vector<Array>& inputs, const Array& output, Loc loc) {
   auto node = std::make_shared<GradNode>();
   node->loc = loc;
@@ -20,8 +21,9 @@ std::shared_ptr<GradNode> custom_node(const std::vector<Array>& inputs, const Ar
   node->out_dtype = output.dtype();
   bool any = false;
   for (const Array& in : inputs) {
-    bool flows = in.requires_grad() && is_floating(in.dtype());
-    node->inputs.push_back({flows ? in.grad_node() : nullptr, in.shape(), in.dtype()});
+    const bool flows = in.defined() && in.requires_grad() && is_floating(in.dtype());
+    node->inputs.push_back(
+        {flows ? in.grad_node() : nullptr, in.defined() ? in.shape() : Shape{}, in.defined() ? in.dtype() : DType::F32});
     any |= flows;
   }
   return any && grad_enabled() ? node : nullptr;
@@ -90,19 +92,8 @@ namespace ember::autograd {
 
 Array attach_composite(const std::vector<Array>& inputs, const Array& output, std::vector<Array> saved, CompositeRule rule,
                        Loc loc) {
-  if (!grad_enabled()) return output;
-  auto node = std::make_shared<GradNode>();
-  node->loc = loc;
-  node->out_shape = output.shape();
-  node->out_dtype = output.dtype();
-  bool any = false;
-  for (const Array& in : inputs) {
-    const bool flows = in.defined() && in.requires_grad() && is_floating(in.dtype());
-    node->inputs.push_back(
-        {flows ? in.grad_node() : nullptr, in.defined() ? in.shape() : Shape{}, in.defined() ? in.dtype() : DType::F32});
-    any |= flows;
-  }
-  if (!any) return output;
+  auto node = custom_node(inputs, output, loc);
+  if (!node) return output;
   node->saved_inputs = inputs;  // with their history: the create_graph path records on them
   node->custom_saved = std::move(saved);
   node->saved_output = output.node();
