@@ -1,5 +1,6 @@
 // Normalizations (include/ember/ops_nn.h) composed from reductions and elementwise ops: batch
 // (training and inference), layer, RMS, group and instance norm. Statistics in f32 under autocast.
+// Training batch norm has a closed-form first-order gradient (autograd/composite.h).
 #include <fmt/format.h>
 
 #include "ember/autocast.h"

@@ -462,9 +462,10 @@ class CoalescedLaunch {
 
 // A reduction / multi-phase launch on its compiled kernel: outer and reduce dims coalesced
 // separately, then the rows scheme when the innermost reduce dim is contiguous in every argument
-// an even phase touches (or holds one value per row in an argument the kernel reads from a splat),
-// the columns scheme when the innermost outer dim is contiguous in every argument, strided columns for short rows and other layouts (emit_c.h); false (the interpreter)
-// only for a single outer point whose reduce dim is strided.
+// an even phase touches (or holds one value per row in an argument the kernel reads from a
+// splat), the columns scheme when the innermost outer dim is contiguous in every argument,
+// strided columns for short rows and other layouts (emit_c.h); false (the interpreter) only for a
+// single outer point whose reduce dim is strided.
 bool run_reduce_kernel(const Program& p, const Tier1& t, const ember_kir_launch& l, ember_c_reduce_fn fn,
                        ember_status* st, int32_t* rc) {
   const int na = l.n_args, outer = l.outer_rank, total = outer + l.reduce_rank;
