@@ -160,21 +160,22 @@ BatchNormResult batch_norm(const Array& x_in, const Array& running_mean, const A
   const GroupSum group_sum = o.group_sum;
   // The normalization computed without recording: statistics, then one pass (x - mean) * scale
   // (+ bias), which the scheduler fuses with what follows (a ReLU).
-  Array mu, var, rstd, y;
+  Array mu, var, rstd, scale, y;
   {
     NoGradGuard no_grad;
     BatchStatistics st = batch_statistics(x, dims, count, group_sum);
     mu = st.mean;
     var = st.var;
     rstd = rsqrt(add(var, eps));
-    y = mul(sub(x, mu), weight.defined() ? mul(rstd, per_channel(weight)) : rstd);
+    scale = weight.defined() ? mul(rstd, per_channel(weight)) : rstd;
+    y = mul(sub(x, mu), scale);
     if (bias.defined()) y = add(y, per_channel(bias));
   }
   // Its gradient in closed form (two passes: the per-channel sums of g and g * (x - mean), then
   // dx), or, under create_graph, the composition differentiated op by op (autograd/composite.h).
   autograd::CompositeRule rule;
-  rule.first_order = [dims, count, group_sum, channel_shape, C](const std::vector<Array>& saved, const Array& g) {
-    const Array &xs = saved[0], &mean = saved[1], &inv_std = saved[2], &w = saved[3];
+  rule.first_order = [dims, count, group_sum, C](const std::vector<Array>& saved, const Array& g) {
+    const Array &xs = saved[0], &mean = saved[1], &inv_std = saved[2], &scale = saved[3];
     // x - mean is written twice on purpose: one node read by both passes would be materialized
     // (a third pass over the activations), two are each fused into their pass.
     Array s1 = sum(g, dims, true), s2 = sum(mul(g, sub(xs, mean)), dims, true);
@@ -185,7 +186,6 @@ BatchNormResult batch_norm(const Array& x_in, const Array& running_mean, const A
       t2 = slice(both, 0, 1, 2);
     }
     // dx = scale * (g - sum(g) / n - (x - mean) * inv_std^2 * sum(g * (x - mean)) / n)
-    Array scale = w.defined() ? mul(inv_std, reshape(w, channel_shape)) : inv_std;
     Array k = mul(mul(inv_std, inv_std), div(t2, count));
     Array gx = mul(scale, sub(sub(g, div(t1, count)), mul(sub(xs, mean), k)));
     return std::vector<Array>{gx, reshape(mul(s2, inv_std), {C}), reshape(s1, {C})};
@@ -199,7 +199,7 @@ BatchNormResult batch_norm(const Array& x_in, const Array& running_mean, const A
   };
   BatchNormResult r;
   r.output = autograd::attach_composite({x, weight, bias}, y,
-                                        {x.detach(), mu, rstd, weight.defined() ? weight.detach() : Array()},
+                                        {x.detach(), mu, rstd, scale},
                                         std::move(rule), loc);
   if (running_mean.defined()) {
     NoGradGuard no_grad;

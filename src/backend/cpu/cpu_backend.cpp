@@ -105,6 +105,11 @@ int32_t program_run(ember_queue, ember_program p, const ember_kir_launch* l, uin
 using ember::cpu::kSerialMacs;
 using ember::cpu::kSerialStepMacs;
 
+bool is_recurrence(int32_t op) {
+  return op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD || op == EMBER_LIB_GRU_RECURRENCE ||
+         op == EMBER_LIB_GRU_RECURRENCE_BACKWARD;
+}
+
 int64_t numel(const ember_tensor_desc& d) {
   int64_t n = 1;
   for (int i = 0; i < d.rank; ++i) n *= d.shape[i];
@@ -128,8 +133,7 @@ int64_t contraction_macs(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
   }
   // A recurrence runs one [N, H] x [H, G·H] product per step, in sequence: a step's product is
   // what a thread team would split (the backward's is the same size).
-  if (op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD || op == EMBER_LIB_GRU_RECURRENCE ||
-      op == EMBER_LIB_GRU_RECURRENCE_BACKWARD) {
+  if (is_recurrence(op)) {
     if (n_in < 1 || in[0].rank != 3) return 0;
     const int64_t gates = op == EMBER_LIB_GRU_RECURRENCE || op == EMBER_LIB_GRU_RECURRENCE_BACKWARD ? 3 : 4;
     return in[0].shape[1] * in[0].shape[2] * (in[0].shape[2] / gates);
@@ -138,12 +142,7 @@ int64_t contraction_macs(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
 }
 
 // The multiply-adds under which a call of `op` runs on one thread.
-int64_t serial_below(int32_t op) {
-  return op == EMBER_LIB_LSTM_RECURRENCE || op == EMBER_LIB_LSTM_RECURRENCE_BACKWARD || op == EMBER_LIB_GRU_RECURRENCE ||
-                 op == EMBER_LIB_GRU_RECURRENCE_BACKWARD
-             ? kSerialStepMacs
-             : kSerialMacs;
-}
+int64_t serial_below(int32_t op) { return is_recurrence(op) ? kSerialStepMacs : kSerialMacs; }
 
 // Runs the enclosing call with one OpenMP thread when its work is small (restored on exit).
 // Primitive caches key on the geometry, and the choice depends on the geometry only, so a cached
