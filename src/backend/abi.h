@@ -373,6 +373,12 @@ typedef struct ember_device_properties {
   uint32_t async;          /* 1 if calls may return before their work is done */
   uint32_t max_kernel_args; /* most arguments one KIR program may take (bindings a shader may have);
                                0 = no limit. The fusion planner keeps kernels within it. */
+  uint32_t host_threads;    /* host threads one call keeps busy (a host backend's thread pool);
+                               0 for a device that computes elsewhere (a GPU) or when unknown.
+                               The core runs the work of a device with host threads and
+                               synchronous calls on the calling thread, not on a queue thread
+                               (docs/backends.md, "Asynchronous execution"). Added after v2's
+                               first release: a plugin built before it leaves it 0. */
 } ember_device_properties;
 
 /* ---- services the core offers plugins --------------------------------------------------------

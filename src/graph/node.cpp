@@ -135,7 +135,8 @@ RuntimePolicy& runtime_policy() {
     if (const char* s = std::getenv("EMBER_SYNC")) p.eager = std::string(s) == "1";
     if (const char* s = std::getenv("EMBER_AUTO_EVAL_NODES")) p.auto_eval_nodes = uint32_t(std::atoi(s));
     if (const char* s = std::getenv("EMBER_AUTO_EVAL_DEPTH")) p.auto_eval_depth = uint32_t(std::atoi(s));
-    if (const char* s = std::getenv("EMBER_ASYNC")) p.async = std::string(s) != "0";
+    if (const char* s = std::getenv("EMBER_ASYNC"))
+      p.async = std::string(s) == "0" ? AsyncMode::never : AsyncMode::always;
     return p;
   }();
   return policy;

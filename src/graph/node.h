@@ -152,6 +152,16 @@ void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr
 // naming the op and the user's line.
 void realize_and_wait(const std::vector<NodePtr>& roots);
 
+// Where eval() runs a device's work (docs/backends.md, "Asynchronous execution").
+enum class AsyncMode : uint8_t {
+  // On the device's queue thread, so eval() returns before the work is done, on a device that
+  // computes elsewhere (a GPU); on a host device (cpu, reference) the calling thread runs its
+  // work itself whenever the queue is idle (measured faster: realize.cpp, worker_pays).
+  automatic,
+  always,  // EMBER_ASYNC=1: on the queue thread (a host that waits on an idle queue still runs it)
+  never,   // EMBER_ASYNC=0: on the calling thread, always
+};
+
 // Run-time policy (read once from EMBER_SYNC / EMBER_AUTO_EVAL_NODES / EMBER_AUTO_EVAL_DEPTH /
 // EMBER_ASYNC; settable for tests).
 struct RuntimePolicy {
@@ -160,7 +170,7 @@ struct RuntimePolicy {
   // step (a few thousand nodes) is never cut in two; see flush_pending in node.cpp.
   uint32_t auto_eval_nodes = 100000;
   uint32_t auto_eval_depth = 0;  // realize any node deeper than this (0, the default, disables)
-  bool async = true;             // eval() returns before the work is done
+  AsyncMode async = AsyncMode::automatic;
 };
 RuntimePolicy& runtime_policy();
 

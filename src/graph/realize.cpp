@@ -276,7 +276,11 @@ void execute(WorkItem& item) {
 // the queues finish their work and their threads are joined (see queue_for).
 class DeviceQueue {
  public:
-  DeviceQueue() : worker_([this] { loop(); }) {}
+  explicit DeviceQueue(bool worker_pays) : worker_pays_(worker_pays), worker_([this] { loop(); }) {}
+
+  // Whether handing work to the worker pays on this device (see worker_pays below): where it does
+  // not, AsyncMode::automatic runs work on the calling thread whenever the queue is idle.
+  bool worker_pays() const { return worker_pays_; }
 
   void shutdown() {  // idempotent
     {
@@ -301,7 +305,8 @@ class DeviceQueue {
   }
 
   // A host about to block on this queue's result runs the work itself when the queue is idle:
-  // no hand-off to the worker and back (two thread wake-ups) for a synchronous read. The queue
+  // no hand-off to the worker and back (two thread wake-ups) for a synchronous read. So does every
+  // host, under AsyncMode::automatic, on a device where the worker does not pay. The queue
   // counts as busy meanwhile, so work pushed by other threads still runs after it, in order.
   // claim_if_idle() must be called under the plan lock (like push): a plan made later, maybe by
   // another thread, may read this plan's outputs, so it must not start first (a claim taken
@@ -362,6 +367,7 @@ class DeviceQueue {
     }
   }
 
+  const bool worker_pays_;
   std::mutex m_;
   std::condition_variable work_, space_, idle_;
   std::deque<std::unique_ptr<WorkItem>> items_;
@@ -369,6 +375,23 @@ class DeviceQueue {
   bool stop_ = false;
   std::thread worker_;
 };
+
+// Whether a queue worker pays for device d: yes for a device that computes elsewhere (an
+// asynchronous plugin, or one that reports no host threads: a GPU), where the host plans and
+// records the next work while the device runs. No for a host device whose calls compute on the
+// host's own threads before they return (the cpu and reference plugins): the worker would only
+// move the work to another core, away from the caches that hold its inputs, and make a producer
+// that is still queued keep its buffer from donation. Measured on 2 cores (2026-12-06, same
+// binary, `EMBER_ASYNC=1` against the calling thread): Fashion-MNIST epochs (`ember train`) MLP
+// 2.04 against 1.52 s at 2 threads and 2.12-2.46 against 1.91-2.04 s at 1 thread, CNN (12,000
+// images) 14.4-15.1 against 12.4-12.7 s at 2 and 21.4-23.2 against 19.7-20.0 s at 1; suite model
+// rows at 2 threads: ResNet training step 61 against 46 ms, GRU language model 53 against 43 ms,
+// GPT training step 66-84 against 57-61 ms, none slower (at 1 thread all within noise). A short
+// spin before the worker and a waiting host sleep (50 us) made the 1-thread epoch slower still.
+bool worker_pays(Device d) {
+  const ember_device_properties& p = backend_for(d).properties(d.index);
+  return p.async || p.host_threads == 0;
+}
 
 struct Queues {
   std::mutex m;
@@ -422,7 +445,7 @@ DeviceQueue& queue_for(Device d) {
   Queues& qs = queues();
   std::lock_guard lock(qs.m);
   auto& q = qs.by_device[{int(d.kind), d.index}];
-  if (!q) q = std::make_unique<DeviceQueue>();
+  if (!q) q = std::make_unique<DeviceQueue>(worker_pays(d));
   return *q;
 }
 
@@ -521,7 +544,8 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   Device device = order.front()->device;
   bool one_device = true;
   for (Node* n : order) one_device &= n->device == device;
-  if (!runtime_policy().async || !one_device) {
+  const AsyncMode mode = runtime_policy().async;
+  if (mode == AsyncMode::never || !one_device) {
     execute(item);
     return;
   }
@@ -529,7 +553,8 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
   DeviceQueue& queue = queue_for(device);
   // Claiming or pushing happens under the plan lock, so the queue's order is the planning order.
   // Anomaly detection waits for the work too: an eval() must find the anomaly it computed.
-  if ((will_wait || check_anomaly) && queue.claim_if_idle()) {
+  const bool run_here = will_wait || check_anomaly || (mode == AsyncMode::automatic && !queue.worker_pays());
+  if (run_here && queue.claim_if_idle()) {
     lock.unlock();  // other threads may plan (and queue behind this work) while this one executes
     queue.run_claimed(item);
     return;
@@ -554,7 +579,7 @@ void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr
   item.task_name = what;
   std::unique_lock lock(plan_mutex());
   for (const NodePtr& o : item.task_outputs) o->state.store(Node::State::Queued, std::memory_order_release);
-  if (!runtime_policy().async) {
+  if (runtime_policy().async == AsyncMode::never) {
     execute(item);
     return;
   }

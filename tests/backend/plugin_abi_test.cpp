@@ -90,6 +90,17 @@ TEST(PluginAbiTest, DevicePropertiesDescribeTheDevice) {
     EXPECT_NE(p.dtypes & EMBER_DTYPE_BIT(EMBER_BF16), 0u) << name;
     EXPECT_EQ(p.index_bits, 64u) << name;
     EXPECT_EQ(p.host_visible, 1u) << name;
+    // The threads one call keeps busy: the reference interpreter's one, the cpu plugin's pool
+    // (OMP_NUM_THREADS when set; its name says the same count).
+    if (std::string(name) == "reference") {
+      EXPECT_EQ(p.host_threads, 1u);
+    } else {
+      EXPECT_GE(p.host_threads, 1u);
+      EXPECT_NE(std::string(p.name).find(", " + std::to_string(p.host_threads) + " threads"), std::string::npos) << p.name;
+      if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) {
+        EXPECT_EQ(p.host_threads, uint32_t(std::atoi(omp)));
+      }
+    }
     EXPECT_GT(p.memory_total, 0u) << name;
     EXPECT_GE(p.max_buffer_bytes, p.memory_total) << name;
     // A caller built against a shorter struct gets only the fields it has.

@@ -181,7 +181,7 @@ TEST(GraphTest, LiveBytesStayFlatOverTenThousandIterations) {
 
 TEST(GraphTest, EvalReturnsBeforeTheWorkIsDone) {
   PolicyGuard guard;
-  runtime_policy().async = true;
+  runtime_policy().async = AsyncMode::always;  // the queue worker, whatever the cores
   Device d = test_device();
   if (!(d == Device::cpu())) GTEST_SKIP() << "needs the cpu backend (the reference one is too slow for this size)";
   Array a = uniform({1024, 1024}, -1, 1, {.seed = 1, .device = d});
@@ -196,6 +196,28 @@ TEST(GraphTest, EvalReturnsBeforeTheWorkIsDone) {
   EXPECT_FALSE(done_at_return);
   EXPECT_LT(t1 - t0, t2 - t1);
   EXPECT_EQ(v.size(), 1024u * 1024u);
+}
+
+// By default a host device (cpu, reference) runs an eval() on the calling thread: the work is done
+// when eval() returns, and the kernels' profiler records carry the planning thread's number. With
+// AsyncMode::always the same eval() goes to the queue worker (the test above).
+TEST(GraphTest, HostDeviceWorkRunsOnTheCallingThreadByDefault) {
+  PolicyGuard guard;
+  runtime_policy().async = AsyncMode::automatic;
+  Device d = test_device();
+  if (std::getenv("EMBER_REFERENCE_ASYNC")) GTEST_SKIP() << "the asynchronous test device computes elsewhere";
+  Array a = uniform({64, 64}, -1, 1, {.seed = 2, .device = d});
+  Array c = a;
+  for (int i = 0; i < 4; ++i) c = tanh(matmul(c, a));
+  profiler_start();
+  c.eval();
+  const bool done_at_return = c.is_evaluated();
+  std::vector<KernelRecord> records = profiler_stop();
+  EXPECT_TRUE(done_at_return);
+  ASSERT_FALSE(records.empty());
+  // The plan's record comes from the planning thread; every kernel's from the same one.
+  ASSERT_EQ(records.front().name, "plan");
+  for (const KernelRecord& r : records) EXPECT_EQ(r.thread, records.front().thread) << r.name << " " << r.where;
 }
 
 TEST(GraphTest, ErrorsOfQueuedWorkSurfaceAtTheReadAndPropagate) {

@@ -68,7 +68,7 @@ constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
 }
 
 // The properties the host plugins share: the machine's memory (all of it one buffer or binding),
-// every dtype, 64-bit indexing, one work item per group, host-visible buffers. The plugin writes
+// every dtype, 64-bit indexing, one work item per group, host-visible buffers, one host thread. The plugin writes
 // the name and kind and changes what differs before copy_properties.
 inline ember_device_properties host_device_properties(bool async) {
   ember_device_properties p{};
@@ -83,6 +83,7 @@ inline ember_device_properties host_device_properties(bool async) {
   p.subgroup_size = 1;
   p.host_visible = 1;
   p.async = async ? 1 : 0;
+  p.host_threads = 1;  // a plugin with a thread pool says how many
   return p;
 }
 

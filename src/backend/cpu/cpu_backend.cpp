@@ -6,6 +6,7 @@
 // from the call and events are reached when recorded. No exception crosses the C boundary.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -46,6 +47,7 @@ int32_t device_properties(int32_t device, ember_device_properties* out, ember_st
   ember_device_properties p = ember::host::host_device_properties(/*async=*/false);
   std::snprintf(p.name, sizeof p.name, "%s", device_name(0));
   std::snprintf(p.kind, sizeof p.kind, "cpu");
+  p.host_threads = uint32_t(std::max(1, omp_get_max_threads()));
   return ember::host::copy_properties(p, out, st);
 }
 
