@@ -12,10 +12,10 @@
 namespace ember::cpu {
 
 // Contractions (matmul, convolution) under this many multiply-adds run on one OpenMP thread
-// whatever the thread count (cpu_backend.cpp, SerialWhenSmall, says why): about 240 us of work
-// at one thread, where waking a sleeping thread of the team costs about 60 us on the
-// development VM (an empty `omp parallel` between 10 us gaps: 66-74 us passive, 11-19 spinning).
-constexpr int64_t kSerialMacs = int64_t(1) << 24;
+// whatever the thread count (cpu_backend.cpp, SerialWhenSmall, says why): about 60 us of work
+// at one thread, where waking a sleeping thread of the team costs 11-19 us spinning and about
+// 60 us passive on the development VM (an empty `omp parallel` between 10 us gaps: 66-74 us).
+constexpr int64_t kSerialMacs = int64_t(1) << 22;
 // A recurrence's per-time-step product under this many multiply-adds runs on one thread (the
 // whole call is one parallel region over the hidden units, so one fork per call, not per step).
 constexpr int64_t kSerialStepMacs = int64_t(1) << 20;
