@@ -531,7 +531,9 @@ TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
   if (!cpu.available() || !ref.available()) GTEST_SKIP() << "needs both cpu and reference";
   // Mostly zeros of both signs, so that many windows' maximum is a tie of -0 and +0.
   const double pick[] = {-0.0, 0.0, 0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY};
-  const Shape shape{2, 3, 11, 10};
+  // 11 x 10 planes, and 10 x 12 ones for the 2x2 stride-2 window's path for even planes (the odd
+  // one takes its per-window path).
+  for (const Shape& shape : {Shape{2, 3, 11, 10}, Shape{2, 3, 10, 12}}) {
   std::vector<double> xv(size_t(shape.numel()));
   uint64_t state = 77;
   for (double& v : xv) {
@@ -543,9 +545,10 @@ TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
   const std::vector<Pool2dOptions> windows = {
       {.kernel = 3, .stride = 2, .padding = 1}, {.kernel = 3, .stride = 1, .padding = 1},
       {.kernel = {2, 3}, .stride = {1, 3}, .padding = {1, 1}}, {.kernel = 4, .stride = 3, .padding = 2},
-      {.kernel = {1, 2}, .stride = {1, 1}}};
+      {.kernel = {1, 2}, .stride = {1, 1}}, {.kernel = 2}};
   for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16})
     for (size_t w = 0; w < windows.size(); ++w) {
+      SCOPED_TRACE(shape.str());
       std::vector<double> a = max_pool2d(make(xv, shape, t, cpu), windows[w]).to_vector<double>();
       std::vector<double> b = max_pool2d(make(xv, shape, t, ref), windows[w]).to_vector<double>();
       ASSERT_EQ(a.size(), b.size());
@@ -576,6 +579,7 @@ TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
                 max_pool2d_backward(make(dyv, ys, t, ref), make(xv, shape, t, ref), windows[w]).to_vector<double>())
           << dtype_name(t) << " window " << w;
     }
+  }
 }
 
 // ---- timing (printed, not asserted): run with --gtest_also_run_disabled_tests ---------------
