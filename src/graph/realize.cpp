@@ -1,7 +1,8 @@
 // Realization: orders the pending nodes a set of roots depends on (iteratively, so deep graphs
 // cannot overflow the stack), plans kernels (scheduler/fusion.h) and hands the plan to the
-// device's in-order queue. A queue worker executes the steps, publishes views, drops inputs and
-// records failures on the nodes; host reads wait for their node. Errors name the op and the
+// device's in-order queue. The queue's worker (on a host device, the calling thread itself when
+// the queue is idle: worker_pays) executes the steps, publishes views, drops inputs and records
+// failures on the nodes; host reads wait for their node. Errors name the op and the
 // user's line that created it. With anomaly detection on (ember/anomaly.h) a realization runs
 // every node alone, checks each output for NaN/inf (graph/anomaly.h) and finishes before it
 // returns, so the next read or eval can report the first anomaly.
