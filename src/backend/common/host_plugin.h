@@ -68,8 +68,8 @@ constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
 }
 
 // The properties the host plugins share: the machine's memory (all of it one buffer or binding),
-// every dtype, 64-bit indexing, one work item per group, host-visible buffers, one host thread. The plugin writes
-// the name and kind and changes what differs before copy_properties.
+// every dtype, 64-bit indexing, one work item per group, host-visible buffers, one host thread.
+// The plugin writes the name and kind and changes what differs before copy_properties.
 inline ember_device_properties host_device_properties(bool async) {
   ember_device_properties p{};
   p.struct_size = sizeof p;

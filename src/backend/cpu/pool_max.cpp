@@ -51,7 +51,7 @@ inline bool replaces(T m, T v) {
 // One plane: every column pair's first maximum into h (H x OW), then each output row's maximum
 // of its two rows' pairs.
 template <class T>
-inline void plane_max_2x2(const T* xp, const Geom& g, T* h, T* yp) {
+inline void plane_max_2x2_body(const T* xp, const Geom& g, T* h, T* yp) {
   const int64_t n = g.H * g.OW;
   for (int64_t i = 0; i < n; ++i) h[i] = take_max(xp[2 * i], xp[2 * i + 1]);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -63,7 +63,7 @@ inline void plane_max_2x2(const T* xp, const Geom& g, T* h, T* yp) {
 // The gradient on one plane: the same passes keep which entry of each column pair won (as a bit
 // mask) and route dy to the winning row's pair, then to the winning entry; +0 everywhere else.
 template <class T, class U>
-inline void plane_max_backward_2x2(const T* xp, const T* gp, const Geom& g, T* h, U* second, U* routed, T* out) {
+inline void plane_max_backward_2x2_body(const T* xp, const T* gp, const Geom& g, T* h, U* second, U* routed, T* out) {
   const int64_t n = g.H * g.OW;
   for (int64_t i = 0; i < n; ++i) {
     const T a = xp[2 * i], b = xp[2 * i + 1];
@@ -98,27 +98,19 @@ inline void plane_max_backward_2x2(const T* xp, const T* gp, const Geom& g, T* h
 #else
 #define EMBER_CLONES
 #endif
-EMBER_CLONES void plane_max_2x2_f32(const float* xp, const Geom& g, float* h, float* yp) { plane_max_2x2(xp, g, h, yp); }
-EMBER_CLONES void plane_max_2x2_f64(const double* xp, const Geom& g, double* h, double* yp) {
-  plane_max_2x2(xp, g, h, yp);
+EMBER_CLONES void plane_max_2x2(const float* xp, const Geom& g, float* h, float* yp) {
+  plane_max_2x2_body(xp, g, h, yp);
 }
-EMBER_CLONES void plane_max_backward_2x2_f32(const float* xp, const float* gp, const Geom& g, float* h, uint32_t* second,
-                                             uint32_t* routed, float* out) {
-  plane_max_backward_2x2(xp, gp, g, h, second, routed, out);
+EMBER_CLONES void plane_max_2x2(const double* xp, const Geom& g, double* h, double* yp) {
+  plane_max_2x2_body(xp, g, h, yp);
 }
-EMBER_CLONES void plane_max_backward_2x2_f64(const double* xp, const double* gp, const Geom& g, double* h,
-                                             uint64_t* second, uint64_t* routed, double* out) {
-  plane_max_backward_2x2(xp, gp, g, h, second, routed, out);
+EMBER_CLONES void plane_max_backward_2x2(const float* xp, const float* gp, const Geom& g, float* h, uint32_t* second,
+                                         uint32_t* routed, float* out) {
+  plane_max_backward_2x2_body(xp, gp, g, h, second, routed, out);
 }
-inline void plane_max_2x2_any(const float* xp, const Geom& g, float* h, float* yp) { plane_max_2x2_f32(xp, g, h, yp); }
-inline void plane_max_2x2_any(const double* xp, const Geom& g, double* h, double* yp) { plane_max_2x2_f64(xp, g, h, yp); }
-inline void plane_max_backward_2x2_any(const float* xp, const float* gp, const Geom& g, float* h, uint32_t* second,
-                                       uint32_t* routed, float* out) {
-  plane_max_backward_2x2_f32(xp, gp, g, h, second, routed, out);
-}
-inline void plane_max_backward_2x2_any(const double* xp, const double* gp, const Geom& g, double* h, uint64_t* second,
-                                       uint64_t* routed, double* out) {
-  plane_max_backward_2x2_f64(xp, gp, g, h, second, routed, out);
+EMBER_CLONES void plane_max_backward_2x2(const double* xp, const double* gp, const Geom& g, double* h, uint64_t* second,
+                                         uint64_t* routed, double* out) {
+  plane_max_backward_2x2_body(xp, gp, g, h, second, routed, out);
 }
 
 // 2x2 windows at stride 2 on a plane of even height and width, in two separable passes whose
@@ -132,11 +124,11 @@ void max_2x2_even(const T* x, const Geom& g, T* y) {
   const int64_t n = g.H * g.OW;
   parallel_for_with(worth_threads(g.P * n * 2), g.P, [&] { return std::vector<T>(size_t(n)); },
                     [&](std::vector<T>& pairs, int64_t p) {
-    plane_max_2x2_any(x + p * g.H * g.W, g, pairs.data(), y + p * g.OH * g.OW);
+    plane_max_2x2(x + p * g.H * g.W, g, pairs.data(), y + p * g.OH * g.OW);
   });
 }
 
-// The gradient of max_2x2_even (plane_max_backward_2x2).
+// The gradient of max_2x2_even (plane_max_backward_2x2_body).
 template <class T>
 void max_backward_2x2_even(const T* dy, const T* x, const Geom& g, T* dx) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
@@ -147,9 +139,11 @@ void max_backward_2x2_even(const T* dy, const T* x, const Geom& g, T* dx) {
     std::vector<U> routed;    // dy's bits routed to each pair (0 for the losing row)
   };
   parallel_for_with(worth_threads(g.P * n * 2), g.P,
-                    [&] { return Scratch{std::vector<T>(size_t(n)), std::vector<U>(size_t(n)), std::vector<U>(size_t(n))}; },
+                    [&] {
+                      return Scratch{std::vector<T>(size_t(n)), std::vector<U>(size_t(n)), std::vector<U>(size_t(n))};
+                    },
                     [&](Scratch& s, int64_t p) {
-    plane_max_backward_2x2_any(x + p * g.H * g.W, dy + p * g.OH * g.OW, g, s.pair_max.data(), s.second.data(),
+    plane_max_backward_2x2(x + p * g.H * g.W, dy + p * g.OH * g.OW, g, s.pair_max.data(), s.second.data(),
                                s.routed.data(), dx + p * g.H * g.W);
   });
 }
@@ -199,7 +193,7 @@ inline void row_max(const T* row, const Geom& g, const ember_pool_attrs& a, T* o
 
 // One plane of max_forward_separable: rows (H x OW) is the per-thread buffer of row maxima.
 template <class T>
-inline void plane_max_separable(const T* xp, const Geom& g, const ember_pool_attrs& a, T* rows, T* yp) {
+inline void plane_max_separable_body(const T* xp, const Geom& g, const ember_pool_attrs& a, T* rows, T* yp) {
   const int64_t sh = a.stride[0], ph = a.pad_begin[0];
   for (int64_t ih = 0; ih < g.H; ++ih) {
     T* out = rows + ih * g.OW;
@@ -220,20 +214,13 @@ inline void plane_max_separable(const T* xp, const Geom& g, const ember_pool_att
     }
   }
 }
-EMBER_CLONES void plane_max_separable_f32(const float* xp, const Geom& g, const ember_pool_attrs& a, float* rows,
-                                          float* yp) {
-  plane_max_separable(xp, g, a, rows, yp);
+EMBER_CLONES void plane_max_separable(const float* xp, const Geom& g, const ember_pool_attrs& a, float* rows,
+                                      float* yp) {
+  plane_max_separable_body(xp, g, a, rows, yp);
 }
-EMBER_CLONES void plane_max_separable_f64(const double* xp, const Geom& g, const ember_pool_attrs& a, double* rows,
-                                          double* yp) {
-  plane_max_separable(xp, g, a, rows, yp);
-}
-inline void plane_max_separable_any(const float* xp, const Geom& g, const ember_pool_attrs& a, float* rows, float* yp) {
-  plane_max_separable_f32(xp, g, a, rows, yp);
-}
-inline void plane_max_separable_any(const double* xp, const Geom& g, const ember_pool_attrs& a, double* rows,
-                                    double* yp) {
-  plane_max_separable_f64(xp, g, a, rows, yp);
+EMBER_CLONES void plane_max_separable(const double* xp, const Geom& g, const ember_pool_attrs& a, double* rows,
+                                      double* yp) {
+  plane_max_separable_body(xp, g, a, rows, yp);
 }
 
 // Any window (kernel, stride, padding) in two separable passes per plane: every input row's
@@ -246,7 +233,7 @@ template <class T>
 void max_forward_separable(const T* x, const Geom& g, const ember_pool_attrs& a, T* y) {
   parallel_for_with(worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.P,
                     [&] { return std::vector<T>(size_t(g.H * g.OW)); }, [&](std::vector<T>& rows, int64_t p) {
-    plane_max_separable_any(x + p * g.H * g.W, g, a, rows.data(), y + p * g.OH * g.OW);
+    plane_max_separable(x + p * g.H * g.W, g, a, rows.data(), y + p * g.OH * g.OW);
   });
 }
 
