@@ -25,10 +25,13 @@ extern "C" {
 /* ---- status -------------------------------------------------------------------------------- */
 typedef struct ember_status {
   int32_t code; /* 0 = ok */
-  uint32_t reserved;
+  uint32_t reserved; /* flags: EMBER_STATUS_ERRORS_LOST */
   uint64_t tag; /* a deferred error: the tag of the call that failed (see queues below) */
   char message[480];
 } ember_status;
+
+/* Set in a deferred error's `reserved` by a queue that had to drop deferred errors after it. */
+#define EMBER_STATUS_ERRORS_LOST 1u
 
 enum { EMBER_OK = 0, EMBER_ERR_INVALID = 1, EMBER_ERR_OUT_OF_MEMORY = 2, EMBER_ERR_UNSUPPORTED = 3,
        EMBER_ERR_INTERNAL = 4 };
@@ -342,10 +345,13 @@ typedef struct ember_index_attrs {
  *
  * Errors. A call that can tell at once that it cannot run (bad arguments, an unsupported op,
  * out of memory) returns the error. An error found while the work runs (integer division by
- * zero, a gather index out of range) is *deferred*: the queue remembers the first one (code,
- * message and the `tag` the core passed with the failing call) and returns it from the next
- * queue_synchronize or event_synchronize on that queue, then forgets it. Later work on the
- * queue still runs; the core decides which results the failure invalidates.                */
+ * zero, a gather index out of range) is *deferred*: the queue remembers it (code, message and
+ * the `tag` the core passed with the failing call), one per failing call, in order, and each
+ * queue_synchronize or event_synchronize on that queue (and a buffer_read that waits for it)
+ * returns the oldest one and forgets it; the core calls again until it gets EMBER_OK. A queue
+ * that cannot keep them all sets EMBER_STATUS_ERRORS_LOST in the last one it kept. Later work on
+ * the queue still runs; the core decides which results the failures invalidate (the buffers
+ * that depend on the failing calls: src/backend/kernel_checks.h).                           */
 typedef struct ember_queue_s* ember_queue;
 typedef struct ember_event_s* ember_event;
 

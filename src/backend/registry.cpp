@@ -341,13 +341,28 @@ void Backend::write(DeviceBuffer& dst, size_t offset_bytes, const void* src, siz
 void Backend::read(const DeviceBuffer& src, size_t offset_bytes, void* dst, size_t bytes) {
   if (WorkRecorder* r = active_work_recorder()) r->refuse("it reads device data on the host");
   ember_status st{};
-  ember_queue q = queue(src.device.index);
+  const int device = src.device.index;
+  ember_queue q = queue(device);
   if (unordered_reads_for_testing_) {
     std::lock_guard lock(device_mutex_);
-    ember_queue& other = test_read_queues_[src.device.index];
-    if (!other) check(table_.queue_create(src.device.index, &other, &st), st, "creating a queue");
+    ember_queue& other = test_read_queues_[device];
+    if (!other) check(table_.queue_create(device, &other, &st), st, "creating a queue");
     q = other;
   }
+  if (!is_async(device)) {
+    check(table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
+    return;
+  }
+  std::lock_guard sync(sync_mutex_);
+  if (any_pending(checks_of(src))) resolve_checks_locked(device, "reading memory");
+  if (const KernelCheck* failed = failed_check(checks_of(src))) throw Error(failed->error);
+  const int32_t code = table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st);
+  if (code == EMBER_OK) return;
+  // Deferred errors of other kernels, taken by this read: recorded for the buffers that depend on
+  // them, and the read (which the device may have skipped) once more.
+  ember_status other{};
+  if (!settle(device, code, st, {}, &other)) check(other.code, other, "reading memory");
+  st = ember_status{};
   check(table_.buffer_read(q, src.handle, offset_bytes, dst, bytes, &st), st, "reading memory");
 }
 
@@ -356,8 +371,15 @@ const unsigned char* Backend::host_bytes(const DeviceBuffer& src) {
   if (!table_.buffer_host_address || unordered_reads_for_testing_) return nullptr;
   const void* address = table_.buffer_host_address(src.handle);
   if (!address) return nullptr;
-  ember_status st{};
-  check(table_.queue_synchronize(queue(src.device.index), &st), st, "reading memory");
+  const int device = src.device.index;
+  if (!is_async(device)) {
+    ember_status st{};
+    check(table_.queue_synchronize(queue(device), &st), st, "reading memory");
+    return static_cast<const unsigned char*>(address);
+  }
+  std::lock_guard sync(sync_mutex_);
+  resolve_checks_locked(device, "reading memory");
+  if (const KernelCheck* failed = failed_check(checks_of(src))) throw Error(failed->error);
   return static_cast<const unsigned char*>(address);
 }
 
@@ -391,6 +413,7 @@ void Backend::copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src
   check(table_.buffer_copy(src_q, dst.handle, dst_offset, src.handle, src_offset, bytes, &st), st,
         "copying between devices");
   order(src_q, src.device.index, dst_q);
+  carry_checks(dst, checks_of(src));
 }
 
 std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_kir_program& program,
@@ -438,7 +461,7 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
                             in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
   }
   if (checked) entry.error_name = program.name ? program.name : "";
-  entry.program = std::make_shared<const CompiledProgram>(&table_, prog, device, checked);
+  entry.program = std::make_shared<const CompiledProgram>(&table_, prog, device, checked, entry.error_name);
   programs_.push_front(std::move(entry));
   program_index_.emplace(structure_hash, programs_.begin());
   evict_programs();
@@ -475,16 +498,127 @@ size_t Backend::program_count() {
 
 void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch, uint64_t tag) {
   ember::stats().kernels.fetch_add(1, std::memory_order_relaxed);
+  if (program.checked && is_async(program.device))
+    return enqueue_checked(program.device, program.name, [&](uint64_t tag, ember_status* st) {
+      return table_.program_run(queue(program.device), program.handle, &launch, tag, st);
+    });
   ember_status st{};
-  ember_queue q = queue(program.device);
-  int32_t code = table_.program_run(q, program.handle, &launch, tag, &st);
-  // On an asynchronous device an error found while running would surface only at the next
-  // synchronize, with no node left to attribute it to; a program that can report one is waited
-  // for here, so its error names the op and line as on a synchronous device. (The deferred
-  // error word with attribution at the next read is the design in abi.h; the core does not
-  // retire work that way yet.)
-  if (code == EMBER_OK && program.checked && is_async(program.device)) code = table_.queue_synchronize(q, &st);
+  if (table_.program_run(queue(program.device), program.handle, &launch, tag, &st) != EMBER_OK)
+    throw Error(st.message);
+}
+
+// A kernel or library call that can fail while it runs, on an asynchronous device. Inside a
+// CheckScope it is not waited for: its check goes to the scope, and its error to the reads of the
+// buffers that depend on it. Outside one it is waited for here, so its error is this call's.
+void Backend::enqueue_checked(int device, const std::string& kernel,
+                              const std::function<int32_t(uint64_t tag, ember_status* st)>& enqueue) {
+  // Pending checks hold their attribution strings until the device next synchronizes: a program
+  // that never reads anything back synchronizes every kMaxPending checked launches.
+  constexpr size_t kMaxPending = 256;
+  static std::atomic<uint64_t> next_tag{1};
+  CheckScope* scope = CheckScope::current();
+  auto check = std::make_shared<KernelCheck>();
+  check->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
+  check->kernel = kernel;
+  if (scope) scope->attribute(*check);
+  bool full;
+  {
+    std::lock_guard lock(checks_mutex_);
+    pending_.emplace(check->tag, PendingCheck{check, device, false});
+    full = ++pending_count_[device] > kMaxPending;
+  }
+  ember_status st{};
+  const int32_t code = enqueue(check->tag, &st);
+  {
+    std::lock_guard lock(checks_mutex_);
+    if (auto it = pending_.find(check->tag); it != pending_.end()) {
+      if (code == EMBER_OK) {
+        it->second.enqueued = true;
+      } else {
+        pending_.erase(it);
+        --pending_count_[device];
+      }
+    }
+  }
   if (code != EMBER_OK) throw Error(st.message);
+  if (scope && !full) {
+    scope->add(std::move(check));
+    return;
+  }
+  {
+    std::lock_guard sync(sync_mutex_);
+    resolve_checks_locked(device, "running a kernel");
+  }
+  if (check->failed() && !scope) throw Error(check->error);
+  if (scope) scope->add(std::move(check));  // failed: the step's outputs carry the error
+}
+
+std::vector<uint64_t> Backend::enqueued_checks(int device) {
+  std::vector<uint64_t> tags;
+  std::lock_guard lock(checks_mutex_);
+  if (pending_count_[device] == 0) return tags;
+  for (const auto& [tag, p] : pending_)
+    if (p.device == device && p.enqueued) tags.push_back(tag);
+  return tags;
+}
+
+bool Backend::settle(int device, int32_t code, ember_status st, const std::vector<uint64_t>& passed,
+                     ember_status* other) {
+  auto drop = [&](std::unordered_map<uint64_t, PendingCheck>::iterator it) {
+    --pending_count_[it->second.device];
+    return pending_.erase(it);
+  };
+  bool attributed = true, lost = false;
+  std::string first_error;
+  // The queue returns its deferred errors one per call, oldest first (abi.h): take them all.
+  while (code != EMBER_OK) {
+    lost |= (st.reserved & EMBER_STATUS_ERRORS_LOST) != 0;
+    {
+      std::lock_guard lock(checks_mutex_);
+      if (auto it = st.tag ? pending_.find(st.tag) : pending_.end(); it != pending_.end()) {
+        KernelCheck& failed = *it->second.check;
+        failed.fail(failed.attribute(st.message));
+        if (first_error.empty()) first_error = failed.error;
+        drop(it);
+      } else if (attributed) {  // not a check's: the caller throws it
+        attributed = false;
+        st.code = code;
+        *other = st;
+      }
+    }
+    st = ember_status{};
+    code = table_.queue_synchronize(queue(device), &st);
+  }
+  std::lock_guard lock(checks_mutex_);
+  for (uint64_t tag : passed)
+    if (auto it = pending_.find(tag); it != pending_.end()) {
+      it->second.check->pass();
+      drop(it);
+    }
+  if (lost)  // the device dropped errors (it says so): none of its pending checks can be trusted
+    for (auto p = pending_.begin(); p != pending_.end();) {
+      if (p->second.device != device) {
+        ++p;
+        continue;
+      }
+      KernelCheck& c = *p->second.check;
+      c.fail(c.attribute(fmt::format("{}: not verified: {} dropped kernel errors after this one: {}", c.kernel,
+                                     device_label(device), first_error)));
+      p = drop(p);
+    }
+  return attributed;
+}
+
+void Backend::resolve_checks_locked(int device, const char* what) {
+  const std::vector<uint64_t> passed = enqueued_checks(device);
+  ember_status st{}, other{};
+  const int32_t code = table_.queue_synchronize(queue(device), &st);
+  if (!settle(device, code, st, passed, &other)) check(other.code, other, what);
+}
+
+size_t Backend::pending_checks(int device) {
+  std::lock_guard lock(checks_mutex_);
+  return pending_count_[device];
 }
 
 void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
@@ -492,13 +626,24 @@ void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inpu
   ember::stats().library_calls.fetch_add(1, std::memory_order_relaxed);
   if (std::string why = unsupported_library(device, op, inputs, n_inputs, outputs, n_outputs); !why.empty())
     throw Error(why);
+  auto call = [&](uint64_t call_tag, ember_status* st) {
+    return table_.library_call(queue(device), op, inputs, n_inputs, outputs, n_outputs, attrs, call_tag, st);
+  };
+  // The one library call that checks its indices while it runs (the others cannot fail then).
+  if (op == EMBER_LIB_INDEX_ADD && is_async(device)) return enqueue_checked(device, "index_add", call);
   ember_status st{};
-  int32_t code =
-      table_.library_call(queue(device), op, inputs, n_inputs, outputs, n_outputs, attrs, tag, &st);
-  if (code != EMBER_OK) throw Error(st.message);
+  if (call(tag, &st) != EMBER_OK) throw Error(st.message);
 }
 
 void Backend::synchronize(int device) {
+  if (is_async(device)) {
+    std::lock_guard sync(sync_mutex_);
+    const std::vector<uint64_t> passed = enqueued_checks(device);
+    ember_status st{}, other{};
+    const int32_t code = table_.queue_synchronize(queue(device), &st);
+    if (!settle(device, code, st, passed, &other)) throw Error(other.message);
+    return;
+  }
   ember_status st{};
   int32_t code = table_.queue_synchronize(queue(device), &st);
   if (code != EMBER_OK) throw Error(st.message);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 
 #include "backend/abi.h"
 #include "backend/buffer_cache.h"
+#include "backend/kernel_checks.h"
 #include "ember/device.h"
 
 namespace ember {
@@ -26,6 +28,9 @@ struct DeviceBuffer {
   ember_buffer handle = nullptr;
   size_t bytes = 0;  // also the device cache's key when the buffer is freed
   Device device;
+  // The deferred kernel checks the contents depend on (kernel_checks.h: checks_of, carry_checks).
+  std::atomic<bool> has_checks{false};
+  CheckSetPtr checks;
   ~DeviceBuffer();
 };
 
@@ -39,8 +44,9 @@ struct CompiledProgram {
   // The program has instructions that report errors while running (a gather's bounds, integer
   // division by zero, an integer power with a negative exponent).
   bool checked = false;
-  CompiledProgram(const ember_backend_v2* t, ember_program h, int d, bool c)
-      : table(t), handle(h), device(d), checked(c) {}
+  std::string name;  // a checked program's, as the device's error messages start
+  CompiledProgram(const ember_backend_v2* t, ember_program h, int d, bool c, std::string n = {})
+      : table(t), handle(h), device(d), checked(c), name(std::move(n)) {}
   ~CompiledProgram() { table->program_destroy(handle); }
   CompiledProgram(const CompiledProgram&) = delete;
   CompiledProgram& operator=(const CompiledProgram&) = delete;
@@ -109,8 +115,11 @@ class Backend {
   size_t program_count();
   void library_call(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                     const ember_tensor_desc* outputs, int n_outputs, const void* attrs, uint64_t tag = 0);
-  // Waits for the device's queue; a deferred kernel error becomes ember::Error.
+  // Waits for the device's queue. A deferred error of a checked kernel fails its check (the reads
+  // of buffers that depend on it throw it); any other deferred error becomes ember::Error.
   void synchronize(int device);
+  // Deferred checks of `device` whose outcome is not known yet (tests).
+  size_t pending_checks(int device);
 
   // Test only: reads go through a second queue of the device that does not wait for the work
   // of the first (a deliberate ordering bug; the asynchronous test device must catch it).
@@ -126,6 +135,27 @@ class Backend {
  private:
   Backend() = default;
   void check(int32_t code, const ember_status& st, const char* what);
+  // Deferred kernel checks (kernel_checks.h). A checked launch on an asynchronous device is
+  // registered in pending_ before it is enqueued; whoever takes the device's deferred errors
+  // (synchronize, read, host_bytes) holds sync_mutex_, so that no error is taken unseen.
+  void enqueue_checked(int device, const std::string& kernel,
+                       const std::function<int32_t(uint64_t tag, ember_status* st)>& enqueue);
+  void resolve_checks_locked(int device, const char* what);  // synchronizes; under sync_mutex_
+  // Under sync_mutex_: takes what a call that may return the device's deferred errors returned,
+  // and the errors still queued behind it. An error naming a pending check fails that check; the
+  // checks in `passed` (enqueued before the call) that did not fail passed. Returns false when an
+  // error belonged to no check: the first such is in *other, for the caller to throw.
+  bool settle(int device, int32_t code, ember_status st, const std::vector<uint64_t>& passed, ember_status* other);
+  std::vector<uint64_t> enqueued_checks(int device);
+  struct PendingCheck {
+    std::shared_ptr<KernelCheck> check;
+    int device = 0;
+    bool enqueued = false;
+  };
+  std::mutex sync_mutex_;
+  std::mutex checks_mutex_;  // guards pending_ and pending_count_
+  std::unordered_map<uint64_t, PendingCheck> pending_;
+  std::unordered_map<int, size_t> pending_count_;
   std::string device_label(int device) const;  // "reference", "reference:1"
 
   std::string name_;

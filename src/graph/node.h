@@ -151,6 +151,10 @@ void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr
 // realize(), then waits until every root is computed; throws the error of a root that failed,
 // naming the op and the user's line.
 void realize_and_wait(const std::vector<NodePtr>& roots);
+// The error of a node that failed, or of a computed node whose value depends on a kernel that
+// failed on an asynchronous device (backend/kernel_checks.h: known once the device ran it); null
+// otherwise.
+std::shared_ptr<const std::string> failure_of(const Node& n);
 
 // Where eval() runs a device's work (docs/backends.md, "Asynchronous execution").
 enum class AsyncMode : uint8_t {

@@ -16,10 +16,12 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_set>
 
+#include "backend/kernel_checks.h"
 #include "backend/registry.h"
 #include "backend/work_recorder.h"
 #include "ember/anomaly.h"
@@ -97,12 +99,55 @@ void fail(Node* n, std::shared_ptr<const std::string> error) {
   publish(n, Node::State::Failed);
 }
 
-// The first failed input of a step, if any (its error propagates to the step's outputs).
+// The first failed input of a step, if any (its error propagates to the step's outputs): a
+// failed node, or a node whose buffer depends on a kernel check that failed (kernel_checks.h).
 std::shared_ptr<const std::string> failed_input(const std::vector<Node*>& nodes) {
   for (Node* n : nodes)
-    for (const NodePtr& in : n->inputs)
-      if (in->current() == Node::State::Failed) return in->error;
+    for (const NodePtr& in : n->inputs) {
+      const Node::State s = in->current();  // (the common case without a call: failure_of below)
+      if (s == Node::State::Failed) return in->error;
+      if (s == Node::State::Ready && in->view.buffer && in->view.buffer->has_checks.load(std::memory_order_acquire))
+        if (auto error = failure_of(*in)) return error;
+    }
   return nullptr;
+}
+
+// Deferred kernel checks (backend/kernel_checks.h): a checked launch of an unfused step is
+// attributed to its node; one of a fused kernel to the one member that can fail while it runs
+// (an integer division, remainder or power), or to the kernel's root when that is not one op.
+void attribute_node(const void* step, KernelCheck& c) { c.where = static_cast<const Node*>(step)->where(); }
+void attribute_kernel(const void* step, KernelCheck& c) {
+  const FusedKernel& k = *static_cast<const FusedKernel*>(step);
+  const Node* failing = nullptr;
+  int candidates = 0;
+  for (const Node* m : k.members)
+    if (is_integral(m->dtype) && (m->op == Op::FloorDiv || m->op == Op::Rem || m->op == Op::Fmod || m->op == Op::Pow)) {
+      failing = m;
+      ++candidates;
+    }
+  if (candidates == 1) {
+    c.where = failing->where();
+    c.op = op_name(failing->op);
+  } else {
+    c.where = k.root->where();
+  }
+}
+
+// Passes the deferred checks of a step's inputs, and those its own launches made, on to its
+// outputs' buffers. Where there are none (always, on a synchronous device) this is one atomic
+// test per input.
+void carry_step_checks(std::span<Node* const> members, std::span<Node* const> outputs, CheckSetPtr carried) {
+  for (const Node* m : members)
+    for (const NodePtr& in : m->inputs)
+      if (in->current() == Node::State::Ready && in->view.buffer &&
+          in->view.buffer->has_checks.load(std::memory_order_acquire))
+        carried = merge_checks(carried, checks_of(*in->view.buffer));
+  if (!carried) return;
+  for (Node* o : outputs) {
+    if (o->view.buffer) carry_checks(*o->view.buffer, carried);
+    for (const Node::ExtraOutput& e : o->extra_outputs)
+      if (e.view.buffer) carry_checks(*e.view.buffer, carried);
+  }
 }
 
 // A fused kernel failed: run its ops one at a time to find the one that fails, so the error
@@ -231,16 +276,28 @@ void execute(WorkItem& item) {
           r.where = n->where();
           r.device = n->device.str();
         });
+        // Anomaly mode checks each output as it is made: its kernels' checks are waited for.
+        std::optional<CheckScope> checks;
+        if (!item.check_anomaly) checks.emplace(n, attribute_node);
         execute_node(*n);
+        carry_step_checks(std::span<Node* const>(&n, 1), std::span<Node* const>(&n, 1),
+                          checks ? checks->made() : nullptr);
       } catch (const Error& e) {
         fail(n, std::make_shared<const std::string>(fmt::format("{}: {}", n->where(), e.what())));
         continue;
       }
-      if (item.check_anomaly)
-        if (auto anomaly = check_anomaly(*n)) {  // its consumers fail with the same error
+      if (item.check_anomaly) {
+        std::shared_ptr<const std::string> anomaly;
+        try {
+          anomaly = check_anomaly(*n);
+        } catch (const Error& e) {  // its output depends on a kernel check that failed
+          anomaly = std::make_shared<const std::string>(e.what());
+        }
+        if (anomaly) {  // its consumers fail with the same error
           fail(n, std::move(anomaly));
           continue;
         }
+      }
       n->inputs.clear();
       publish(n, Node::State::Ready);
       continue;
@@ -260,7 +317,9 @@ void execute(WorkItem& item) {
         r.where = k.root->where();
         r.device = k.root->device.str();
       });
+      CheckScope checks(&k, attribute_kernel);
       run_fused(k);
+      carry_step_checks(k.members, k.outputs, checks.made());
     } catch (const Error& e) {
       auto err = std::make_shared<const std::string>(pinpoint(k, fmt::format("{}: {}", k.root->where(), e.what())));
       for (Node* o : k.outputs) fail(o, err);
@@ -571,6 +630,15 @@ void realize_impl(const std::vector<NodePtr>& roots, bool will_wait) {
 
 void realize(const std::vector<NodePtr>& roots) { realize_impl(roots, false); }
 
+std::shared_ptr<const std::string> failure_of(const Node& n) {
+  const Node::State s = n.current();
+  if (s == Node::State::Failed) return n.error;
+  if (s == Node::State::Ready && n.view.buffer && n.view.buffer->has_checks.load(std::memory_order_acquire))
+    if (const KernelCheck* failed = failed_check(checks_of(*n.view.buffer)))
+      return std::make_shared<const std::string>(failed->error);
+  return nullptr;
+}
+
 void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr> outputs,
                   std::vector<NodePtr> keep_alive, const std::string& what) {
   WorkItem item;
@@ -625,10 +693,20 @@ void realize_and_wait(const std::vector<NodePtr>& roots) {
     }
   }
   throw_unreported_anomaly();
+  // On an asynchronous device the error of a kernel that fails while it runs is known only once
+  // the device has run it (backend/kernel_checks.h): where a root depends on such a kernel, wait
+  // for the device, and throw the error if it failed, as on a synchronous device.
+  for (const NodePtr& r : roots) {
+    if (!r || !r->view.buffer) continue;
+    const DeviceBuffer& b = *r->view.buffer;
+    if (any_pending(checks_of(b))) b.backend->synchronize(b.device.index);
+    if (const KernelCheck* failed = failed_check(checks_of(b))) throw Error(failed->error);
+  }
 }
 
 // The host-side queue first (plans not yet handed to the device), then the device's own queue
-// (work the plugin may still be running); a deferred kernel error surfaces here.
+// (work the plugin may still be running). A kernel's deferred error goes to the reads of what
+// depends on it (backend/kernel_checks.h); one the core cannot attribute surfaces here.
 void synchronize(Device device) {
   queue_for(device).drain();
   if (Backend* b = Backend::try_get(device.kind); b && device.index >= 0 && device.index < b->device_count())

@@ -217,7 +217,7 @@ void Optimizer::step(const Gradients& grads) {
       Group& g = groups_[gi];
       g.flat = previous[gi];
       for (auto& [name, a] : g.state)
-        if (a.node()->current() == Node::State::Failed)
+        if (failure_of(*a.node()))
           a = full({g.numel}, state_initial_value(name), {.dtype = g.dtype, .device = g.device});
     }
     --step_;

@@ -4,17 +4,22 @@
 // that way with two devices. Here: tensors exchanged between the two devices through the
 // plugin's own copy; a plan mixing devices stays correct under random delays (100 repetitions);
 // a deliberate ordering bug (reads on a second queue that does not wait for the first) is caught
-// by the poison, proof that the device can catch one. Without the asynchronous mode these tests
+// by the poison, proof that the device can catch one; kernels that can fail while they run are
+// not waited for, and their errors reach exactly the reads that depend on them
+// (backend/kernel_checks.h). Without the asynchronous mode these tests
 // skip and say why; with EMBER_REQUIRE_ASYNC_DEVICE=1 (the ctest run) a skip is a failure.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "backend/registry.h"
 #include "ember/ember.h"
+#include "graph/node.h"
 
 namespace ember {
 namespace {
@@ -110,6 +115,112 @@ TEST(AsyncDeviceTest, ReadsThatDoNotWaitForTheirWorkAreCaught) {
   synchronize(d0);
   EXPECT_GT(wrong, 0) << "20 reads overtook their kernels and none saw poisoned memory";
   for (int i = 0; i < 20; ++i) EXPECT_TRUE(run()) << "ordered read " << i;
+}
+
+// The error of a kernel the device runs later: the kernel is not waited for (its check is still
+// pending once the host has enqueued it), reads of arrays that do not depend on it go on, and
+// every array that does, through fused kernels, a library call or a later plan, throws the
+// error named after the op and line, as on a synchronous device.
+TEST(AsyncDeviceTest, KernelErrorsReachTheReadsThatDependOnThem) {
+  REQUIRE_ASYNC_DEVICES(1);
+  const Device d0{DeviceKind::Reference, 0};
+  Backend& be = Backend::get(DeviceKind::Reference);
+  synchronize(d0);
+  ASSERT_EQ(be.pending_checks(0), 0u);
+
+  Array x = from_vector<float>({1, 2, 3}, {3}, d0);
+  Array fine = index_select(x, 0, from_vector<int64_t>({2, 0}, {2}, d0));
+  eval({fine});
+  // Once the host has enqueued the gather (the node is published) and before anything waits for
+  // the device, its check is still pending.
+  for (int i = 0; i < 10000 && !fine.node()->is_ready(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_TRUE(fine.node()->is_ready());
+  EXPECT_EQ(be.pending_checks(0), 1u) << "the gather was waited for when it was enqueued";
+  EXPECT_EQ(fine.to_vector<float>(), (std::vector<float>{3, 1}));
+  EXPECT_EQ(be.pending_checks(0), 0u);
+
+  Array i = from_vector<int64_t>({4, 6}, {2}, d0);
+  Array bad = add(mul(floor_div(i, sub(i, i)), 3), 1);  // one fused kernel, failing in floor_div
+  const int line = __LINE__ - 1;
+  Array through_library = matmul(reshape(cast(bad, DType::F32), {1, 2}), ones({2, 2}, {.device = d0}));
+  Array independent = add(i, 10);
+  eval({bad, through_library, independent});
+  Array later = add(bad, 5);  // planned before anything is read
+  EXPECT_EQ(independent.to_vector<int64_t>(), (std::vector<int64_t>{14, 16}));
+  Array after_the_error_is_known = neg(bad);
+  for (const Array& a : {bad, through_library, later, after_the_error_is_known}) {
+    try {
+      (void)a.to_vector<double>();
+      ADD_FAILURE() << "expected the division error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("floor_div (at async_device_test.cpp:" + std::to_string(line) + "): floor_div: integer "
+                          "division by zero"), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW(eval_and_wait({bad}), Error);
+  EXPECT_EQ(add(i, 1).to_vector<int64_t>(), (std::vector<int64_t>{5, 7}));  // the device goes on
+}
+
+// Two kernels fail before anything waits for the device, and a third is fine: the device keeps
+// every kernel's error (abi.h), so each failed array throws its own error and the good one, and
+// work after a failure nobody read, read as usual.
+TEST(AsyncDeviceTest, EveryFailingKernelReportsItsOwnError) {
+  REQUIRE_ASYNC_DEVICES(1);
+  const Device d0{DeviceKind::Reference, 0};
+  Array i = from_vector<int64_t>({4, 6}, {2}, d0);
+  Array x = from_vector<float>({1, 2, 3}, {3}, d0);
+  Array first = floor_div(i, sub(i, i));
+  const int first_line = __LINE__ - 1;
+  Array second = index_select(x, 0, from_vector<int64_t>({7}, {1}, d0));
+  const int second_line = __LINE__ - 1;
+  Array fine = index_select(x, 0, from_vector<int64_t>({1}, {1}, d0));
+  eval({first, second, fine});
+  Array never_read = index_select(x, 0, from_vector<int64_t>({-9}, {1}, d0));
+  eval({never_read});
+  Array after = index_select(x, 0, from_vector<int64_t>({2}, {1}, d0));
+  EXPECT_EQ(after.to_vector<float>(), (std::vector<float>{3}));
+  EXPECT_EQ(fine.to_vector<float>(), (std::vector<float>{2}));
+  auto expect_error = [](const Array& a, const std::string& want) {
+    try {
+      (void)a.to_vector<double>();
+      ADD_FAILURE() << "expected: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_error(second, "index_select (at async_device_test.cpp:" + std::to_string(second_line) +
+                           "): index_select: index out of range (7 for a dimension of size 3)");
+  expect_error(first, "floor_div (at async_device_test.cpp:" + std::to_string(first_line) +
+                          "): floor_div: integer division by zero");
+}
+
+// An optimizer step whose forward pass fails on the device (an embedding index out of range,
+// found only when the device runs the gather): the step throws naming the op, the parameters
+// keep their values, and the next good step trains from them (its moments start afresh).
+TEST(AsyncDeviceTest, AStepThatFailsOnTheDeviceLeavesTheParametersUnchanged) {
+  REQUIRE_ASYNC_DEVICES(1);
+  const Device d0{DeviceKind::Reference, 0};
+  nn::Embedding emb({.num = 4, .dim = 3, .device = d0});
+  optim::Adam opt(emb, {.lr = 0.1});
+  const std::vector<float> before = emb.weight.value().to_vector<float>();
+  Gradients bad = sum(emb.forward(from_vector<int64_t>({1, 9}, {2}, d0))).backward();
+  try {
+    opt.step(bad);
+    ADD_FAILURE() << "the step succeeded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out of range (9 for a dimension of size 4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("parameters are unchanged"), std::string::npos) << m;
+  }
+  EXPECT_EQ(emb.weight.value().to_vector<float>(), before);
+  opt.step(sum(emb.forward(from_vector<int64_t>({1, 2}, {2}, d0))).backward());
+  const std::vector<float> after = emb.weight.value().to_vector<float>();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) {
+      const size_t i = size_t(r * 3 + c);
+      EXPECT_NEAR(after[i], (r == 1 || r == 2) ? before[i] - 0.1f : before[i], 1e-6) << "row " << r;  // Adam: lr * sign(g)
+    }
 }
 
 }  // namespace

@@ -163,6 +163,28 @@ TEST(VulkanTest, KernelErrorsNameTheOpAndTheValues) {
   EXPECT_EQ(floor_div(a, 2).to_vector<int32_t>(), (std::vector<int32_t>{2, 2}));
 }
 
+// Several checked kernels in one batch, two of them failing, none waited for (deferred kernel
+// checks, backend/kernel_checks.h): each launch has its own error word, so each failed array
+// throws its own error, and the good results, computed between and after them, read as usual.
+TEST(VulkanTest, EveryFailingKernelOfABatchReportsItsOwnError) {
+  REQUIRE_VULKAN();
+  Array x = from_vector(std::vector<float>{1, 2, 3}, {3}, kVk);
+  Array a = from_vector(std::vector<int32_t>{4, 5}, {2}, kVk), z = from_vector(std::vector<int32_t>{2, 0}, {2}, kVk);
+  Array bad_gather = index_select(x, 0, from_vector(std::vector<int64_t>{1, 9}, {2}, kVk));
+  Array good_gather = index_select(x, 0, from_vector(std::vector<int64_t>{2, 0}, {2}, kVk));
+  Array bad_division = add(floor_div(a, z), 1);
+  Array good_division = floor_div(a, 2);
+  eval({bad_gather, good_gather, bad_division, good_division});
+  EXPECT_EQ(good_division.to_vector<int32_t>(), (std::vector<int32_t>{2, 2}));
+  EXPECT_EQ(good_gather.to_vector<float>(), (std::vector<float>{3, 1}));
+  const std::string gather_error = error_of([&] { (void)bad_gather.to_vector<float>(); });
+  EXPECT_NE(gather_error.find("index_select: index out of range (9 for a dimension of size 3)"), std::string::npos)
+      << gather_error;
+  const std::string div_error = error_of([&] { (void)mul(bad_division, 2).to_vector<int32_t>(); });
+  EXPECT_NE(div_error.find("floor_div (at vulkan_test.cpp:"), std::string::npos) << div_error;
+  EXPECT_NE(div_error.find("floor_div: integer division by zero"), std::string::npos) << div_error;
+}
+
 TEST(VulkanTest, RandomNumbersAreTheCpusBitForBit) {
   REQUIRE_VULKAN();
   Array u = uniform({1000}, -1, 1, {.seed = 42, .device = kVk});

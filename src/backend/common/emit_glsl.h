@@ -4,7 +4,8 @@
 //
 // The shader interface every Ember compute shader shares (the Vulkan plugin binds it):
 //   binding 0: launch parameters, int64 words (GlslLaunchWords below), read only;
-//   binding 1: the queue's error word (uint[8], see kErr*), written by the first failing point;
+//   binding 1: an error word (uint[8], see kErr*), written by the first failing point: the
+//              launch's own for a checked kernel, the queue's shared one otherwise;
 //   binding 2 + i: argument i, an array of its storage type.
 // One pipeline serves every shape: sizes, strides and offsets are launch parameters.
 // Self-contained (no libember, no Vulkan): compiled into the plugins that use it.

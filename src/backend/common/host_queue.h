@@ -53,8 +53,10 @@ struct ember_queue_s {
   uint64_t enqueued = 0;   // operations pushed so far
   uint64_t completed = 0;  // operations finished so far (in order)
   bool stop = false;
-  bool has_deferred = false;
-  ember_status deferred{};  // the first error found while running, until reported
+  // Errors found while running, oldest first, until reported (at most kMaxDeferred: the last
+  // kept then says that later ones were lost).
+  static constexpr size_t kMaxDeferred = 4096;
+  std::deque<ember_status> deferred;
   std::thread worker;
 
   ember_queue_s(int32_t dev, ember::host::AsyncSettings s) : device(dev), settings(s) {
@@ -93,15 +95,16 @@ struct ember_queue_s {
     std::lock_guard lock(m);
     return completed >= p;
   }
-  // Blocks until the first `p` operations are done; returns (and forgets) a deferred error.
+  // Blocks until the first `p` operations are done; returns (and forgets) the oldest deferred error.
   int32_t wait(uint64_t p, ember_status* st) {
     if (!settings.async) return EMBER_OK;
     std::unique_lock lock(m);
     progressed.wait(lock, [&] { return completed >= p; });
-    if (!has_deferred) return EMBER_OK;
-    has_deferred = false;
-    if (st) *st = deferred;
-    return deferred.code;
+    if (deferred.empty()) return EMBER_OK;
+    const ember_status oldest = deferred.front();
+    deferred.pop_front();
+    if (st) *st = oldest;
+    return oldest.code;
   }
   int32_t synchronize(ember_status* st) { return wait(point(), st); }
   // Blocks until the first `p` operations are done, without touching the deferred error.
@@ -129,10 +132,11 @@ struct ember_queue_s {
       int32_t rc = w(&s);
       {
         std::lock_guard lock(m);
-        if (rc != EMBER_OK && !has_deferred) {
-          has_deferred = true;
-          deferred = s;
-          deferred.code = rc;
+        if (rc != EMBER_OK && deferred.size() < kMaxDeferred) {
+          s.code = rc;
+          deferred.push_back(s);
+        } else if (rc != EMBER_OK) {
+          deferred.back().reserved |= EMBER_STATUS_ERRORS_LOST;
         }
         ++completed;
       }

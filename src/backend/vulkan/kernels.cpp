@@ -199,6 +199,15 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   infos.resize(n_bind);
   infos[0] = {c->block.buffer, at, bytes};
   infos[1] = {q->error_word.buffer, 0, VK_WHOLE_SIZE};
+  if (checked) {  // an error word of its own, zeroed (read when the batch retires)
+    Chunk* ec = nullptr;
+    VkDeviceSize eat = 0;
+    const VkDeviceSize ebytes = sizeof(uint32_t) * emit::kErrWords;
+    if (int32_t rc = scratch(q, ebytes, align, &ec, &eat, st); rc != EMBER_OK) return rc;
+    std::memset(static_cast<char*>(ec->block.mapped) + eat, 0, ebytes);
+    infos[1] = {ec->block.buffer, eat, ebytes};
+    q->open.error_slots.push_back(Batch::ErrorSlot{id, ec, eat});
+  }
   for (int32_t i = 0; i < pipe->n_args; ++i) {
     const bool window = size_t(i) < windows.size() && windows[size_t(i)].end > windows[size_t(i)].begin;
     infos[size_t(i) + 2] =

@@ -55,7 +55,8 @@ struct Work {
 // Records one dispatch with launch words `words` and argument buffers (null entries are bound to
 // a dummy). `accesses`: the argument bytes it may read and write (the launch words, private to
 // the launch, and the error word, which only the first failing point writes after an atomic
-// compare-and-swap, are not listed). checked: the launch may write the error word (tag, name).
+// compare-and-swap, are not listed). checked: the launch may write an error (tag, name): it gets
+// an error word of its own, read when its batch retires.
 // `windows` (per argument, or empty: every buffer whole) are the byte ranges bound to the
 // descriptors; the launch words address each argument from its window's start.
 int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipeline, const int64_t* words, size_t n_words,

@@ -42,31 +42,53 @@ void release_buffer(ember_buffer b) {
   delete b;
 }
 
-// Reads and clears the error word when finished batch `b` retires; the first error becomes the
-// queue's deferred error. A shader takes the word with an atomic compare-and-swap on word 0 and
-// then writes the details (launch id, values), so an error of a batch that is still running may
-// be only half written: it is left for that batch's own retirement. (No error is lost either way:
-// while word 0 is set, no other shader can take the word.)
-void collect_error(ember_queue q, const Batch& b) {
+// The message of an error word (kErrWords uints) written by launch `launch` of this queue.
+ember_status error_status(ember_queue q, const uint32_t* e) {
+  const int64_t value = int64_t(uint64_t(e[2]) | (uint64_t(e[3]) << 32));
+  const int64_t extra = int64_t(uint64_t(e[4]) | (uint64_t(e[5]) << 32));
+  auto it = q->checked.find(e[1]);
+  const std::string name = it != q->checked.end() ? it->second.name : "a kernel";
+  ember_status s{};
+  s.tag = it != q->checked.end() ? it->second.tag : 0;
+  if (e[0] == emit::kErrGather)
+    set_status(&s, EMBER_ERR_INVALID, "%s: %s (%lld for a dimension of size %lld)", name.c_str(),
+               emit::glsl_error_text(e[0]), (long long)value, (long long)extra);
+  else
+    set_status(&s, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::glsl_error_text(e[0]));
+  return s;
+}
+
+void defer(ember_queue q, const ember_status& s) {
+  if (q->deferred.size() < ember_queue_s::kMaxDeferred) q->deferred.push_back(s);
+  else q->deferred.back().reserved |= EMBER_STATUS_ERRORS_LOST;
+}
+
+// Takes the errors of finished batch `b` when it retires: each checked launch's own error word,
+// then the queue's shared word (library shaders). A shader takes a word with an atomic
+// compare-and-swap on word 0 and then writes the details (launch id, values), so an error in the
+// shared word from a batch that is still running may be only half written: it is left for that
+// batch's own retirement. (While word 0 is set, no other shader can take the shared word: a
+// second library shader's error in flight at once is dropped. Library calls carry no check.)
+void collect_errors(ember_queue q, const Batch& b) {
+  for (const Batch::ErrorSlot& slot : b.error_slots) {
+    const auto* e = reinterpret_cast<const uint32_t*>(static_cast<const char*>(slot.chunk->block.mapped) + slot.offset);
+    if (e[0] != emit::kErrNone) defer(q, error_status(q, e));
+  }
   auto* e = static_cast<uint32_t*>(q->error_word.mapped);
   if (e[0] == emit::kErrNone) return;
   const bool from_b = std::find(b.checked_launches.begin(), b.checked_launches.end(), e[1]) != b.checked_launches.end();
   if (!from_b && q->in_flight.size() > 1) return;
-  if (!q->has_deferred) {
-    const int64_t value = int64_t(uint64_t(e[2]) | (uint64_t(e[3]) << 32));
-    const int64_t extra = int64_t(uint64_t(e[4]) | (uint64_t(e[5]) << 32));
-    auto it = q->checked.find(e[1]);
-    const std::string name = it != q->checked.end() ? it->second.name : "a kernel";
-    q->has_deferred = true;
-    q->deferred = ember_status{};
-    q->deferred.tag = it != q->checked.end() ? it->second.tag : 0;
-    if (e[0] == emit::kErrGather)
-      set_status(&q->deferred, EMBER_ERR_INVALID, "%s: %s (%lld for a dimension of size %lld)", name.c_str(),
-           emit::glsl_error_text(e[0]), (long long)value, (long long)extra);
-    else
-      set_status(&q->deferred, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::glsl_error_text(e[0]));
-  }
+  defer(q, error_status(q, e));
   std::memset(e, 0, sizeof(uint32_t) * emit::kErrWords);
+}
+
+// Returns (and forgets) the oldest deferred error.
+int32_t take_deferred(ember_queue q, ember_status* st) {
+  if (q->deferred.empty()) return EMBER_OK;
+  const ember_status oldest = q->deferred.front();
+  q->deferred.pop_front();
+  if (st) *st = oldest;
+  return oldest.code;
 }
 
 // Releases what finished batches held, and frees whose work is done.
@@ -78,6 +100,7 @@ void retire(ember_queue q) {
     q->spare_cbs.push_back(b.cb);
     vkResetDescriptorPool(q->device->device, b.pool, 0);
     q->spare_pools.push_back(b.pool);
+    collect_errors(q, b);  // before its chunks are reused and its launch ids forgotten
     for (Chunk* c : b.chunks) {
       c->used = 0;
       if (c->block.size == kChunkBytes) q->spare_chunks.push_back(c);
@@ -86,7 +109,6 @@ void retire(ember_queue q) {
         delete c;
       }
     }
-    collect_error(q, b);  // before the launch ids of this batch are forgotten
     for (uint32_t id : b.checked_launches) q->checked.erase(id);
     q->in_flight.pop_front();
   }
@@ -351,10 +373,7 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
   if (rc != EMBER_OK) return rc;
   if (std::string v = take_validation_error(); !v.empty())
     return set_status(st, EMBER_ERR_INTERNAL, "vulkan validation layer: %.400s", v.c_str());
-  if (!q->has_deferred) return EMBER_OK;
-  q->has_deferred = false;
-  if (st) *st = q->deferred;
-  return q->deferred.code;
+  return take_deferred(q, st);
 }
 
 int32_t buffer_alloc(int32_t device_index, size_t bytes, ember_buffer* out, ember_status* st) {
@@ -509,10 +528,7 @@ int32_t event_synchronize(ember_event e, ember_status* st) {
   ember_queue q = e->queue;
   std::lock_guard lock(q->mutex);
   retire(q);
-  if (!q->has_deferred) return EMBER_OK;
-  q->has_deferred = false;
-  if (st) *st = q->deferred;
-  return q->deferred.code;
+  return take_deferred(q, st);
 }
 
 int32_t event_query(ember_event e) {

@@ -2,8 +2,9 @@
 // batch) and submitted when the batch is full or when the host needs a result; every submission
 // signals the queue's timeline semaphore with the next value. Events are (semaphore, value)
 // pairs; buffer frees, staging memory and descriptor sets are released when the timeline passes
-// the batch that used them. Kernel-side errors land in the queue's error word and are reported
-// (with the failing launch's tag) at the next synchronize.
+// the batch that used them. Kernel-side errors land in the failing launch's own error word (the
+// queue's shared word for library shaders) and are reported, every one with its launch's tag,
+// by the next synchronizes (abi.h).
 // Within a batch, a command is preceded by a pipeline barrier only when its buffer ranges
 // overlap what the commands since the last barrier wrote (or, for its writes, read): hazards.h.
 // Every batch ends with one barrier, which orders it before the next batch and the host.
@@ -48,6 +49,15 @@ struct Batch {
   std::vector<Chunk*> chunks;
   std::vector<std::shared_ptr<const Pipeline>> pipelines;  // kept alive while it runs
   std::vector<uint32_t> checked_launches;                  // launch ids that may fail
+  // The error word of each checked kernel launch (kErrWords uints in a chunk of this batch): a
+  // launch of its own, so that no launch's error hides another's (abi.h: every deferred error
+  // is kept). Library shaders share the queue's word.
+  struct ErrorSlot {
+    uint32_t launch;
+    Chunk* chunk;
+    VkDeviceSize offset;
+  };
+  std::vector<ErrorSlot> error_slots;
   HazardTracker hazards;  // buffer accesses since the last barrier in cb
   VkPipeline bound = VK_NULL_HANDLE;  // the pipeline last bound in cb
   // Host memory to fill from staging when the batch is done: (chunk, offset, dst, bytes).
@@ -74,15 +84,17 @@ struct ember_queue_s {
   std::vector<ember::vk::Chunk*> spare_chunks;
   std::deque<std::pair<uint64_t, ember_buffer>> frees;  // released once the timeline reaches .first
   std::vector<std::pair<VkSemaphore, uint64_t>> waits;  // for the next submission
-  ember::vk::MemoryBlock error_word;                    // uint[kErrWords], host visible
+  ember::vk::MemoryBlock error_word;                    // uint[kErrWords], host visible (library shaders)
   uint32_t next_launch = 1;
   struct Checked {
     uint64_t tag;
     std::string name;
   };
   std::unordered_map<uint32_t, Checked> checked;
-  bool has_deferred = false;
-  ember_status deferred{};
+  // Kernel errors found when batches retired, oldest first, until reported (abi.h); at most
+  // kMaxDeferred, the last kept then flagged EMBER_STATUS_ERRORS_LOST.
+  static constexpr size_t kMaxDeferred = 4096;
+  std::deque<ember_status> deferred;
   // Reused by each launch's descriptor writes (under mutex), so that a dispatch allocates nothing.
   std::vector<VkDescriptorBufferInfo> binding_infos;
   std::vector<VkWriteDescriptorSet> binding_writes;
