@@ -55,8 +55,8 @@ void carry_checks(DeviceBuffer& b, const CheckSetPtr& s);
 
 // Set by the graph layer around one step of a plan: the checked launches of the step on an
 // asynchronous device become deferred checks, attributed by `attribute` (called once per such
-// launch, while the step's nodes are alive) and collected in `made`. Without a scope (a replayed
-// capture, the host fallback, anomaly mode), a checked launch is waited for at once.
+// launch, while the step's nodes are alive) and collected in `made`. A replayed capture sets one
+// too. Without a scope (the host fallback, anomaly mode), a checked launch is waited for at once.
 class CheckScope {
  public:
   using Attribute = void (*)(const void* step, KernelCheck& check);

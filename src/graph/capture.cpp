@@ -25,6 +25,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "backend/kernel_checks.h"
 #include "backend/work_recorder.h"
 #include "ember/autocast.h"
 #include "ember/autograd.h"
@@ -459,8 +460,16 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
   auto offset_of = [&](SlotRef s) { return s.kind == SlotRef::Input ? inputs[size_t(s.index)]->view.offset : 0; };
   thread_local std::vector<ember_kir_arg> args;
   thread_local std::vector<ember_tensor_desc> descs;
+  // On an asynchronous device the calls that can fail while they run (gathers, integer division)
+  // are not waited for (backend/kernel_checks.h): their checks, attributed to the recorded line,
+  // go to the outputs' buffers with those of the inputs and of reused parameter work.
+  struct ReplayStep {
+    const RecordedCall* call = nullptr;
+  } step;
+  CheckScope checks(&step, [](const void* s, KernelCheck& k) { k.where = static_cast<const ReplayStep*>(s)->call->where; });
   for (size_t ci = 0; ci < r.calls.size(); ++ci) {
     const RecordedCall& c = r.calls[ci];
+    step.call = &c;
     const bool parameter_only = !pw.calls.empty() && pw.calls[ci];
     if (reuse && parameter_only) continue;
     for (int s : c.allocate) scratch[size_t(s)] = be.alloc(r.device, r.scratch_bytes[size_t(s)]);
@@ -498,7 +507,14 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
         if (scratch[size_t(pw.kept[k])]) made.kept[k] = scratch[size_t(pw.kept[k])];
     for (int s : c.release) scratch[size_t(s)].reset();
   }
+  CheckSetPtr carried = checks.made();
+  for (const NodePtr& in : inputs)
+    if (in->view.buffer) carried = merge_checks(carried, checks_of(*in->view.buffer));
+  for (const std::shared_ptr<DeviceBuffer>& b : scratch)
+    if (b) carried = merge_checks(carried, checks_of(*b));  // reused parameter work among them
   if (remember) {
+    for (const std::shared_ptr<DeviceBuffer>& b : made.kept)
+      if (b) carry_checks(*b, carried);
     std::lock_guard lock(pw.m);
     pw.results = std::move(made);
   }
@@ -510,6 +526,7 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
       v.offset = o.offset + offset_of(o.slot);
     }
     v.strides = o.strides;
+    if (v.buffer) carry_checks(*v.buffer, carried);
     outputs[i]->view = std::move(v);
   }
   return reuse;

@@ -195,5 +195,34 @@ TEST(AsyncDeviceTest, EveryFailingKernelReportsItsOwnError) {
                           "): floor_div: integer division by zero");
 }
 
+// A replayed capture (ember/capture.h) does not wait for its gathers either: a replay with an
+// index out of range throws at the read of its output, naming the recorded line, and the next
+// replay with good indices reads its values.
+TEST(AsyncDeviceTest, ReplayedCapturesReportKernelErrorsAtTheRead) {
+  REQUIRE_ASYNC_DEVICES(1);
+  const Device d0{DeviceKind::Reference, 0};
+  Backend& be = Backend::get(DeviceKind::Reference);
+  Array x = from_vector<float>({1, 2, 3}, {3}, d0);
+  CapturedFunction f = capture([&](const std::vector<Array>& in) { return std::vector<Array>{mul(index_select(x, 0, in[0]), 2.0)}; });
+  const int line = __LINE__ - 1;
+  auto idx = [&](std::vector<int64_t> v) { return from_vector<int64_t>(v, {2}, d0); };
+  EXPECT_EQ(f({idx({0, 1})})[0].to_vector<float>(), (std::vector<float>{2, 4}));  // records
+  synchronize(d0);
+  Array bad = f({idx({2, 5})})[0];
+  ASSERT_EQ(f.stats().replays, 1) << f.stats().last_refusal;
+  eval({bad});
+  for (int i = 0; i < 10000 && !bad.node()->is_ready(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  EXPECT_EQ(be.pending_checks(0), 1u) << "the replayed gather was waited for";
+  try {
+    (void)bad.to_vector<float>();
+    ADD_FAILURE() << "expected the gather's error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("async_device_test.cpp:" + std::to_string(line)), std::string::npos) << what;
+    EXPECT_NE(what.find("index out of range (5 for a dimension of size 3)"), std::string::npos) << what;
+  }
+  EXPECT_EQ(f({idx({2, 2})})[0].to_vector<float>(), (std::vector<float>{6, 6}));
+}
+
 }  // namespace
 }  // namespace ember
