@@ -515,10 +515,9 @@ void Backend::enqueue_checked(int device, const std::string& kernel,
   // Pending checks hold their attribution strings until the device next synchronizes: a program
   // that never reads anything back synchronizes every kMaxPending checked launches.
   constexpr size_t kMaxPending = 256;
-  static std::atomic<uint64_t> next_tag{1};
   CheckScope* scope = CheckScope::current();
   auto check = std::make_shared<KernelCheck>();
-  check->tag = next_tag.fetch_add(1, std::memory_order_relaxed);
+  check->tag = next_check_tag_.fetch_add(1, std::memory_order_relaxed);
   check->kernel = kernel;
   if (scope) scope->attribute(*check);
   bool full;
@@ -580,6 +579,8 @@ bool Backend::settle(int device, int32_t code, ember_status st, const std::vecto
         failed.fail(failed.attribute(st.message));
         if (first_error.empty()) first_error = failed.error;
         drop(it);
+      } else if (st.tag != 0 && st.tag < next_check_tag_.load(std::memory_order_relaxed)) {
+        // Another error of a call whose check failed already: a launch the device ran in pieces.
       } else if (attributed) {  // not a check's: the caller throws it
         attributed = false;
         st.code = code;

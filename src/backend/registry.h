@@ -156,6 +156,7 @@ class Backend {
   std::mutex checks_mutex_;  // guards pending_ and pending_count_
   std::unordered_map<uint64_t, PendingCheck> pending_;
   std::unordered_map<int, size_t> pending_count_;
+  std::atomic<uint64_t> next_check_tag_{1};  // checks' tags; 0 is "no check"
   std::string device_label(int device) const;  // "reference", "reference:1"
 
   std::string name_;

@@ -185,6 +185,25 @@ TEST(VulkanTest, EveryFailingKernelOfABatchReportsItsOwnError) {
   EXPECT_NE(div_error.find("floor_div: integer division by zero"), std::string::npos) << div_error;
 }
 
+// A gather with two bad indices far apart: with small bindings (the small-bindings configuration,
+// EMBER_VULKAN_MAX_BINDING=4096) the device runs it in pieces, each of which reports the error.
+// The read names it once, and reads of other arrays are not disturbed by the second report.
+TEST(VulkanTest, AGatherRunInPiecesReportsItsErrorOnce) {
+  REQUIRE_VULKAN();
+  Array x = from_vector(std::vector<float>{1, 2, 3}, {3}, kVk);
+  std::vector<int64_t> idx(4096, 1);
+  idx.front() = 11;
+  idx.back() = 12;
+  Array bad = index_select(x, 0, from_vector(idx, {4096}, kVk));
+  Array other = mul(x, 2.0);
+  eval({bad, other});
+  EXPECT_NO_THROW(synchronize(kVk));  // takes both reports: one fails the gather's check
+  EXPECT_EQ(other.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  const std::string error = error_of([&] { (void)bad.to_vector<float>(); });
+  EXPECT_NE(error.find("index_select: index out of range"), std::string::npos) << error;
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
 TEST(VulkanTest, RandomNumbersAreTheCpusBitForBit) {
   REQUIRE_VULKAN();
   Array u = uniform({1000}, -1, 1, {.seed = 42, .device = kVk});
