@@ -610,11 +610,15 @@ bool Backend::settle(int device, int32_t code, ember_status st, const std::vecto
   return attributed;
 }
 
+// An error that belongs to no check is thrown, prefixed with `what` ("reading memory"), or as the
+// device worded it when `what` is null (synchronize).
 void Backend::resolve_checks_locked(int device, const char* what) {
   const std::vector<uint64_t> passed = enqueued_checks(device);
   ember_status st{}, other{};
   const int32_t code = table_.queue_synchronize(queue(device), &st);
-  if (!settle(device, code, st, passed, &other)) check(other.code, other, what);
+  if (settle(device, code, st, passed, &other)) return;
+  if (!what) throw Error(other.message);
+  check(other.code, other, what);
 }
 
 size_t Backend::pending_checks(int device) {
@@ -639,10 +643,7 @@ void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inpu
 void Backend::synchronize(int device) {
   if (is_async(device)) {
     std::lock_guard sync(sync_mutex_);
-    const std::vector<uint64_t> passed = enqueued_checks(device);
-    ember_status st{}, other{};
-    const int32_t code = table_.queue_synchronize(queue(device), &st);
-    if (!settle(device, code, st, passed, &other)) throw Error(other.message);
+    resolve_checks_locked(device, nullptr);
     return;
   }
   ember_status st{};

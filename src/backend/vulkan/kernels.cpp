@@ -246,7 +246,6 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   q->open.pipelines.push_back(pipe);
   if (checked) {
     q->checked[id] = ember_queue_s::Checked{tag, name};
-    q->open.checked_launches.push_back(id);
   }
   return end_command(q, st);
 }

@@ -76,7 +76,8 @@ void collect_errors(ember_queue q, const Batch& b) {
   }
   auto* e = static_cast<uint32_t*>(q->error_word.mapped);
   if (e[0] == emit::kErrNone) return;
-  const bool from_b = std::find(b.checked_launches.begin(), b.checked_launches.end(), e[1]) != b.checked_launches.end();
+  const bool from_b = std::any_of(b.error_slots.begin(), b.error_slots.end(),
+                                  [&](const Batch::ErrorSlot& slot) { return slot.launch == e[1]; });
   if (!from_b && q->in_flight.size() > 1) return;
   defer(q, error_status(q, e));
   std::memset(e, 0, sizeof(uint32_t) * emit::kErrWords);
@@ -109,7 +110,7 @@ void retire(ember_queue q) {
         delete c;
       }
     }
-    for (uint32_t id : b.checked_launches) q->checked.erase(id);
+    for (const Batch::ErrorSlot& slot : b.error_slots) q->checked.erase(slot.launch);
     q->in_flight.pop_front();
   }
   while (!q->frees.empty() && q->frees.front().first <= done) {

@@ -48,7 +48,6 @@ struct Batch {
   uint64_t value = 0;  // the timeline value its submission signals
   std::vector<Chunk*> chunks;
   std::vector<std::shared_ptr<const Pipeline>> pipelines;  // kept alive while it runs
-  std::vector<uint32_t> checked_launches;                  // launch ids that may fail
   // The error word of each checked kernel launch (kErrWords uints in a chunk of this batch): a
   // launch of its own, so that no launch's error hides another's (abi.h: every deferred error
   // is kept). Library shaders share the queue's word.
