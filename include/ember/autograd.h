@@ -1,6 +1,6 @@
 // Reverse-mode automatic differentiation. History hangs off the tensors: an op records a backward
 // node when one of its inputs requires grad and grad mode is on in the calling thread. Backward
-// rules are written with ordinary ops (src/ops/ops.def and src/autograd/rules.cpp), so gradients
+// rules are written with ordinary ops (src/op_table/ops.def and src/autograd/rules.cpp), so gradients
 // are lazy arrays computed by the same scheduler as the forward pass.
 //
 //   Array w = normal({3, 2}).require_grad();

@@ -63,7 +63,7 @@ struct CaptureStats {
   std::string last_refusal; // why the last refused recording could not be replayed ("" if none)
 };
 
-// The recordings of one captured function (graph/capture.cpp).
+// The recordings of one captured function (ops/capture.cpp).
 struct CaptureCache;
 
 // Copies share their recordings.

@@ -11,7 +11,7 @@ namespace ember {
 
 // The well-known kinds have names here; the set is open: a plugin file libember_backend_<name>.so
 // in a plugin folder is a kind too, with the next free value, found by Device::parse("<name>")
-// and available_devices() (src/backend/device_kinds.h). Device::str() prints its name.
+// and available_devices() (src/core/device_kinds.h). Device::str() prints its name.
 enum class DeviceKind : uint8_t { Cpu, Reference, Vulkan, Cuda };
 
 struct Device {

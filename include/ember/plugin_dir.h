@@ -16,7 +16,7 @@
 #define EMBER_DETAIL_PLUGIN_DIR_TEXT2(...) #__VA_ARGS__
 #define EMBER_DETAIL_PLUGIN_DIR_TEXT(x) EMBER_DETAIL_PLUGIN_DIR_TEXT2(x)
 // Weak: every translation unit may define it; the linker keeps one. The library reads it
-// through a weak reference (src/backend/registry.cpp), so programs without it link as well.
+// through a weak reference (src/runtime/registry.cpp), so programs without it link as well.
 extern "C" {
 __attribute__((weak)) const char* ember_static_plugin_dir = EMBER_DETAIL_PLUGIN_DIR_TEXT(EMBER_STATIC_PLUGIN_DIR);
 }

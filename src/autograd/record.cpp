@@ -27,7 +27,7 @@ Saves saves_of(Op op) {
   case Op::Name: return Saves::saves;
 #define EMBER_OTHER(Name, fn, kind, attrs, saves, grad) \
   case Op::Name: return Saves::saves;
-#include "ops/ops.def"
+#include "op_table/ops.def"
     default: return Saves::None;
   }
 }
@@ -50,7 +50,7 @@ bool is_differentiable(Op op) {
   case Op::Name: return grad;
 #define EMBER_OTHER(Name, fn, kind, attrs, saves, grad) \
   case Op::Name: return grad;
-#include "ops/ops.def"
+#include "op_table/ops.def"
     default: return false;  // generators
   }
 }
@@ -70,7 +70,7 @@ bool has_zero_gradient(Op op) {
   case Op::Name: return is_zero_gradient(#dx);
 #define EMBER_BINARY(Name, fn, rule, expr, saves, dx, dy) \
   case Op::Name: return is_zero_gradient(#dx) && is_zero_gradient(#dy);
-#include "ops/ops.def"
+#include "op_table/ops.def"
     default: return false;
   }
 }

@@ -1,4 +1,4 @@
-// Backward rules. Elementwise rules come from the gradient columns of src/ops/ops.def; the rules
+// Backward rules. Elementwise rules come from the gradient columns of src/op_table/ops.def; the rules
 // of reductions, movement, indexing and matmul are written here, all with ordinary front-end ops
 // so that gradients are lazy and go through the same scheduler as the forward pass.
 #include <fmt/format.h>
@@ -102,7 +102,7 @@ std::vector<Array> apply_rule(GradNode& node, const Array& g, const std::vector<
   case Op::Name:                                                                          \
     return {[&]() -> Array { return dx; }(), [&]() -> Array { return dy; }(),            \
             [&]() -> Array { return dz; }()};
-#include "ops/ops.def"
+#include "op_table/ops.def"
 
     // ---- reductions: the gradient is broadcast back over the reduced dims ----------------
     case Op::Sum:

@@ -1,4 +1,4 @@
-// Backward rules of the library-backed ops (ops/ops_library.def): convolution, pooling, sorting,
+// Backward rules of the library-backed ops (op_table/ops_library.def): convolution, pooling, sorting,
 // scans, fused attention and the LSTM and GRU recurrences. Each is written with front-end ops,
 // usually the op's own backward library call, so gradients are lazy and themselves
 // differentiable (conv's backward ops have rules here too). sort / topk / cummax / cummin need no
@@ -8,6 +8,7 @@
 
 #include "autograd/grad_math.h"
 #include "autograd/grad_node.h"
+#include "ops/make_array.h"
 
 namespace ember {
 // Suffix sums along dim (src/ops/library_ops.cpp): the gradient of cumsum.

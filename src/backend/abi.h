@@ -351,7 +351,7 @@ typedef struct ember_index_attrs {
  * returns the oldest one and forgets it; the core calls again until it gets EMBER_OK. A queue
  * that cannot keep them all sets EMBER_STATUS_ERRORS_LOST in the last one it kept. Later work on
  * the queue still runs; the core decides which results the failures invalidate (the buffers
- * that depend on the failing calls: src/backend/kernel_checks.h).                           */
+ * that depend on the failing calls: src/runtime/kernel_checks.h).                           */
 typedef struct ember_queue_s* ember_queue;
 typedef struct ember_event_s* ember_event;
 

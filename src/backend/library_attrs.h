@@ -1,6 +1,6 @@
 // The size of each library call's attrs struct (abi.h), for code that copies a call to run it
 // later: the host plugins' asynchronous queue (common/host_queue.h) and the core's work recorder
-// (work_recorder.h, graph/capture.cpp); and each call's number of outputs, for the plugins' checks. Header-only and C-ABI-only, so plugins can use it
+// (work_recorder.h, ops/capture.cpp); and each call's number of outputs, for the plugins' checks. Header-only and C-ABI-only, so plugins can use it
 // without linking libember.
 #pragma once
 

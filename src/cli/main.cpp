@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/device_kinds.h"
-#include "backend/program_disk_cache.h"
-#include "backend/registry.h"
+#include "core/device_kinds.h"
+#include "runtime/program_disk_cache.h"
+#include "runtime/registry.h"
 #include "cli/distributed.h"
 #include "cli/models.h"
 #include "cli/onnx_commands.h"
@@ -325,7 +325,7 @@ std::string cache_line() {
   return line;
 }
 
-// ember cache [info|clear]: the core's compiled-program cache (src/backend/program_disk_cache.h).
+// ember cache [info|clear]: the core's compiled-program cache (src/runtime/program_disk_cache.h).
 int cmd_cache(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {});
   if (a.positional.size() > 1) throw UsageError("cache: unexpected argument '" + a.positional[1] + "'");

@@ -1,12 +1,12 @@
-// Device naming, parsing, availability and memory statistics.
+// Device naming and parsing. Which devices are available is the plugins' answer
+// (runtime/device_queries.cpp); memory statistics wait for the device (scheduler/realize.cpp).
 #include "ember/device.h"
 
 #include <fmt/format.h>
 
 #include <ostream>
 
-#include "backend/device_kinds.h"
-#include "backend/registry.h"
+#include "core/device_kinds.h"
 #include "ember/error.h"
 
 namespace ember {
@@ -18,11 +18,6 @@ std::string Device::str() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
-
-bool Device::available() const {
-  Backend* b = Backend::try_get(kind);
-  return b && index >= 0 && index < b->device_count();
-}
 
 Device Device::parse(const std::string& text) {
   std::string name = text;
@@ -43,32 +38,6 @@ Device Device::parse(const std::string& text) {
   throw Error(fmt::format("device: unknown device '{}' (known kinds: {}; a kind is a plugin file "
                           "libember_backend_<kind>.so in a plugin folder, see EMBER_PLUGIN_PATH)",
                           text, found));
-}
-
-std::vector<Device> available_devices() {
-  std::vector<Device> out;
-  for (DeviceKind k : device_kinds())
-    if (Backend* b = Backend::try_get(k))
-      for (int i = 0; i < b->device_count(); ++i) out.push_back(Device{k, i});
-  return out;
-}
-
-MemoryStats memory_stats(Device device) {
-  Backend& b = Backend::get(device.kind);
-  synchronize(device);
-  return b.stats(device.index);
-}
-
-void empty_cache(Device device) {
-  Backend& b = Backend::get(device.kind);
-  synchronize(device);
-  b.empty_cache(device.index);
-}
-
-void reset_peak_memory(Device device) {
-  Backend& b = Backend::get(device.kind);
-  synchronize(device);
-  b.reset_peak(device.index);
 }
 
 }  // namespace ember

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "dist/host_data.h"
-#include "graph/trace.h"
+#include "scheduler/trace.h"
 
 namespace ember::dist {
 

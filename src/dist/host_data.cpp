@@ -2,7 +2,7 @@
 // and the exchanged call descriptions.
 #include "dist/host_data.h"
 
-#include "graph/trace.h"
+#include "scheduler/trace.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
 // graph_text and graph_json (ember/debug.h): the pending graph behind some arrays, one entry per
-// node with its op, operands, dtype, shape, typed attributes (ops/op_attrs.h) and the user's line.
+// node with its op, operands, dtype, shape, typed attributes (op_table/op_attrs.h) and the user's line.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>

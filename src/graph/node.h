@@ -12,9 +12,12 @@
 #include <optional>
 #include <vector>
 
-#include "backend/registry.h"
-#include "ember/array.h"
-#include "ops/op_table.h"
+#include "ember/device.h"
+#include "ember/dtype.h"
+#include "ember/error.h"
+#include "ember/shape.h"
+#include "op_table/op_table.h"
+#include "runtime/registry.h"
 
 namespace ember {
 
@@ -47,7 +50,7 @@ struct Node {
   const char* backward_of = nullptr;
   Loc backward_loc;
   uint32_t depth = 0;  // longest chain of pending nodes ending here
-  // Made while this thread recorded its work (graph/capture.cpp): a recorded realization may
+  // Made while this thread recorded its work (ops/capture.cpp): a recorded realization may
   // compute only such nodes; older pending nodes are realized first, outside the recording.
   bool made_while_recording = false;
 
@@ -116,45 +119,10 @@ class BackwardOrigin {
   const BackwardOrigin* previous_;
 };
 
-// Creates a node for an op whose inputs were checked by the caller, and records its backward
-// history when an input requires grad. Applies the run-time policy: eager mode (EMBER_SYNC=1)
-// realizes at once; when the nodes this thread created that are still pending pass the
-// auto-eval count, they are realized (so a loop that never reads cannot grow a graph without
-// bound); optionally, so is a node deeper than the auto-eval depth.
-Array make_array(Op op, OpAttrs attrs, const std::vector<Array>& inputs, Shape shape, DType dtype,
-                 Device device, Loc loc);
-// A multi-output op: one node computing outputs.size() arrays (see Node::extra_outputs), returned
-// in order; result i >= 1 is an OutputOf node reading output i. The op's backward rule receives
-// one gradient per output (autograd/grad_node.h).
-std::vector<Array> make_arrays(Op op, OpAttrs attrs, const std::vector<Array>& inputs, std::vector<OutputSpec> outputs,
-                               Device device, Loc loc);
-// Output `index` (>= 1) of the multi-output node of `primary` (one of make_arrays' results 0), as a
-// new array with history: what backward rules use to read a sibling output.
-Array output_of(const Array& primary, int index, Loc loc = Loc::current());
-// A realized node that wraps an existing view (a leaf).
-Array make_ready_array(Op op, View view, Shape shape, DType dtype, Device device,
-                       Loc loc);
-
-// Schedules the nodes (and the pending nodes they depend on) on their devices' queues and
-// returns; with asynchronous execution off, runs them first. Thread-safe.
-void realize(const std::vector<NodePtr>& roots);
-// Realizes the nodes among `nodes` that are still pending, taking as roots those that no other
-// of them consumes, so chains stay fused: interior nodes are computed inside the roots' kernels
-// (and stored only where something outside the graph holds them). The automatic evaluation.
-void realize_frontier(std::vector<NodePtr> nodes);
-// Runs `task` on `device`'s queue, in order with the plans queued before it (here, at once,
-// when the queue is idle: a replayed recording, graph/capture.cpp). `outputs` are Queued nodes
-// whose views the task sets: they are published Ready when it returns, or Failed with its error
-// (prefixed by `what`). `keep_alive` lives until the task has run.
-void run_on_queue(Device device, std::function<void()> task, std::vector<NodePtr> outputs,
-                  std::vector<NodePtr> keep_alive, const std::string& what);
-// realize(), then waits until every root is computed; throws the error of a root that failed,
-// naming the op and the user's line.
-void realize_and_wait(const std::vector<NodePtr>& roots);
-// The error of a node that failed, or of a computed node whose value depends on a kernel that
-// failed on an asynchronous device (backend/kernel_checks.h: known once the device ran it); null
-// otherwise.
-std::shared_ptr<const std::string> failure_of(const Node& n);
+// The NodeContext and BackwardOrigin open on this thread (null: none), read where a node is made
+// (ops/make_array.cpp). initial-exec: a direct %fs access from inside the library.
+extern thread_local const char* t_node_context __attribute__((tls_model("initial-exec")));
+extern thread_local const BackwardOrigin* t_backward_origin __attribute__((tls_model("initial-exec")));
 
 // Where eval() runs a device's work (docs/backends.md, "Asynchronous execution").
 enum class AsyncMode : uint8_t {
@@ -171,7 +139,7 @@ enum class AsyncMode : uint8_t {
 struct RuntimePolicy {
   bool eager = false;
   // Realize a thread's pending nodes once this many are alive (0 disables). High, so a training
-  // step (a few thousand nodes) is never cut in two; see flush_pending in node.cpp.
+  // step (a few thousand nodes) is never cut in two; see log_pending in ops/make_array.cpp.
   uint32_t auto_eval_nodes = 100000;
   uint32_t auto_eval_depth = 0;  // realize any node deeper than this (0, the default, disables)
   AsyncMode async = AsyncMode::automatic;

@@ -1,5 +1,5 @@
 // kir::Builder builds KIR programs (see backend/abi.h for the instruction set). Values are
-// kir::Val handles with overloaded operators, so the op table (ops/ops.def) can write KIR
+// kir::Val handles with overloaded operators, so the op table (op_table/ops.def) can write KIR
 // expressions as ordinary C++ formulas: `0.5 * x * (1.0 + erf(x * 0.7071))`.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ember/autocast.h"
-#include "ops/op_table.h"
+#include "op_table/op_table.h"
 
 namespace ember {
 

@@ -2,7 +2,7 @@
 #include "ops/frontend.h"
 
 #include "ops/autocast.h"
-#include "ops/dtype_rules.h"
+#include "op_table/dtype_rules.h"
 
 namespace ember {
 

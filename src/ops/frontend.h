@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ember/ops.h"
-#include "graph/node.h"
+#include "ops/make_array.h"
 
 namespace ember {
 

@@ -1,6 +1,6 @@
 // Front end of fused attention (include/ember/ops_library.h): argument checks, flattening of the
-// leading dims to one batch dim B, and one FusedAttention library node with two outputs (graph/
-// node.h make_arrays): the attention [B, L, Ev] in the operands' dtype and the per-query
+// leading dims to one batch dim B, and one FusedAttention library node with two outputs
+// (ops/make_array.h make_arrays): the attention [B, L, Ev] in the operands' dtype and the per-query
 // logsumexp [B, L] (f32 for f16 / bf16 operands; abi.h EMBER_LIB_FUSED_ATTENTION). Also the
 // backward formulas its autograd rule uses
 // (src/autograd/rules_library.cpp): a FusedAttentionBackward library node, or plain ops when the
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/autograd.h"
 #include "ops/autocast.h"
 #include "ops/frontend.h"

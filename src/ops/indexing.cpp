@@ -1,7 +1,7 @@
 // Front end of gather, index_select and matmul.
 #include <algorithm>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ops/autocast.h"
 #include "ops/frontend.h"
 

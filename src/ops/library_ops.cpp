@@ -1,5 +1,5 @@
 // Front end of the library-backed ops (include/ember/ops_library.h): argument checks that name the
-// op, the values and the caller's line, then one library node (ops/ops_library.def), or a
+// op, the values and the caller's line, then one library node (op_table/ops_library.def), or a
 // composite. Ops with two results (sort, topk, cummax, cummin) compute the indices with a library
 // call and gather the values, so the values' gradient is gather's (a scatter of the gradient).
 #include <algorithm>
@@ -191,7 +191,7 @@ Shape pool_shape(const Shape& xs, const Pool2dOptions& p, const char* op, Loc lo
 }
 
 // Runs a pool op on x ([N, C, H, W], or [C, H, W] given a batch of one): its one output, or for
-// MaxPool2dWithIndices the maxima and their i64 indices from one node (graph/node.h make_arrays).
+// MaxPool2dWithIndices the maxima and their i64 indices from one node (ops/make_array.h make_arrays).
 std::vector<Array> pool_outputs(Op kind, const Array& x, const Pool2dOptions& opts, const char* op, Loc loc) {
   const NodePtr& n = node_of(x, op, loc);
   if (!is_floating(n->dtype))

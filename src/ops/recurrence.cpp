@@ -1,11 +1,11 @@
 // Front ends of the LSTM and GRU recurrences (include/ember/ops_library.h): argument checks and
-// one library node with three outputs (graph/node.h make_arrays): LSTM h and c after every step
+// one library node with three outputs (ops/make_array.h make_arrays): LSTM h and c after every step
 // and the activated gates; GRU h, the gates and the recurrent part of n; the extra outputs are
 // what the backward reads instead of recomputing. Also the gradients their autograd rules use
 // (src/autograd/rules_library.cpp): a backward library node that runs backwards through time,
 // plus one product for w_hh; or, when the gradient must be differentiable again (create_graph),
 // the same formulas with plain ops over a forward recomputed from the inputs.
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/autograd.h"
 #include "ops/frontend.h"
 

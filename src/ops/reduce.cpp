@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "ops/autocast.h"
-#include "ops/dtype_rules.h"
+#include "op_table/dtype_rules.h"
 #include "ops/frontend.h"
 
 namespace ember {

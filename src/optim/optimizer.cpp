@@ -2,7 +2,7 @@
 // per step, state dicts (include/ember/optim/optimizer.h).
 #include "ember/optim/optimizer.h"
 
-#include "graph/node.h"
+#include "scheduler/realize.h"
 
 #include <fmt/format.h>
 

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backend/work_recorder.h"
+#include "runtime/work_recorder.h"
 #include "ember/error.h"
 #include "graph/pointer_table.h"
 #include "scheduler/fusion.h"

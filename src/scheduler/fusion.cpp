@@ -11,10 +11,10 @@
 #include <optional>
 #include <set>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/error.h"
 #include "graph/pointer_table.h"
-#include "graph/stats.h"
+#include "runtime/stats.h"
 
 namespace ember {
 

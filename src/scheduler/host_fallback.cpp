@@ -9,7 +9,7 @@
 #include <mutex>
 #include <set>
 
-#include "backend/work_recorder.h"
+#include "runtime/work_recorder.h"
 #include "ember/error.h"
 
 namespace ember {

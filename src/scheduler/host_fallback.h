@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/device.h"
 
 namespace ember {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "backend/work_recorder.h"
+#include "runtime/work_recorder.h"
 #include "ember/error.h"
 #include "scheduler/host_fallback.h"
 

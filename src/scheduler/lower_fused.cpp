@@ -14,11 +14,11 @@
 #include <set>
 #include <tuple>
 
-#include "backend/work_recorder.h"
+#include "runtime/work_recorder.h"
 #include "ember/error.h"
-#include "ops/dtype_rules.h"
+#include "op_table/dtype_rules.h"
 #include "scheduler/fusion.h"
-#include "graph/stats.h"
+#include "runtime/stats.h"
 #include "scheduler/launch.h"
 
 namespace ember {
@@ -407,7 +407,7 @@ class Emitter {
     key.buffer = backend_for(n.device).alloc(n.device, sizeof(int64_t));
     const int64_t seed = int64_t(n.attrs.seed);
     backend_for(n.device).write(*key.buffer, 0, &seed, sizeof seed);
-    // A replay writes the key it draws for this op (graph/capture.cpp).
+    // A replay writes the key it draws for this op (ops/capture.cpp).
     if (WorkRecorder* r = active_work_recorder()) r->random_key(key.buffer, n.attrs.seed, n.where());
     return key;
   }

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "ember/error.h"
-#include "ops/dtype_rules.h"
+#include "op_table/dtype_rules.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/host_fallback.h"
 #include "scheduler/launch.h"
@@ -61,7 +61,7 @@ ember_tensor_desc tensor_desc(const Shape& shape, DType dtype, const View& v) {
 }
 ember_tensor_desc tensor_desc(const Node& x, const View& v) { return tensor_desc(x.shape, x.dtype, v); }
 
-// The node's attrs struct (ops/op_attrs.h) as the call's attrs struct of abi.h: one overload per
+// The node's attrs struct (op_table/op_attrs.h) as the call's attrs struct of abi.h: one overload per
 // struct of the table's attrs column.
 ember_conv_attrs call_attrs(const Conv2dOptions& c) { return conv_call_attrs(c); }
 ember_pool_attrs call_attrs(const Pool2dOptions& p) {
@@ -120,7 +120,7 @@ void run_library(Node& n) {
   switch (n.op) {
 #define EMBER_LIBRARY(Name, fn, attrs, saves, grad, call) \
   case Op::Name: return lower_library_op<attrs>(n, EMBER_LIB_##call);
-#include "ops/ops.def"
+#include "op_table/ops.def"
     default: throw Error(fmt::format("{}: not a library op", n.where()));
   }
 }

@@ -6,7 +6,7 @@
 #include <cassert>
 
 #include "ember/error.h"
-#include "ops/dtype_rules.h"
+#include "op_table/dtype_rules.h"
 #include "scheduler/launch.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-// Scheduler entry points used by realization (graph/realize.cpp).
+// Scheduler entry points used by realization (scheduler/realize.cpp).
 #pragma once
 
 #include "graph/node.h"

@@ -215,7 +215,7 @@ std::vector<Case> all_cases() {
           [](const Array& x, const Array& w) { return matmul(x, w); }),
       bin(Op::Matmul, "matmul_shared_weight_transposed", [] { return input({2, 3, 5, 4}, 53); },
           [] { return input({6, 4}, 54); }, [](const Array& x, const Array& w) { return matmul(x, transpose(w, 0, 1)); }),
-      // ---- math and activations of the op table (src/ops/ops.def) ----
+      // ---- math and activations of the op table (src/op_table/ops.def) ----
       un(Op::Expm1, "expm1", [s23] { return input(s23, 70); }, [](const Array& x) { return expm1(x); }),
       un(Op::Log1p, "log1p", [s23] { return input(s23, 71, -0.5, 2); }, [](const Array& x) { return log1p(x); }),
       un(Op::Log2, "log2", [s23] { return input(s23, 72, 0.5, 2); }, [](const Array& x) { return log2(x); }),

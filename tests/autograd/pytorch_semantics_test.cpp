@@ -10,7 +10,7 @@
 #include "autograd/grad_node.h"
 #include "ember/nn/linear.h"
 #include "ember/tensor.h"
-#include "ops/op_table.h"
+#include "op_table/op_table.h"
 #include "test_util.h"
 
 namespace ember {

@@ -6,7 +6,7 @@
 // a deliberate ordering bug (reads on a second queue that does not wait for the first) is caught
 // by the poison, proof that the device can catch one; kernels that can fail while they run are
 // not waited for, and their errors reach exactly the reads that depend on them
-// (backend/kernel_checks.h). Without the asynchronous mode these tests
+// (runtime/kernel_checks.h). Without the asynchronous mode these tests
 // skip and say why; with EMBER_REQUIRE_ASYNC_DEVICE=1 (the ctest run) a skip is a failure.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/ember.h"
 #include "graph/node.h"
 

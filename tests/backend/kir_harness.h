@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/dtype.h"
 #include "ember/error.h"
 #include "kir/builder.h"

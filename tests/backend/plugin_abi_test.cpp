@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/ember.h"
 #include "kir/builder.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
 

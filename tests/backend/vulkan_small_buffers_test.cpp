@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "backend/vulkan_test_util.h"
 
 namespace ember {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/program_disk_cache.h"
-#include "backend/registry.h"
+#include "runtime/program_disk_cache.h"
+#include "runtime/registry.h"
 #include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
 #include "test_util.h"
@@ -164,7 +164,7 @@ TEST(VulkanTest, KernelErrorsNameTheOpAndTheValues) {
 }
 
 // Several checked kernels in one batch, two of them failing, none waited for (deferred kernel
-// checks, backend/kernel_checks.h): each launch has its own error word, so each failed array
+// checks, runtime/kernel_checks.h): each launch has its own error word, so each failed array
 // throws its own error, and the good results, computed between and after them, read as usual.
 TEST(VulkanTest, EveryFailingKernelOfABatchReportsItsOwnError) {
   REQUIRE_VULKAN();

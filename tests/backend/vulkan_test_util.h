@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 
 namespace ember::testing {
 

@@ -1,5 +1,5 @@
 // Shape arithmetic that cannot overflow silently (src/core/shape.cpp, check_extent in every node
-// made by src/graph/node.cpp): zeros({2^62, 4}) was accepted with numel 0 and
+// made by src/ops/make_array.cpp): zeros({2^62, 4}) was accepted with numel 0 and
 // expand(ones[1, 1], [2^62, 4]) summed to 0; a zero dim beside huge ones overflowed the strides.
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include "ember/ember.h"
 #include "graph/anomaly.h"
 #include "docs_snippets.h"
-#include "graph/node.h"
+#include "scheduler/realize.h"
 #include "test_util.h"
 
 namespace ember {

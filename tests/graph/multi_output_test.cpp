@@ -1,4 +1,4 @@
-// Multi-output nodes (graph/node.h make_arrays): one node computing several arrays of different
+// Multi-output nodes (ops/make_array.h make_arrays): one node computing several arrays of different
 // shapes, read through OutputOf nodes. Fused attention is the op that has one (o and lse): both
 // outputs against values computed by hand in double, consumers of both fused into one kernel, an
 // output read after its sibling array was dropped, eager mode, a captured function's replay, NaN

@@ -216,7 +216,7 @@ TEST_P(FusedAttentionTest, HalfDtypesKeepTheSoftmaxStatisticsInF32) {
   }
 }
 
-// Fused attention is one node with two outputs (o and lse, graph/node.h make_arrays): gradients
+// Fused attention is one node with two outputs (o and lse, ops/make_array.h make_arrays): gradients
 // reaching either or both, with and without create_graph (the fused backward op, or plain ops),
 // equal the plain path's (f64: lse = logsumexp(s), o = softmax(s) v).
 TEST_P(FusedAttentionTest, GradientsThroughEitherOutputMatchPlainPath) {

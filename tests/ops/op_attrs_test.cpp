@@ -1,4 +1,4 @@
-// Typed op attributes (src/ops/op_attrs.h): each op family's node holds its named struct with the
+// Typed op attributes (src/op_table/op_attrs.h): each op family's node holds its named struct with the
 // values the front end resolved (padding 'same' in numbers, a pool stride of 0 as the kernel,
 // wrapped dims); a wrong struct is an internal error naming both; cache keys tell every field
 // apart; graph_text (ember/debug.h) prints them.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ember/array.h"
-#include "ops/op_table.h"
+#include "op_table/op_table.h"
 
 namespace ember::testing {
 

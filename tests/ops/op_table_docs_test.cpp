@@ -1,4 +1,4 @@
-// docs/ops.md's "The op table, generated" section is the op table (src/ops/ops.def) rendered: one row
+// docs/ops.md's "The op table, generated" section is the op table (src/op_table/ops.def) rendered: one row
 // per op with its kind (and a library op's backend call), dtype rule, attributes struct, gradient and
 // the conformance cases that build it (ops/op_coverage.h: the cross-backend comparison and the
 // gradient checks). This test renders it and fails when the committed section differs;
@@ -15,10 +15,10 @@
 
 #include "autograd/grad_node.h"
 #include "backend/abi.h"
-#include "backend/device_kinds.h"
-#include "backend/registry.h"
+#include "core/device_kinds.h"
+#include "runtime/registry.h"
 #include "ops/op_coverage.h"
-#include "ops/op_table.h"
+#include "op_table/op_table.h"
 
 namespace ember {
 namespace {
@@ -70,7 +70,7 @@ const char* library_call_name(Op op) {
   switch (op) {
 #define EMBER_LIBRARY(Name, fn, attrs, saves, grad, call) \
   case Op::Name: return #call;
-#include "ops/ops.def"
+#include "op_table/ops.def"
     default: return nullptr;
   }
 }

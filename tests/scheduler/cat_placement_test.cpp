@@ -1,4 +1,4 @@
-// Cat inputs computed in the cat's buffer (place_cat_inputs, src/graph/realize.cpp): inputs that
+// Cat inputs computed in the cat's buffer (place_cat_inputs, src/scheduler/realize.cpp): inputs that
 // the same realization computes (a matmul, a fused kernel, seen through a reshape) are written
 // straight into their slab and the cat copies only the others. Values equal the formulas and the
 // reference backend; inputs held by the caller keep their values; cats whose slabs are not

@@ -10,7 +10,7 @@
 #include <functional>
 #include <random>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/ember.h"
 #include "test_util.h"
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "backend/registry.h"
+#include "runtime/registry.h"
 #include "ember/ember.h"
 #include "ops/op_test_util.h"
 

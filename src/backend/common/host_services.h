@@ -1,5 +1,5 @@
 // The core's services as a plugin sees them (abi.h, ember_host_services): today the on-disk cache
-// of compiled programs (src/backend/program_disk_cache.h). Compiled into each plugin (one attached
+// of compiled programs (src/runtime/program_disk_cache.h). Compiled into each plugin (one attached
 // table per plugin); without a table (a plugin loaded by a test harness, not the core) a load
 // misses and a store does nothing, so the plugin compiles every time.
 #pragma once

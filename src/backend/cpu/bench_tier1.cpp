@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/program_disk_cache.h"
+#include "runtime/program_disk_cache.h"
 #include "backend/abi.h"
 #include "backend/common/host_memory.h"
 
