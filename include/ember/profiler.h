@@ -27,6 +27,11 @@ struct KernelRecord {
   int64_t start_ns = 0;     // since the profiler started
   int64_t duration_ns = 0;
   int thread = 0;      // a small number per recording thread
+  // On a device that computes apart from the host (a GPU): start and duration are the device's
+  // own times for the work, placed on the host's timeline so that no record starts before it
+  // was enqueued. Otherwise (false) the host's wall time around the call, which on such a device
+  // is only the time to enqueue it (a device or plugin that cannot time its work).
+  bool device_timed = false;
 };
 
 // Starts recording (clears what an earlier recording left).

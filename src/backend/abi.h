@@ -411,6 +411,14 @@ typedef struct ember_host_services {
                          size_t bytes);
 } ember_host_services;
 
+/* One timed call (queue_take_timings): the tag its program_run or library_call was given, and
+ * when the device started its first command and finished its last, in nanoseconds on the
+ * device's own clock (any epoch, the same for every queue of a device). */
+typedef struct ember_timing {
+  uint64_t tag;
+  int64_t start_ns, end_ns;
+} ember_timing;
+
 typedef struct ember_backend_v2 {
   uint32_t abi_version; /* EMBER_BACKEND_ABI_VERSION the plugin was built with */
   uint32_t struct_size; /* sizeof(ember_backend_v2) in the plugin: a newer core reads only the
@@ -481,6 +489,18 @@ typedef struct ember_backend_v2 {
 
   /* Receives the core's services (ember_host_services above), once, right after loading. */
   void (*attach_host)(const ember_host_services* host);
+
+  /* Device timing for the profiler (docs/backends.md, "Profiler"), on a device that computes
+   * apart from the host (the core times host devices' synchronous calls itself). While timing is
+   * on, the queue times each program_run and library_call with a nonzero tag on the device and
+   * keeps one record per call until queue_take_timings takes it. queue_set_timing applies to the
+   * work enqueued after it; EMBER_ERR_UNSUPPORTED where the device cannot time its work (the
+   * core then keeps the host's times). A queue keeps at most 65536 records: later calls go
+   * untimed until they are taken. Added after v2's first release. */
+  int32_t (*queue_set_timing)(ember_queue queue, int32_t on, ember_status* st);
+  /* Moves up to `capacity` records of finished calls into `out`, in the order the calls were
+   * enqueued; returns how many. After queue_synchronize, every timed call's record is there. */
+  int32_t (*queue_take_timings)(ember_queue queue, ember_timing* out, int32_t capacity);
 } ember_backend_v2;
 
 enum { EMBER_SUPPORT_KIR = 0, EMBER_SUPPORT_LIBRARY = 1 };

@@ -502,6 +502,7 @@ void Backend::run(const CompiledProgram& program, const ember_kir_launch& launch
     return enqueue_checked(program.device, program.name, [&](uint64_t tag, ember_status* st) {
       return table_.program_run(queue(program.device), program.handle, &launch, tag, st);
     });
+  tag = timed_tag(program.device, tag);
   ember_status st{};
   if (table_.program_run(queue(program.device), program.handle, &launch, tag, &st) != EMBER_OK)
     throw Error(st.message);
@@ -517,7 +518,7 @@ void Backend::enqueue_checked(int device, const std::string& kernel,
   constexpr size_t kMaxPending = 256;
   CheckScope* scope = CheckScope::current();
   auto check = std::make_shared<KernelCheck>();
-  check->tag = next_check_tag_.fetch_add(1, std::memory_order_relaxed);
+  check->tag = timed_tag(device, next_check_tag_.fetch_add(1, std::memory_order_relaxed));
   check->kernel = kernel;
   if (scope) scope->attribute(*check);
   bool full;
@@ -579,7 +580,7 @@ bool Backend::settle(int device, int32_t code, ember_status st, const std::vecto
         failed.fail(failed.attribute(st.message));
         if (first_error.empty()) first_error = failed.error;
         drop(it);
-      } else if (st.tag != 0 && st.tag < next_check_tag_.load(std::memory_order_relaxed)) {
+      } else if (st.tag != 0 && !(st.tag & kTimingTagBit) && st.tag < next_check_tag_.load(std::memory_order_relaxed)) {
         // Another error of a call whose check failed already: a launch the device ran in pieces.
       } else if (attributed) {  // not a check's: the caller throws it
         attributed = false;
@@ -637,7 +638,7 @@ void Backend::library_call(int device, int32_t op, const ember_tensor_desc* inpu
   // The one library call that checks its indices while it runs (the others cannot fail then).
   if (op == EMBER_LIB_INDEX_ADD && is_async(device)) return enqueue_checked(device, "index_add", call);
   ember_status st{};
-  if (call(tag, &st) != EMBER_OK) throw Error(st.message);
+  if (call(timed_tag(device, tag), &st) != EMBER_OK) throw Error(st.message);
 }
 
 void Backend::synchronize(int device) {

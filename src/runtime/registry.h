@@ -15,6 +15,7 @@
 
 #include "backend/abi.h"
 #include "runtime/buffer_cache.h"
+#include "runtime/device_timing.h"
 #include "runtime/kernel_checks.h"
 #include "ember/device.h"
 
@@ -120,6 +121,11 @@ class Backend {
   void synchronize(int device);
   // Deferred checks of `device` whose outcome is not known yet (tests).
   size_t pending_checks(int device);
+  // Device timing (device_timing.h): turns the plugin's timing of the device's work on or off;
+  // false (timing stays off) where the device runs its work inside the calls, or its plugin
+  // cannot time it. take_timings moves out the records of timed calls that have finished.
+  bool set_timing(int device, bool on);
+  std::vector<ember_timing> take_timings(int device);
 
   // Test only: reads go through a second queue of the device that does not wait for the work
   // of the first (a deliberate ordering bug; the asynchronous test device must catch it).
@@ -157,6 +163,15 @@ class Backend {
   std::unordered_map<uint64_t, PendingCheck> pending_;
   std::unordered_map<int, size_t> pending_count_;
   std::atomic<uint64_t> next_check_tag_{1};  // checks' tags; 0 is "no check"
+  // The tag of a launch while the profiler times device work: `tag` (or a new timing tag) noted
+  // in this thread's TimingScope. One relaxed load when the profiler is off.
+  uint64_t timed_tag(int device, uint64_t tag) {
+    return device_timing_wanted() ? timed_tag_slow(device, tag) : tag;
+  }
+  uint64_t timed_tag_slow(int device, uint64_t tag);
+  // Timing-only tags have the top bit set: a deferred error carrying one is not a check's.
+  static constexpr uint64_t kTimingTagBit = uint64_t(1) << 63;
+  std::atomic<uint64_t> next_timing_tag_{1};
   std::string device_label(int device) const;  // "reference", "reference:1"
 
   std::string name_;
@@ -192,8 +207,10 @@ class Backend {
     bool index32 = false;              // 32-bit indexing
     uint64_t max_binding = UINT64_MAX;  // bytes one kernel argument may span
   };
+  static constexpr int kTimingOff = 0, kTimingOn = 1, kTimingUnsupported = 2;
   struct DeviceState {
     std::atomic<ember_queue> queue{nullptr};
+    std::atomic<int> timing{kTimingOff};  // set_timing's state, changed under device_mutex_
     std::once_flag limits_once;
     LaunchLimits limits;
   };

@@ -29,6 +29,8 @@ struct State {
   std::mutex m;
   int64_t start = 0;
   std::vector<KernelRecord> records;
+  // For the records whose launches were timed on their device: (index in records, launches).
+  std::vector<std::pair<size_t, std::vector<TimedCall>>> device_calls;
   std::map<std::thread::id, int> thread_numbers;
 };
 State& state() {
@@ -61,6 +63,7 @@ bool env_started = [] {
   const char* p = std::getenv("EMBER_TRACE");
   if (!p || !*p) return false;
   env_path() = p;
+  start_device_timing();
   recording.store(true);
   std::atexit(write_env_trace);
   return true;
@@ -85,7 +88,8 @@ int64_t now_ns() {
       .count();
 }
 
-void record(int64_t start_ns, int64_t end_ns, const std::function<void(KernelRecord&)>& describe) {
+void record(int64_t start_ns, int64_t end_ns, const std::function<void(KernelRecord&)>& describe,
+            std::vector<TimedCall> device_calls) {
   KernelRecord r;
   describe(r);
   State& s = state();
@@ -96,8 +100,59 @@ void record(int64_t start_ns, int64_t end_ns, const std::function<void(KernelRec
   r.duration_ns = end_ns - start_ns;
   auto [it, inserted] = s.thread_numbers.try_emplace(std::this_thread::get_id(), int(s.thread_numbers.size()));
   r.thread = it->second;
+  if (!device_calls.empty()) s.device_calls.emplace_back(s.records.size(), std::move(device_calls));
   s.records.push_back(std::move(r));
 }
+
+namespace {
+
+// Gives the records whose launches a device timed the device's times (profiler_stop). A device's
+// clock has its own epoch: it is placed on the host's timeline with the smallest shift that starts
+// no record before the host enqueued it. A record whose launches span two devices, or whose
+// timings are missing (more than the plugin keeps), keeps its host times.
+void apply_device_times(std::vector<KernelRecord>& records,
+                        const std::vector<std::pair<size_t, std::vector<TimedCall>>>& device_calls,
+                        const std::vector<DeviceTimings>& timings) {
+  std::map<std::pair<const Backend*, int>, std::map<uint64_t, const ember_timing*>> by_tag;
+  for (const DeviceTimings& d : timings)
+    for (const ember_timing& t : d.timings) by_tag[{d.backend, d.device}][t.tag] = &t;
+  struct Span {
+    size_t record;
+    std::pair<const Backend*, int> device;
+    int64_t start, end;
+  };
+  std::vector<Span> spans;
+  std::map<std::pair<const Backend*, int>, int64_t> shift;
+  for (const auto& [index, calls] : device_calls) {
+    const std::pair<const Backend*, int> device{calls.front().backend, calls.front().device};
+    auto of_device = by_tag.find(device);
+    if (of_device == by_tag.end()) continue;
+    Span span{index, device, INT64_MAX, INT64_MIN};
+    bool complete = true;
+    for (const TimedCall& c : calls) {
+      auto t = of_device->second.find(c.tag);
+      if (c.backend != device.first || c.device != device.second || t == of_device->second.end()) {
+        complete = false;
+        break;
+      }
+      span.start = std::min(span.start, t->second->start_ns);
+      span.end = std::max(span.end, t->second->end_ns);
+    }
+    if (!complete) continue;
+    const int64_t need = records[index].start_ns - span.start;  // host enqueue - device start
+    auto [it, inserted] = shift.try_emplace(device, need);
+    if (!inserted) it->second = std::max(it->second, need);
+    spans.push_back(span);
+  }
+  for (const Span& span : spans) {
+    KernelRecord& r = records[span.record];
+    r.start_ns = span.start + shift[span.device];
+    r.duration_ns = span.end - span.start;
+    r.device_timed = true;
+  }
+}
+
+}  // namespace
 
 }  // namespace trace
 
@@ -106,21 +161,30 @@ void profiler_start() {
   {
     std::lock_guard lock(s.m);
     s.records.clear();
+    s.device_calls.clear();
     s.thread_numbers.clear();
     s.start = trace::now_ns();
   }
+  start_device_timing();
   trace::recording.store(true);
 }
 
 bool profiler_running() { return trace::enabled(); }
 
 std::vector<KernelRecord> profiler_stop() {
-  synchronize();  // queued work belongs to this recording
+  synchronize();  // queued work belongs to this recording, and its device timings are ready
   trace::State& s = trace::state();
-  std::lock_guard lock(s.m);
-  trace::recording.store(false);
-  std::vector<KernelRecord> out = std::move(s.records);
-  s.records.clear();
+  std::vector<KernelRecord> out;
+  std::vector<std::pair<size_t, std::vector<TimedCall>>> device_calls;
+  {
+    std::lock_guard lock(s.m);
+    trace::recording.store(false);
+    out = std::move(s.records);
+    device_calls = std::move(s.device_calls);
+    s.records.clear();
+    s.device_calls.clear();
+  }
+  trace::apply_device_times(out, device_calls, stop_device_timing());
   std::stable_sort(out.begin(), out.end(),
                    [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
   return out;
@@ -128,15 +192,33 @@ std::vector<KernelRecord> profiler_stop() {
 
 void write_chrome_trace(const std::string& path, const std::vector<KernelRecord>& records) {
   std::string text = "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n";
+  // Host-timed records go on their thread's track (process 1); device-timed ones on their
+  // device's track (process 2), named by metadata events after them, so that device work does
+  // not appear nested in the host work that enqueued it.
+  std::map<std::string, int> device_tracks;
   for (size_t i = 0; i < records.size(); ++i) {
     const KernelRecord& r = records[i];
+    int pid = 1, tid = r.thread;
+    if (r.device_timed) {
+      pid = 2;
+      tid = device_tracks.try_emplace(r.device, int(device_tracks.size())).first->second;
+    }
     // Complete events ("ph": "X"); times in microseconds with ns precision.
     text += fmt::format(
-        "{{\"name\": \"{}\", \"cat\": \"{}\", \"ph\": \"X\", \"ts\": {:.3f}, \"dur\": {:.3f}, \"pid\": 1, "
+        "{{\"name\": \"{}\", \"cat\": \"{}\", \"ph\": \"X\", \"ts\": {:.3f}, \"dur\": {:.3f}, \"pid\": {}, "
         "\"tid\": {}, \"args\": {{\"ops\": \"{}\", \"where\": \"{}\"}}}}{}\n",
         trace::json_escape(r.name), trace::json_escape(r.device), double(r.start_ns) / 1e3,
-        double(r.duration_ns) / 1e3, r.thread, trace::json_escape(r.ops), trace::json_escape(r.where),
-        i + 1 < records.size() ? "," : "");
+        double(r.duration_ns) / 1e3, pid, tid, trace::json_escape(r.ops), trace::json_escape(r.where),
+        i + 1 < records.size() || !device_tracks.empty() ? "," : "");
+  }
+  if (!device_tracks.empty()) {
+    text += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": \"host\"}},\n";
+    text += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 2, \"args\": {\"name\": \"devices\"}}";
+    for (const auto& [device, tid] : device_tracks)
+      text += fmt::format(",\n{{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 2, \"tid\": {}, \"args\": "
+                          "{{\"name\": \"{}\"}}}}",
+                          tid, trace::json_escape(device));
+    text += "\n";
   }
   text += "]}\n";
   std::string tmp = path + ".tmp";

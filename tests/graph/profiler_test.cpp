@@ -46,6 +46,7 @@ TEST(ProfilerTest, RecordsEachKernelWithItsOpsAndLine) {
     if (r.name == "matmul") mm = &r;
     EXPECT_GE(r.duration_ns, 0);
     EXPECT_EQ(r.device, d.str());
+    EXPECT_FALSE(r.device_timed) << "a host device's calls do their work inside the call: host times";
   }
   ASSERT_NE(fused, nullptr) << profile_summary(records);
   EXPECT_EQ(fused->name, "fused kernel");
@@ -84,10 +85,13 @@ TEST(ProfilerTest, ChromeTraceParsesAndBadPathsFail) {
   std::string path = (std::filesystem::temp_directory_path() / "ember_profiler_test.json").string();
   write_chrome_trace(path, records);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
-  ASSERT_EQ(j["traceEvents"].size(), records.size());
+  // One complete event per record, in order; metadata events (the device tracks' names) after.
+  ASSERT_GE(j["traceEvents"].size(), records.size());
+  for (size_t i = j["traceEvents"].size(); i-- > records.size();) EXPECT_EQ(j["traceEvents"][i]["ph"], "M");
   for (size_t i = 0; i < records.size(); ++i) {
     const auto& e = j["traceEvents"][i];
     EXPECT_EQ(e["ph"], "X");
+    EXPECT_EQ(e["pid"], records[i].device_timed ? 2 : 1);
     EXPECT_EQ(e["name"], records[i].name);
     EXPECT_NEAR(e["dur"].get<double>(), double(records[i].duration_ns) / 1e3, 1e-3);
     EXPECT_EQ(e["args"]["ops"], records[i].ops);

@@ -16,8 +16,8 @@
 namespace ember::host {
 
 // The entries of a host plugin's table that are its own. Every other entry is the shared one:
-// queue_destroy, queue_synchronize, buffer_free/write/read, the events and buffer_copy
-// (host_queue.h).
+// queue_destroy, queue_synchronize, buffer_free/write/read, the events, buffer_copy and device
+// timing (host_queue.h).
 struct HostPluginEntries {
   const char* name = nullptr;
   // Smaller than the whole table: a table that ends before the optional fields (a plugin built
@@ -64,6 +64,8 @@ constexpr ember_backend_v2 host_plugin_table(const HostPluginEntries& e) {
       .no_device_reason = nullptr,
       .buffer_host_address = buffer_host_address,
       .attach_host = e.attach_host,
+      .queue_set_timing = queue_set_timing,
+      .queue_take_timings = queue_take_timings,
   };
 }
 

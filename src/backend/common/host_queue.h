@@ -57,6 +57,11 @@ struct ember_queue_s {
   // kept then says that later ones were lost).
   static constexpr size_t kMaxDeferred = 4096;
   std::deque<ember_status> deferred;
+  // Device timing (abi.h queue_set_timing): while `timing`, each call with a tag is timed around
+  // its work on the worker (after its random delay), and its record kept until taken.
+  static constexpr size_t kMaxTimings = 65536;
+  bool timing = false;
+  std::deque<ember_timing> timings;
   std::thread worker;
 
   ember_queue_s(int32_t dev, ember::host::AsyncSettings s) : device(dev), settings(s) {
@@ -77,9 +82,16 @@ struct ember_queue_s {
   int32_t submit(ember::host::HostWork w, uint64_t tag, ember_status* st) {
     if (!settings.async) return w(st);
     std::lock_guard lock(m);
-    work.push_back([w = std::move(w), tag](ember_status* s) {
+    const bool timed = timing && tag != 0;
+    work.push_back([this, w = std::move(w), tag, timed](ember_status* s) {
+      const int64_t start = timed ? now_ns() : 0;
       int32_t rc = w(s);
       s->tag = tag;
+      if (timed) {
+        const int64_t end = now_ns();
+        std::lock_guard timings_lock(m);
+        if (timings.size() < kMaxTimings) timings.push_back(ember_timing{tag, start, end});
+      }
       return rc;
     });
     ++enqueued;
@@ -115,6 +127,11 @@ struct ember_queue_s {
   }
 
  private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
   void loop() {
     std::minstd_rand rng(uint32_t(0x5eed + device));
     for (;;) {
@@ -159,6 +176,24 @@ inline void poison(ember_buffer b) {
 
 inline void queue_destroy(ember_queue q) { delete q; }  // joins the worker after the queued work
 inline int32_t queue_synchronize(ember_queue q, ember_status* st) { return q->synchronize(st); }
+
+// Device timing: only the asynchronous mode has work apart from the calls that the core times.
+inline int32_t queue_set_timing(ember_queue q, int32_t on, ember_status* st) {
+  if (!q->settings.async)
+    return set_status(st, EMBER_ERR_UNSUPPORTED, "an immediate queue runs its work inside the call: no device timing");
+  std::lock_guard lock(q->m);
+  q->timing = on != 0;
+  return EMBER_OK;
+}
+inline int32_t queue_take_timings(ember_queue q, ember_timing* out, int32_t capacity) {
+  std::lock_guard lock(q->m);
+  int32_t n = 0;
+  for (; n < capacity && !q->timings.empty(); ++n) {
+    out[n] = q->timings.front();
+    q->timings.pop_front();
+  }
+  return n;
+}
 
 inline int32_t event_create(int32_t, ember_event* out, ember_status* st) {
   if (!out) return set_status(st, EMBER_ERR_INVALID, "event_create without an output");

@@ -181,6 +181,8 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
     return false;
   }
   d.family = uint32_t(family);
+  // Device timing (timing.cpp) needs timestamps on the compute queue and host query resets.
+  d.timestamp_bits = f12.hostQueryReset && d.props.limits.timestampPeriod > 0 ? fams[size_t(family)].timestampValidBits : 0;
 
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(phys, &mp);
@@ -211,6 +213,7 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   e11.pNext = &e12;
   e11.storageBuffer16BitAccess = d.target.storage16;
   e12.timelineSemaphore = VK_TRUE;
+  e12.hostQueryReset = d.timestamp_bits > 0;
   e12.storageBuffer8BitAccess = d.target.storage8;
   e12.shaderInt8 = d.target.storage8;
   VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};

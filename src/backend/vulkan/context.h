@@ -43,6 +43,9 @@ struct DeviceContext {
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
   uint32_t family = 0;
+  // Valid bits of the compute queue's timestamps, 0 where the device cannot time work (no
+  // timestamps there, or no host query reset): timing.cpp.
+  uint32_t timestamp_bits = 0;
   VkQueue queue = VK_NULL_HANDLE;
   std::mutex submit_mutex;  // vkQueueSubmit needs the VkQueue externally synchronized
 

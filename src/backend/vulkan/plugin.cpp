@@ -63,6 +63,32 @@ int32_t supports_op(int32_t index, int32_t kind, int32_t op, int32_t dtype) {
   return 0;
 }
 
+// A call the profiler times on the device (timing.cpp): its first timestamp before its commands,
+// the last after them.
+template <class Call>
+int32_t timed(ember_queue q, uint64_t tag, Call&& call) {
+  if (tag == 0 || !q->timing.load(std::memory_order_relaxed)) return call();
+  int64_t query;
+  {
+    std::lock_guard lock(q->mutex);
+    query = timing_begin(q, tag);
+  }
+  const int32_t rc = call();
+  std::lock_guard lock(q->mutex);
+  timing_end(q, query);
+  return rc;
+}
+
+int32_t timed_program_run(ember_queue q, ember_program p, const ember_kir_launch* l, uint64_t tag, ember_status* st) {
+  return timed(q, tag, [&] { return program_run(q, p, l, tag, st); });
+}
+
+int32_t timed_library_call(ember_queue q, int32_t op, const ember_tensor_desc* in, int32_t n_in,
+                           const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t tag,
+                           ember_status* st) {
+  return timed(q, tag, [&] { return library_call(q, op, in, n_in, out, n_out, attrs, tag, st); });
+}
+
 const ember_backend_v2 table = {
     .abi_version = EMBER_BACKEND_ABI_VERSION,
     .struct_size = sizeof(ember_backend_v2),
@@ -79,8 +105,8 @@ const ember_backend_v2 table = {
     .buffer_read = buffer_read,
     .program_create = program_create,
     .program_destroy = program_destroy,
-    .program_run = program_run,
-    .library_call = library_call,
+    .program_run = timed_program_run,
+    .library_call = timed_library_call,
     .event_create = event_create,
     .event_destroy = event_destroy,
     .event_record = event_record,
@@ -90,6 +116,8 @@ const ember_backend_v2 table = {
     .buffer_copy = buffer_copy,
     .no_device_reason = no_device_reason,
     .attach_host = plugin::attach_host,  // the compiled-program cache, for SPIR-V
+    .queue_set_timing = queue_set_timing,
+    .queue_take_timings = queue_take_timings,
 };
 
 }  // namespace

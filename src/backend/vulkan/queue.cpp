@@ -365,6 +365,7 @@ void queue_destroy(ember_queue q) {
   vkDestroyCommandPool(d->device, q->command_pool, nullptr);  // frees its command buffers
   vkDestroySemaphore(d->device, q->timeline, nullptr);
   d->destroy(q->error_word);
+  destroy_timing(q);
   delete q;
 }
 

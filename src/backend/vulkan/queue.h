@@ -100,6 +100,17 @@ struct ember_queue_s {
   // EMBER_VULKAN_DISABLE=overlap_barriers (read when the queue is created): a barrier after every
   // command, as before barriers were placed by overlap (for comparisons and bisecting).
   bool barrier_every_command = false;
+  // Device timing (timing.cpp): while `timing`, each tagged call is bracketed by two timestamp
+  // queries of a ring (a pair per call); `timed` holds the calls whose times were not taken yet,
+  // in the order they were enqueued.
+  std::atomic<bool> timing{false};
+  VkQueryPool timing_pool = VK_NULL_HANDLE;
+  uint32_t timing_next = 0;  // the next pair's first query
+  struct TimedCall {
+    uint64_t tag;
+    uint32_t query;
+  };
+  std::deque<TimedCall> timed;
 };
 
 struct ember_event_s {
@@ -128,6 +139,15 @@ int32_t event_record(ember_event e, ember_queue q, ember_status* st);
 int32_t queue_wait_event(ember_queue q, ember_event e, ember_status* st);
 int32_t event_synchronize(ember_event e, ember_status* st);
 int32_t event_query(ember_event e);
+
+// Device timing (timing.cpp; abi.h queue_set_timing). timing_begin, with q->mutex held, writes a
+// tagged call's first timestamp and returns its query (-1: the call goes untimed); timing_end
+// writes the last one after the call's commands.
+int32_t queue_set_timing(ember_queue q, int32_t on, ember_status* st);
+int32_t queue_take_timings(ember_queue q, ember_timing* out, int32_t capacity);
+int64_t timing_begin(ember_queue q, uint64_t tag);
+void timing_end(ember_queue q, int64_t query);
+void destroy_timing(ember_queue q);
 
 // For kernels.cpp, with q->mutex held: the open batch (started if needed), `bytes` of host-visible
 // memory in it (aligned to `align`), and the end of a recorded command (barrier, flush when full).
