@@ -1,31 +1,14 @@
 # Checks that every include in a layer folder points down the layers (cmake/layers.cmake), as a
 # script: cmake -DSRC=<src> -DTABLE=<table> -DFOUNDATION=<headers> -DSHARED=<headers>
 # -DSTAMP=<file> -P check_layers.cmake. A table row is "layer|may-include layers|front-end
-# headers allowed|extra headers". Prints every violation (file, line, include, why) and fails;
-# touches STAMP when there is none.
+# headers allowed|extra headers" (layer_table.cmake). Prints every violation (file, include, why)
+# and fails; touches STAMP when there is none.
 
 cmake_minimum_required(VERSION 3.25)
 
-file(STRINGS "${TABLE}" rows)
-set(layer_names "")
-foreach(row ${rows})
-  # An empty field would vanish from the list: pad each so the positions hold.
-  string(REPLACE "|" ";_" padded "_${row}")
-  list(GET padded 0 name)
-  list(GET padded 1 closure)
-  list(GET padded 2 front_end)
-  list(GET padded 3 extra)
-  string(SUBSTRING "${name}" 1 -1 name)
-  string(SUBSTRING "${closure}" 1 -1 closure)
-  string(SUBSTRING "${front_end}" 1 -1 front_end)
-  string(SUBSTRING "${extra}" 1 -1 extra)
-  string(REPLACE " " ";" closure "${closure}")
-  string(REPLACE " " ";" extra "${extra}")
-  list(APPEND layer_names ${name})
-  set(closure_${name} ${closure})
-  set(front_end_${name} ${front_end})
-  set(extra_${name} ${extra})
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/layer_table.cmake)
+ember_read_layer_table("${TABLE}")
+set(layer_names ${EMBER_LAYER_NAMES})
 
 string(REPLACE ";" " " foundation_text "${FOUNDATION}")
 string(REPLACE ";" " " shared_text "${SHARED}")

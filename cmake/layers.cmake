@@ -89,6 +89,7 @@ function(ember_layer_check)
             "-DFOUNDATION=${EMBER_FOUNDATION_HEADERS}" "-DSHARED=${EMBER_SHARED_HEADERS}"
             -DSTAMP=${stamp} -P ${CMAKE_SOURCE_DIR}/cmake/check_layers.cmake
     DEPENDS ${files} ${table} ${CMAKE_SOURCE_DIR}/cmake/check_layers.cmake
+            ${CMAKE_SOURCE_DIR}/cmake/layer_table.cmake
     COMMENT "Checking that every include points down the layers (cmake/layers.cmake)"
     VERBATIM)
   add_custom_target(ember_layer_check DEPENDS ${stamp})

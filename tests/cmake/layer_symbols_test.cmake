@@ -8,17 +8,9 @@
 
 cmake_minimum_required(VERSION 3.25)
 
-file(STRINGS "${TABLE}" rows)
-set(layers "")
-foreach(row ${rows})
-  string(REPLACE "|" ";_" padded "_${row}")
-  list(GET padded 0 name)
-  list(GET padded 1 closure)
-  string(SUBSTRING "${name}" 1 -1 name)
-  string(SUBSTRING "${closure}" 1 -1 closure)
-  string(REPLACE " " ";" closure_${name} "${closure}")
-  list(APPEND layers ${name})
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/layer_table.cmake)
+ember_read_layer_table("${TABLE}")
+set(layers ${EMBER_LAYER_NAMES})
 
 # Which layer defines each strong symbol.
 file(STRINGS "${OBJECTS}" object_rows)

@@ -1,0 +1,28 @@
+# Reads the layer table that cmake/layers.cmake writes (one row per layer:
+# "layer|may-include layers|front-end headers allowed|extra headers", lists separated by spaces)
+# into the caller's variables: EMBER_LAYER_NAMES, and per layer closure_<layer>, front_end_<layer>
+# and extra_<layer>. Included by the build's check (check_layers.cmake) and the symbol test.
+function(ember_read_layer_table table)
+  file(STRINGS "${table}" rows)
+  set(names "")
+  foreach(row ${rows})
+    # An empty field would vanish from a list: pad each so the positions hold.
+    string(REPLACE "|" ";_" padded "_${row}")
+    set(fields "")
+    foreach(field ${padded})
+      string(SUBSTRING "${field}" 1 -1 field)
+      list(APPEND fields "${field}")
+    endforeach()
+    list(GET fields 0 name)
+    list(GET fields 1 closure)
+    list(GET fields 2 front_end)
+    list(GET fields 3 extra)
+    string(REPLACE " " ";" closure "${closure}")
+    string(REPLACE " " ";" extra "${extra}")
+    list(APPEND names ${name})
+    set(closure_${name} ${closure} PARENT_SCOPE)
+    set(front_end_${name} ${front_end} PARENT_SCOPE)
+    set(extra_${name} ${extra} PARENT_SCOPE)
+  endforeach()
+  set(EMBER_LAYER_NAMES ${names} PARENT_SCOPE)
+endfunction()
