@@ -139,6 +139,103 @@ TEST(VulkanTest, ReductionsLongerThanTheDriversLoopCapAreComplete) {
   EXPECT_NEAR(sum(x).item<double>(), sum(xr).item<double>(), 1e-2);
 }
 
+// Rows longer than 64 points reduce with a workgroup each: on devices with subgroup shuffles the
+// partials combine by a butterfly inside each subgroup, then through shared memory. The results
+// must be the reference's bits wherever the order cannot matter: a NaN anywhere in a row (at every
+// lane position of a subgroup and of a workgroup), +inf and -inf in one row (NaN), rows of -0
+// (max, min and sum keep the sign), exact integer-valued sums, and int32 sums that wrap.
+TEST(VulkanTest, WorkgroupReductionsKeepNaNInfAndSignedZero) {
+  REQUIRE_VULKAN();
+  const int64_t rows = 40, cols = 1000;
+  std::vector<float> v(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) v[size_t(r * cols + c)] = float((r * 7 + c * 13) % 101) - 50.0f;
+  for (int64_t r = 0; r < 24; ++r) v[size_t(r * cols + r * 41 % cols)] = kNan;  // NaN at 24 positions
+  v[size_t(24 * cols + 3)] = kInf;
+  v[size_t(25 * cols + 999)] = -kInf;
+  v[size_t(26 * cols + 500)] = kInf;
+  v[size_t(26 * cols + 501)] = -kInf;  // inf + -inf: NaN; max inf, min -inf
+  for (int64_t c = 0; c < cols; ++c) v[size_t(27 * cols + c)] = -0.0f;
+  for (int64_t c = 0; c < cols; ++c) v[size_t(28 * cols + c)] = c % 2 ? -0.0f : 0.0f;
+  auto run = [&](Device d) {
+    Array x = from_vector(v, {rows, cols}, d);
+    return std::vector<Array>{sum(x, {1}), max(x, {1}), min(x, {1}), prod(sign(x), {1})};
+  };
+  const std::vector<Array> got = run(kVk), want = run(Device::reference());
+  const char* names[] = {"sum", "max", "min", "prod"};
+  for (size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], names[i]);
+  std::vector<int32_t> w(size_t(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int32_t(uint32_t(i) * 2654435761u);  // sums wrap
+  Array xi = from_vector(w, {rows, cols}, kVk);
+  EXPECT_EQ(sum(xi, {1}).to_vector<int32_t>(), sum(to_device(xi, Device::reference()), {1}).to_vector<int32_t>());
+  EXPECT_EQ(max(xi, {1}).to_vector<int32_t>(), max(to_device(xi, Device::reference()), {1}).to_vector<int32_t>());
+}
+
+// index_add (the gradient of an embedding lookup) runs as a library shader: duplicates summed in
+// index order, so the reference's bits, NaN, infinities and -0 included, along either dim and
+// past one pass's chunk of the index (600000 indices: two passes); an index out of range fails
+// the reads of the result with the op, the value and the size, every time it is read.
+TEST(VulkanTest, IndexAddMatchesTheReferenceBitForBit) {
+  REQUIRE_VULKAN();
+  const Device ref = Device::reference();
+  std::vector<float> v(300 * 64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int64_t(i * 37 % 1001) - 500) / 7.0f;
+  v[5] = kNan;
+  v[70] = kInf;
+  v[200] = -kInf;
+  v[64 * 3 + 1] = -0.0f;
+  std::vector<int64_t> rows(300);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = int64_t(i * 7 % 13);  // many duplicates, unsorted
+  Array src = from_vector(v, {300, 64}, kVk), index = from_vector(rows, {300}, kVk);
+  Array base = zeros({13, 64}, {.device = kVk});
+  expect_same_bits(index_add(base, 0, index, src), index_add(to_device(base, ref), 0, to_device(index, ref), to_device(src, ref)),
+                   "index_add along dim 0");
+  Array src_t = transpose(src, 0, 1);  // [64, 300], strided: the index runs along dim 1
+  Array base_t = full({64, 13}, -0.0, {.device = kVk});
+  expect_same_bits(index_add(base_t, 1, index, src_t),
+                   index_add(to_device(base_t, ref), 1, to_device(index, ref), to_device(src_t, ref)), "along dim 1");
+  const int64_t n = 600000;
+  std::vector<int64_t> long_rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) long_rows[size_t(i)] = i * 31 % 5;
+  Array long_src = uniform({n, 2}, -1, 1, {.seed = 31, .device = kVk});
+  Array long_index = from_vector(long_rows, {n}, kVk), long_base = zeros({5, 2}, {.device = kVk});
+  const Array long_got = index_add(long_base, 0, long_index, long_src);
+  const Array long_want = index_add(to_device(long_base, ref), 0, to_device(long_index, ref), to_device(long_src, ref));
+  // SwiftShader (no int64) has no index_add shader.
+  const bool shader = Backend::get(DeviceKind::Vulkan).supports(0, EMBER_SUPPORT_LIBRARY, EMBER_LIB_INDEX_ADD, EMBER_F32);
+  if (shader)
+    expect_same_bits(long_got, long_want, "600000 indices");
+  else  // no shader (SwiftShader has no int64): the core's dense form, whose sums run in another order
+    EXPECT_TRUE(all_close(long_got, long_want.to_vector<double>(), 1e-4, 1e-3));
+  std::vector<int64_t> bad_rows(300, 2);
+  bad_rows[150] = 13;  // S = 13
+  Array bad = index_add(base, 0, from_vector(bad_rows, {300}, kVk), src);
+  for (int read = 0; read < 2; ++read) {  // the front end's index check names the user's line
+    const std::string e = error_of([&] { (void)bad.to_vector<float>(); });
+    EXPECT_NE(e.find("vulkan_test.cpp"), std::string::npos) << e;
+    EXPECT_NE(e.find("13"), std::string::npos) << e;
+    EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  }
+  // The shader checks its indices too (a call made without the front end): the plugin's error.
+  if (!shader) return;
+  Backend& vk = Backend::get(DeviceKind::Vulkan);
+  auto src_buf = vk.alloc(kVk, 4 * sizeof(float)), idx_buf = vk.alloc(kVk, 2 * sizeof(int64_t)),
+       out_buf = vk.alloc(kVk, 6 * sizeof(float));
+  const float src_vals[4] = {1, 2, 3, 4};
+  const int64_t idx_vals[2] = {0, 7};
+  vk.write(*src_buf, 0, src_vals, sizeof src_vals);
+  vk.write(*idx_buf, 0, idx_vals, sizeof idx_vals);
+  const ember_tensor_desc in[2] = {{src_buf->handle, 0, EMBER_F32, 2, {2, 2}, {2, 1}},
+                                   {idx_buf->handle, 0, EMBER_I64, 1, {2}, {1}}};
+  const ember_tensor_desc out = {out_buf->handle, 0, EMBER_F32, 2, {3, 2}, {2, 1}};
+  const ember_index_attrs attrs{0};
+  const std::string e = error_of([&] {
+    vk.library_call(0, EMBER_LIB_INDEX_ADD, in, 2, &out, 1, &attrs);
+    vk.synchronize(0);
+  });
+  EXPECT_NE(e.find("index_add: index out of range (7 for a dimension of size 3)"), std::string::npos) << e;
+}
+
 // lavapipe (Mesa 22.3) miscompiles a comparison of a sign-extended 32-bit value: int64_t(i) < 3
 // was false for i = 0, 1, 2, so arange(7) < 3 gave all false (the emitter widens without the
 // sign-extension instruction, e_i2l).

@@ -522,6 +522,17 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
                   ") has no GLSL form on this device");
 
   src = glsl_header("KIR program '" + std::string(p.name ? p.name : "kernel") + "'", target, need8, need16);
+  // Sums, products, maxima and minima of 32-bit values take the subgroup butterfly (shuffles of
+  // 64-bit and 16-bit values need more device features; arg reductions keep the shared tree).
+  auto butterfly = [&](int32_t k) {
+    const ember_kir_inst& in = p.insts[k];
+    const std::string reg = t.reg_type(in.dtype);
+    return target.subgroup_shuffle && is_acc(in.op) && in.op != EMBER_KIR_ACC_ARGMAX &&
+           in.op != EMBER_KIR_ACC_ARGMIN && (reg == "float" || reg == "int" || reg == "uint");
+  };
+  bool uses_butterfly = false;
+  for (int32_t k = 0; k < p.n_insts; ++k) uses_butterfly |= butterfly(k);
+  if (uses_butterfly) src += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
   for (int32_t a = 0; a < p.n_args; ++a)
     src += "layout(std430, binding = " + S(2 + a) + ") buffer Arg" + S(a) + " { " + t.storage_type(p.arg_dtypes[a]) +
            " d[]; } g" + S(a) + ";\n";
@@ -654,6 +665,16 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
                  "[lid] = n2; }\n";
           src += "      }\n      barrier();\n    }\n";
           src += "    " + var(k) + " = shi" + K + "[0]; best" + K + " = shb" + K + "[0]; nan" + K + " = shn" + K + "[0] != 0u;\n";
+        } else if (butterfly(k)) {
+          // Within each subgroup a butterfly (every lane ends with its subgroup's result), then a
+          // tree over the subgroups' partials; a fixed order for a given subgroup size.
+          const std::string v = var(k);
+          src += "    for (uint o = gl_SubgroupSize / 2u; o > 0u; o >>= 1) " + v + " = " +
+                 combine(k, v, "subgroupShuffleXor(" + v + ", o)") + ";\n";
+          src += "    if (gl_SubgroupInvocationID == 0u) sh" + K + "[gl_SubgroupID] = " + v + ";\n    barrier();\n";
+          src += "    for (uint s = gl_NumSubgroups / 2u; s > 0u; s >>= 1) {\n";
+          src += "      if (lid < s) sh" + K + "[lid] = " + combine(k, "sh" + K + "[lid]", "sh" + K + "[lid + s]") + ";\n";
+          src += "      barrier();\n    }\n    " + v + " = sh" + K + "[0];\n";
         } else {
           src += "    sh" + K + "[lid] = " + var(k) + ";\n    barrier();\n";
           src += "    for (uint s = " + WG + "u / 2u; s > 0u; s >>= 1) {\n";

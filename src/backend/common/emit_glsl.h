@@ -31,6 +31,10 @@ struct GlslTarget {
   // refused by supports_op (so the core runs it on the CPU: scheduler/host_fallback.h).
   bool int64 = true;
   uint32_t workgroup = 256;  // a power of two
+  // Compute shaders have subgroupShuffleXor (GL_KHR_shader_subgroup_shuffle) and power-of-two
+  // subgroups: a reduction's workgroup tree starts with a butterfly inside each subgroup, so that
+  // only the per-subgroup partials go through shared memory (fewer barriers).
+  bool subgroup_shuffle = false;
   // Float controls (SPV_KHR_float_controls): without SignedZeroInfNanPreserve a driver may fold
   // x - x to 0 or drop isnan() (Mesa's NIR does), which breaks NaN/inf/-0 semantics.
   bool preserve_inf_nan32 = false, preserve_inf_nan64 = false;
@@ -96,6 +100,10 @@ struct GlslPass {
   // The shader loops over its points (a grid-stride loop, as the KIR shaders do), so the plugin
   // may launch fewer invocations than points; else one invocation per point.
   bool grid_stride = false;
+  // Set for a pass that reports kernel errors (an index out of range): the name its errors start
+  // with. The plugin gives the pass an error word of its own and files its errors under the
+  // call's tag, as for a checked KIR launch.
+  std::string check_name;
 };
 // The passes of library call `op` (abi.h EMBER_LIB_*), run in order on one queue; false and
 // *why when the op, its dtype or its attributes have no shader on this target.

@@ -485,6 +485,7 @@ bool glsl_library_supports(int32_t op, uint8_t dtype, const GlslTarget& target) 
     case EMBER_LIB_CUMMIN_INDICES: return storable;
     case EMBER_LIB_FUSED_ATTENTION:
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return floating && (dtype != EMBER_F64 || lib::has_f64_exp_log(target));
+    case EMBER_LIB_INDEX_ADD: return dtype == EMBER_F32 || (dtype == EMBER_F64 && target.float64);
     // f32 and f64 (the core folds no other dtype), where every post-op can be spelled
     case EMBER_LIB_MATMUL_EPILOGUE:
     case EMBER_LIB_CONV2D_EPILOGUE:
@@ -525,6 +526,7 @@ bool emit_glsl_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, co
     case EMBER_LIB_FUSED_ATTENTION:
     case EMBER_LIB_FUSED_ATTENTION_BACKWARD:
       return lib::attention(op, in, n_in, out, n_out, attrs, target, passes, why);
+    case EMBER_LIB_INDEX_ADD: return lib::index_add(in, n_in, out, n_out, attrs, target, passes, why);
     default: return lib::fail(why, "library call " + std::to_string(op) + " has no Vulkan shader");
   }
 }

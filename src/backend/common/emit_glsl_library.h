@@ -1,6 +1,7 @@
 // Internal declarations of the library-call shaders (emit_glsl_library.cpp and the files it
 // dispatches to: emit_glsl_conv.cpp for convolution and pooling, emit_glsl_sort_scan.cpp for
-// sorting and scans, emit_glsl_attention.cpp for fused attention): the helpers every such shader
+// sorting and scans, emit_glsl_index_add.cpp for index_add, emit_glsl_attention.cpp for fused
+// attention): the helpers every such shader
 // uses to lay out its launch words and spell its bindings and loops.
 #pragma once
 
@@ -94,6 +95,8 @@ std::string store(const ExprTable& t, uint8_t dt, int arg, const std::string& of
 bool conv_pool(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
 bool sort_scan(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
+               const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
+bool index_add(const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);
 bool attention(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out, int32_t n_out,
                const void* attrs, const GlslTarget& target, std::vector<GlslPass>& passes, std::string* why);

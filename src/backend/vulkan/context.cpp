@@ -126,6 +126,12 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   p2.pNext = &sub;
   vkGetPhysicalDeviceProperties2(phys, &p2);
   d.subgroup_size = sub.subgroupSize;
+  // Subgroup butterflies in reductions (emit_glsl.h): shuffles in compute shaders, power-of-two
+  // subgroups that divide the workgroup (set with it below). EMBER_VULKAN_DISABLE=subgroups.
+  const bool shuffle = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+                       (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sub.subgroupSize >= 2 &&
+                       (sub.subgroupSize & (sub.subgroupSize - 1)) == 0 && !feature_disabled("subgroups");
   d.binding_alignment = std::max<uint64_t>(8, d.props.limits.minStorageBufferOffsetAlignment);
   d.max_binding = d.props.limits.maxStorageBufferRange;
   if (const char* env = std::getenv("EMBER_VULKAN_MAX_BINDING")) {
@@ -163,6 +169,7 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   uint32_t wg = 256;  // a power of two (the reductions' shared-memory tree)
   while (wg > d.props.limits.maxComputeWorkGroupInvocations || wg > d.props.limits.maxComputeWorkGroupSize[0]) wg /= 2;
   d.target.workgroup = wg;
+  d.target.subgroup_shuffle = shuffle && wg % sub.subgroupSize == 0;
   d.loop_budget = drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535 : 0;
   if (d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.preferred_groups = 64;
 

@@ -635,8 +635,9 @@ int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* i
     work.items = p.points;
     work.grid_stride = p.grid_stride;
     work.cost = std::max<int64_t>(1, p.loop_iterations);
-    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), accesses, work, false, tag,
-                              "library call " + std::to_string(op), st, windows);
+    const bool checked = !p.check_name.empty();
+    if (int32_t rc = dispatch(q, pipe, p.words.data(), p.words.size(), bufs.data(), accesses, work, checked, tag,
+                              checked ? p.check_name : "library call " + std::to_string(op), st, windows);
         rc != EMBER_OK)
       return rc;
   }

@@ -9,6 +9,8 @@
 //                                        device has VK_KHR_push_descriptor
 //   EMBER_VULKAN_DISABLE=overlap_barriers       a barrier between every two commands
 //   EMBER_VULKAN_DISABLE=small_buffers          every buffer its own allocation (small_buffers.h)
+//   EMBER_VULKAN_DISABLE=subgroups              reductions combine through shared memory only (no
+//                                        subgroup butterfly: emit_glsl.h)
 //   EMBER_VULKAN_VALIDATION=1            enable the Khronos validation layer
 //   EMBER_VULKAN_DUMP=DIR                write every generated shader to DIR
 //   EMBER_VULKAN_STATS=1                 print dispatch, barrier, submission and allocation counts
