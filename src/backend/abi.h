@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define EMBER_BACKEND_ABI_VERSION 3u  /* 3: multi-output library calls (fused attention) */
+#define EMBER_BACKEND_ABI_VERSION 4u  /* 3: multi-output library calls (fused attention);
+                                          4: launch-time scalar arguments (LOAD_SCALAR) */
 #define EMBER_MAX_ITER_RANK 16 /* outer dims + reduced dims */
 
 /* ---- status -------------------------------------------------------------------------------- */
@@ -108,6 +109,12 @@ typedef enum ember_kir_op {
    * used; dtype = the arg's dtype). Scalars that live on the device (a learning rate, a bias
    * correction) enter kernels this way, so the program does not change when their value does. */
   EMBER_KIR_LOAD_UNIFORM,
+  /* arg: a launch-time scalar argument (what a GPU passes as a push constant or kernel
+   * parameter): an argument without a buffer whose 64-bit value is the launch's `offset` field
+   * (ember_kir_arg), the same at every point; dtype = i64 = the arg's dtype. An argument read by
+   * LOAD_SCALAR is read by nothing else. A random op's Philox key enters kernels this way: a new
+   * seed every step changes the launch, not the program, and writes no buffer. */
+  EMBER_KIR_LOAD_SCALAR,
   EMBER_KIR_NUM_OPS
 } ember_kir_op;
 
@@ -137,7 +144,7 @@ typedef struct ember_program_s* ember_program;
 
 typedef struct ember_kir_arg {
   ember_buffer buffer;
-  int64_t offset;                        /* in elements */
+  int64_t offset;                        /* in elements; a LOAD_SCALAR argument: its value */
   int64_t strides[EMBER_MAX_ITER_RANK];  /* in elements, over the iteration dims; 0 = broadcast */
   int64_t gather_stride;                 /* LOAD_GATHER: element stride of the gathered axis */
   int64_t gather_size;                   /* LOAD_GATHER: size of that axis (bounds check) */

@@ -80,6 +80,13 @@ Val Builder::load_uniform(int arg) {
   return r;
 }
 
+Val Builder::load_scalar(int arg) {
+  assert(arg_dtype(arg) == DType::I64);
+  Val r = emit(EMBER_KIR_LOAD_SCALAR, DType::I64);
+  insts_.back().arg = arg;
+  return r;
+}
+
 Val Builder::load_gather(int arg, Val index) {
   assert(index.dtype == DType::I64);
   Val r = emit(EMBER_KIR_LOAD_GATHER, arg_dtype(arg), index);
@@ -249,7 +256,7 @@ const char* op_name(ember_kir_op op) {
       "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "not", "add", "sub", "mul", "div",
       "floordiv", "rem", "fmod", "pow", "max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or",
       "select", "rand_uniform", "acc_sum", "acc_prod", "acc_max", "acc_min", "acc_argmax",
-      "acc_argmin", "load_uniform"};
+      "acc_argmin", "load_uniform", "load_scalar"};
   static_assert(sizeof(names) / sizeof(names[0]) == EMBER_KIR_NUM_OPS);
   return op < EMBER_KIR_NUM_OPS ? names[op] : "?";
 }

@@ -38,6 +38,9 @@ class Builder {
   Val load_gather(int arg, Val index);
   // The element at the argument's offset, the same at every point (a scalar on the device).
   Val load_uniform(int arg);
+  // A launch-time scalar (abi.h LOAD_SCALAR): i64 argument `arg` has no buffer, and each launch
+  // passes its value (in the launch's offset field), so a new value keeps the same program.
+  Val load_scalar(int arg);
   Val iota(int arg);
   void store(int arg, Val v);
   Val cast(Val v, DType dtype);
@@ -46,8 +49,8 @@ class Builder {
   Val round_to_dtype(Val v);
   Val rand_uniform(Val counter, uint64_t seed, int stream, DType dtype);
   // While set (an i64 value), rand_uniform takes its key from it instead of the `seed` immediate:
-  // the scheduler passes a generator's seed as a one-element device array, so drawing with a new
-  // seed (dropout every step) reuses the program. Unset with a default Val.
+  // the scheduler passes a generator's seed as a launch-time scalar (load_scalar), so drawing
+  // with a new seed (dropout every step) reuses the program. Unset with a default Val.
   Val runtime_key;
   Val acc_sum(Val v);
   Val acc_prod(Val v);

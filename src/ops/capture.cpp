@@ -140,7 +140,8 @@ class Recorder final : public WorkRecorder {
   }
 
   void kernel(const std::shared_ptr<const CompiledProgram>& program, const ember_kir_launch& launch,
-              const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std::vector<bool>& stored) override {
+              const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std::vector<bool>& stored,
+              const std::vector<bool>& random_key) override {
     std::lock_guard lock(m_);
     RecordedCall c;
     c.where = where_;
@@ -152,10 +153,15 @@ class Recorder final : public WorkRecorder {
     c.written.assign(stored.begin(), stored.end());
     c.written.resize(c.args.size());
     for (size_t a = 0; a < c.args.size(); ++a) {
+      if (!program && !random_key[a]) continue;  // the host fallback: only the keys are checked
+      if (random_key[a]) {
+        if (!bind_random_key(c, a)) return;
+        continue;
+      }
       if (!buffers[a]) continue;
       if (!bind(c, a, buffers[a], stored[a], c.args[a].offset)) return;
     }
-    calls_.push_back(std::move(c));
+    if (program) calls_.push_back(std::move(c));
   }
 
   void library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
@@ -184,14 +190,17 @@ class Recorder final : public WorkRecorder {
     calls_.push_back(std::move(c));
   }
 
-  void random_key(const std::shared_ptr<DeviceBuffer>& key, uint64_t seed, const std::string& where) override {
-    std::lock_guard lock(m_);
-    if (!on_device(key->device)) return;
-    // Which draw of the sequence since the call began made `seed` (searched, not passed down:
-    // the op kept only its key). Not found: a fixed seed, which a replay cannot tell from a
-    // value the function baked in (nn::Dropout's seed option counts calls on the host).
+  // A random op's key (argument a of call c, a launch-time scalar holding the seed): which draw of
+  // the sequence since the call began made it (searched, not passed down: the op kept only its
+  // seed). Not found: a fixed seed, which a replay cannot tell from a value the function baked in
+  // (nn::Dropout's seed option counts calls on the host), and the recording is refused.
+  bool bind_random_key(RecordedCall& c, size_t a) {
+    const uint64_t seed = uint64_t(c.args[a].offset);
     const RandomSequencePosition now = random_sequence_position();
-    if (restarted(now)) return refuse_locked(kRestarted);
+    if (restarted(now)) {
+      refuse_locked(kRestarted);
+      return false;
+    }
     constexpr uint64_t kMaxSearch = uint64_t(1) << 20;
     std::optional<uint64_t> draw;
     for (uint64_t d = sequence_start_.draws; d < now.draws && d - sequence_start_.draws < kMaxSearch; ++d)
@@ -199,11 +208,13 @@ class Recorder final : public WorkRecorder {
         draw = d - sequence_start_.draws;
         break;
       }
-    if (!draw)
-      return refuse_locked(fmt::format("{} draws random numbers with a fixed seed (a replay would repeat them)", where));
-    slots_[key.get()] = {SlotRef::RandomKey, int(random_key_draws_.size())};
+    if (!draw) {
+      refuse_locked(fmt::format("{} draws random numbers with a fixed seed (a replay would repeat them)", c.where));
+      return false;
+    }
+    c.slots[a] = {SlotRef::RandomKey, int(random_key_draws_.size())};
     random_key_draws_.push_back(*draw);
-    random_keys_.push_back(key);  // held, so that no later buffer reuses the address
+    return true;
   }
 
   void refuse(const std::string& why) override {
@@ -330,7 +341,6 @@ class Recorder final : public WorkRecorder {
   std::vector<RecordedCall> calls_;
   RandomSequencePosition sequence_start_;
   std::vector<uint64_t> random_key_draws_;
-  std::vector<std::shared_ptr<DeviceBuffer>> random_keys_;
 };
 
 // Finds r's parameter-only calls (ParameterWork); inputs from n_explicit on are parameters.
@@ -415,11 +425,7 @@ const unsigned char* parameter_bytes(const Node& n, size_t& bytes) {
 bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::vector<NodePtr>& outputs,
             const std::vector<uint64_t>& keys) {
   Backend& be = Backend::get(r.device.kind);
-  std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size()), key_buffers;
-  for (uint64_t key : keys) {  // written on the queue before the kernels that read them
-    key_buffers.push_back(be.alloc(r.device, sizeof key));
-    be.write(*key_buffers.back(), 0, &key, sizeof key);
-  }
+  std::vector<std::shared_ptr<DeviceBuffer>> scratch(r.scratch_bytes.size());
   const ParameterWork& pw = r.parameter_work;
   // Skip the parameter-only calls (reuse), or run them and keep what they made (remember).
   bool reuse = false, remember = false;
@@ -453,7 +459,6 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
     switch (s.kind) {
       case SlotRef::Input: return inputs[size_t(s.index)]->view.buffer;
       case SlotRef::Scratch: return scratch[size_t(s.index)];
-      case SlotRef::RandomKey: return key_buffers[size_t(s.index)];
       default: return r.constants[size_t(s.index)];
     }
   };
@@ -482,7 +487,9 @@ bool replay(const Recording& r, const std::vector<NodePtr>& inputs, const std::v
       if (c.program) {
         args.assign(c.args.begin(), c.args.end());
         for (size_t a = 0; a < args.size(); ++a)
-          if (c.slots[a].kind != SlotRef::None) {
+          if (c.slots[a].kind == SlotRef::RandomKey) {
+            args[a].offset = int64_t(keys[size_t(c.slots[a].index)]);  // a launch-time scalar
+          } else if (c.slots[a].kind != SlotRef::None) {
             args[a].buffer = buffer_of(c.slots[a])->handle;
             args[a].offset += offset_of(c.slots[a]);
           }

@@ -27,17 +27,18 @@ class WorkRecorder {
   // A buffer the realization allocated (its contents are produced by the recorded work).
   virtual void allocated(const std::shared_ptr<DeviceBuffer>& buffer) = 0;
   // A kernel launch; `buffers[a]` owns argument a's buffer (null for none), `stored[a]` says
-  // whether the program writes argument a.
+  // whether the program writes argument a, `random_key[a]` whether it is a random op's Philox
+  // key (a launch-time scalar, abi.h LOAD_SCALAR, holding the seed). A replay passes fresh keys
+  // there (a random op drawn from the global sequence draws again), or the recording is refused
+  // (a fixed seed). `program` is null for a kernel that runs on the host fallback, which the
+  // caller refuses after this call.
   virtual void kernel(const std::shared_ptr<const CompiledProgram>& program, const ember_kir_launch& launch,
-                      const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std::vector<bool>& stored) = 0;
+                      const std::vector<std::shared_ptr<DeviceBuffer>>& buffers, const std::vector<bool>& stored,
+                      const std::vector<bool>& random_key) = 0;
   // A library call; `buffers` owns every buffer the descriptors name.
   virtual void library(int device, int32_t op, const ember_tensor_desc* inputs, int n_inputs,
                        const ember_tensor_desc* outputs, int n_outputs, const void* attrs,
                        const std::vector<std::shared_ptr<DeviceBuffer>>& buffers) = 0;
-  // A random op's Philox key: a one-element buffer holding `seed`, written on the host before
-  // the kernels that read it. A replay gives such buffers fresh keys (a random op drawn from the
-  // global sequence draws again), or the recording is refused (a fixed seed).
-  virtual void random_key(const std::shared_ptr<DeviceBuffer>& key, uint64_t seed, const std::string& where) = 0;
   // Work that cannot be replayed: the recording is abandoned with this reason (the work itself
   // still runs normally).
   virtual void refuse(const std::string& why) = 0;

@@ -108,8 +108,12 @@ std::string beyond_device_limits(Backend& be, Device device, const ember_kir_pro
       return fmt::format("kernel '{}' covers {:.0f} points, more than device {} indexes (32-bit indexing)",
                          prog.name ? prog.name : "kernel", points, device.str());
   }
+  std::vector<bool> scalar(size_t(l.n_args), false);  // a launch-time scalar's offset is a value
+  for (int32_t i = 0; i < prog.n_insts; ++i)
+    if (prog.insts[i].op == EMBER_KIR_LOAD_SCALAR) scalar[size_t(prog.insts[i].arg)] = true;
   for (int32_t a = 0; a < l.n_args; ++a) {
     const ember_kir_arg& arg = l.args[a];
+    if (scalar[size_t(a)]) continue;
     if (index32) {
       double hi = double(arg.offset), lo = double(arg.offset);
       for (int d = 0; d < rank; ++d) {
@@ -176,20 +180,24 @@ void Launch::run(Device device, const kir::Builder& b, const std::string& name, 
   std::shared_ptr<const CompiledProgram> compiled = be.program(device.index, prog, hash, &unsupported);
   if (compiled) unsupported = beyond_device_limits(be, device, prog, l);
   WorkRecorder* recorder = active_work_recorder();
-  if (!compiled || !unsupported.empty()) {
-    if (recorder) recorder->refuse(fmt::format("kernel '{}' runs on the host fallback", name));
-    std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  const bool on_host = !compiled || !unsupported.empty();
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  if (recorder || on_host)
     for (const Arg& a : args) buffers.push_back(a.buffer);
-    return run_program_on_host(device, prog, hash, l, buffers, unsupported);
-  }
   if (recorder) {
-    std::vector<std::shared_ptr<DeviceBuffer>> buffers;
-    for (const Arg& a : args) buffers.push_back(a.buffer);
-    std::vector<bool> stored(args.size(), false);
-    for (int32_t i = 0; i < prog.n_insts; ++i)
-      if (prog.insts[i].op == EMBER_KIR_STORE) stored[size_t(prog.insts[i].arg)] = true;
-    recorder->kernel(compiled, l, buffers, stored);
+    std::vector<bool> stored(args.size(), false), random_key(args.size(), false);
+    for (int32_t i = 0; i < prog.n_insts; ++i) {
+      const ember_kir_inst& in = prog.insts[i];
+      if (in.op == EMBER_KIR_STORE) stored[size_t(in.arg)] = true;
+      if (in.op == EMBER_KIR_RAND_UNIFORM && in.b >= 0 && prog.insts[in.b].op == EMBER_KIR_LOAD_SCALAR)
+        random_key[size_t(prog.insts[in.b].arg)] = true;
+    }
+    // On the host fallback the recorder still checks the random keys (a fixed seed is the
+    // reason it gives first), then refuses.
+    recorder->kernel(on_host ? nullptr : compiled, l, buffers, stored, random_key);
+    if (on_host) recorder->refuse(fmt::format("kernel '{}' runs on the host fallback", name));
   }
+  if (on_host) return run_program_on_host(device, prog, hash, l, buffers, unsupported);
   be.run(*compiled, l);
 }
 

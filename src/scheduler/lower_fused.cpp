@@ -14,7 +14,6 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/work_recorder.h"
 #include "ember/error.h"
 #include "op_table/dtype_rules.h"
 #include "scheduler/fusion.h"
@@ -354,12 +353,12 @@ class Emitter {
         kir::Val counter = b_.iota(arg);
         const bool random = n->op == Op::RandUniform || n->op == Op::RandNormal;
         if (random) {
-          // The seed as a one-element device array read by LOAD_UNIFORM (a run-time Philox key):
-          // a new seed every step (dropout) keeps the same program.
+          // The seed as a launch-time scalar (a run-time Philox key): a new seed every step
+          // (dropout) keeps the same program and writes no buffer.
           int karg = b_.add_arg(DType::I64);
           add_arg(seed_key(*n), m, Shape{}, {}, nullptr, {ArgRecipe::Kind::SeedKey, member_index(n)});
           b_.phase = at;
-          b_.runtime_key = b_.load_uniform(karg);
+          b_.runtime_key = b_.load_scalar(karg);
         }
         kir::Val v = generator_expr(n->op, b_, n->attrs, compute, counter);
         b_.runtime_key = kir::Val{};
@@ -401,14 +400,11 @@ class Emitter {
     }
   }
 
-  // A random op's Philox key: a one-element device buffer holding its seed.
+  // A random op's Philox key: a launch-time scalar argument (no buffer; its offset is the seed).
+  // A replay passes the key it draws for this op instead (ops/capture.cpp).
   static View seed_key(const Node& n) {
     View key;
-    key.buffer = backend_for(n.device).alloc(n.device, sizeof(int64_t));
-    const int64_t seed = int64_t(n.attrs.seed);
-    backend_for(n.device).write(*key.buffer, 0, &seed, sizeof seed);
-    // A replay writes the key it draws for this op (ops/capture.cpp).
-    if (WorkRecorder* r = active_work_recorder()) r->random_key(key.buffer, n.attrs.seed, n.where());
+    key.offset = int64_t(n.attrs.seed);
     return key;
   }
 

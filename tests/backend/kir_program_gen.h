@@ -1,8 +1,9 @@
 // A generator of random KIR programs for comparing backends (tests/backend/): loads of every
 // dtype through contiguous, broadcast, transposed and stepped views, gathers, iota, random
-// numbers, unary/binary/compare/select/cast ops, and reductions followed by phase-1 ops, on random
-// iteration shapes; each output carries a magnitude bound and whether its value is exactly
-// defined, and same_values compares two backends' bytes accordingly.
+// numbers (keys immediate or launch-time scalars), unary/binary/compare/select/cast ops, and
+// reductions followed by phase-1 ops, on random iteration shapes; each output carries a magnitude
+// bound and whether its value is exactly defined, and same_values compares two backends' bytes
+// accordingly.
 #pragma once
 
 #include <algorithm>
@@ -72,7 +73,19 @@ class ProgramGen {
       pool_.push_back(g);
       if (coin(0.7)) {
         DType dt = coin(0.5) ? DType::F32 : DType::F64;
-        pool_.push_back({b.rand_uniform(it, rng_(), rnd(3), dt), 1, true});
+        const uint64_t key = rng_();
+        if (coin(0.5)) {  // the key as a launch-time scalar, as the core passes a random op's seed
+          HArg k;
+          k.dtype = DType::I64;
+          k.no_buffer = true;
+          k.offset = int64_t(key);
+          k.strides.assign(L.shape.size(), 0);
+          const int karg = b.add_arg(DType::I64);
+          L.args.push_back(std::move(k));
+          b.runtime_key = b.load_scalar(karg);
+        }
+        pool_.push_back({b.rand_uniform(it, key, rnd(3), dt), 1, true});
+        b.runtime_key = kir::Val{};
       }
     }
     if (coin(0.2)) pool_.push_back(gather_new(false));

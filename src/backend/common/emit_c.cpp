@@ -440,6 +440,10 @@ std::string render_inst(const ember_kir_program& p, const ExprTable& t, const Ar
       e = t.load(p.arg_dtypes[in.arg], std::string("((const ") + S + "*)L->data[" + A + "])[L->offset[" + A + "]]");
       break;
     }
+    case EMBER_KIR_LOAD_SCALAR:  // the launch's value: needs only `L` in scope, as LOAD_UNIFORM
+      if (p.arg_dtypes[in.arg] != EMBER_I64 || in.dtype != EMBER_I64) return "";
+      e = "int64_t(L->offset[" + std::to_string(in.arg) + "])";
+      break;
     case EMBER_KIR_STORE: {
       std::string x = t.store_value(p.arg_dtypes[in.arg], dt(in.a), v(in.a));
       if (x.empty()) return "";

@@ -48,7 +48,9 @@ int operand_count(const ember_kir_inst& in) {
   const uint16_t op = in.op;
   if (op == EMBER_KIR_RAND_UNIFORM) return in.b >= 0 ? 2 : 1;  // b: a run-time key
   switch (op) {
-    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM: return 0;
+    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM:
+    case EMBER_KIR_LOAD_SCALAR:
+      return 0;
     case EMBER_KIR_SELECT: return 3;
     default: return op >= EMBER_KIR_ADD && op <= EMBER_KIR_OR ? 2 : 1;
   }

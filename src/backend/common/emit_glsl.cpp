@@ -317,6 +317,10 @@ std::string render(const ember_kir_program& p, const GlslTable& t, const ArgRefs
   const char* T = t.reg_type(in.dtype);
   std::string e;
   switch (in.op) {
+    case EMBER_KIR_LOAD_SCALAR:  // the launch's value: its argument's offset word
+      if (!T || in.dtype != EMBER_I64 || p.arg_dtypes[in.arg] != EMBER_I64) return "";
+      e = "int64_t(P[" + S(W::kArgs + W::kPerArg * in.arg + W::kOffset) + "])";
+      break;
     case EMBER_KIR_LOAD_UNIFORM:
       if (p.arg_dtypes[in.arg] != in.dtype) return "";
       e = t.load(in.dtype, "g" + S(in.arg) + ".d[uint(P[" + S(W::kArgs + W::kPerArg * in.arg + W::kOffset) + "])]");
@@ -463,6 +467,7 @@ bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype) {
     case EMBER_KIR_LOAD_GATHER: return target.int64 && t.storage_type(dtype) != nullptr;
     case EMBER_KIR_LOAD: case EMBER_KIR_STORE: case EMBER_KIR_LOAD_UNIFORM:
       return t.storage_type(dtype) != nullptr;
+    case EMBER_KIR_LOAD_SCALAR: return target.int64 && dtype == EMBER_I64;
     case EMBER_KIR_IOTA: return dtype == EMBER_I64;
     case EMBER_KIR_CAST: case EMBER_KIR_SELECT: return true;
     case EMBER_KIR_RAND_UNIFORM: return target.int64 && !t.rand_uniform(dtype, "c", 0, "k").empty();

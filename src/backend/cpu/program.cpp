@@ -15,7 +15,7 @@ namespace {
 
 bool uses_arg(uint16_t op) {
   return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE ||
-         op == EMBER_KIR_LOAD_UNIFORM;
+         op == EMBER_KIR_LOAD_UNIFORM || op == EMBER_KIR_LOAD_SCALAR;
 }
 
 // Number of operands (a, b, c) an instruction reads.
@@ -23,7 +23,9 @@ int operand_count(const ember_kir_inst& in) {
   const uint16_t op = in.op;
   if (op == EMBER_KIR_RAND_UNIFORM) return in.b >= 0 ? 2 : 1;  // b: the key, when not immediate
   switch (op) {
-    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM: return 0;
+    case EMBER_KIR_CONST: case EMBER_KIR_LOAD: case EMBER_KIR_IOTA: case EMBER_KIR_LOAD_UNIFORM:
+    case EMBER_KIR_LOAD_SCALAR:
+      return 0;
     case EMBER_KIR_SELECT: return 3;
     default:
       if (op >= EMBER_KIR_ADD && op <= EMBER_KIR_OR) return 2;
@@ -117,9 +119,9 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       if (in.arg < 0 || size_t(in.arg) >= p.arg_dtypes.size())
         return set_status(st, EMBER_ERR_INVALID, "%s: instruction %zu uses argument %d of %zu", name, k, in.arg,
                           p.arg_dtypes.size());
-      // IOTA only computes offsets: its argument may have no buffer.
+      // IOTA only computes offsets and LOAD_SCALAR reads the launch: their arguments have no buffer.
       if (in.op == EMBER_KIR_LOAD_UNIFORM) p.arg_uniform[size_t(in.arg)] = 1;
-      else if (in.op != EMBER_KIR_IOTA) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
+      else if (in.op != EMBER_KIR_IOTA && in.op != EMBER_KIR_LOAD_SCALAR) p.arg_in_phase[in.phase % 2][size_t(in.arg)] = 1;
       if (in.op == EMBER_KIR_STORE) p.arg_stored[size_t(in.arg)] = 1;
     }
     if (in.op == EMBER_KIR_LOAD_GATHER && p.kind[size_t(in.a)] != kI64)
@@ -130,6 +132,8 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       return set_status(st, EMBER_ERR_INVALID, "%s: random key %d is not i64", name, in.b);
     if (in.op == EMBER_KIR_IOTA && in.dtype != EMBER_I64)
       return set_status(st, EMBER_ERR_INVALID, "%s: iota must be i64", name);
+    if (in.op == EMBER_KIR_LOAD_SCALAR && (in.dtype != EMBER_I64 || p.arg_dtypes[size_t(in.arg)] != EMBER_I64))
+      return set_status(st, EMBER_ERR_INVALID, "%s: launch scalar %zu must be i64", name, k);
     if (is_acc_op(in.op)) {
       p.has_reduction = true;
       p.accs.push_back(int32_t(k));
@@ -142,7 +146,7 @@ int32_t compile_program(const ember_kir_program& src, Program& p, ember_status* 
       p.phase[in.phase].push_back(int32_t(k));
       continue;
     }
-    if ((is_pure_alu(in.op) && all_uniform) || in.op == EMBER_KIR_LOAD_UNIFORM) {
+    if ((is_pure_alu(in.op) && all_uniform) || in.op == EMBER_KIR_LOAD_UNIFORM || in.op == EMBER_KIR_LOAD_SCALAR) {
       uniform[k] = 1;
       p.uniform.push_back(int32_t(k));
     } else {

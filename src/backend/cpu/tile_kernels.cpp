@@ -617,6 +617,9 @@ HWY_INLINE bool exec(const Tile& t, int32_t k, TileError* err) {
       load_any(p.arg_dtypes[size_t(in.arg)], la.buffer->data, n, slot<char>(t, k), ArgAddr{la.offset, 0, nullptr});
       return true;
     }
+    case EMBER_KIR_LOAD_SCALAR:  // the launch's value in every lane
+      fill(slot<int64_t>(t, k), n, t.launch->args[in.arg].offset);
+      return true;
     case EMBER_KIR_LOAD_GATHER: {
       const ember_kir_arg& la = t.launch->args[in.arg];
       const ArgAddr& a = t.addr[in.arg];

@@ -380,6 +380,7 @@ int32_t run(const Program& p, const ember_kir_launch& l, ember_status* st) {
           break;
         }
         case EMBER_KIR_IOTA: reg[k].i = offset_of(in.arg, full); break;
+        case EMBER_KIR_LOAD_SCALAR: reg[k].i = l.args[in.arg].offset; break;
         case EMBER_KIR_LOAD_UNIFORM:
           reg[k] = load_value(l.args[in.arg].buffer->data, l.args[in.arg].offset, p.arg_dtypes[size_t(in.arg)]);
           break;

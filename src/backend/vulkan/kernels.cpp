@@ -255,18 +255,23 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
   if (!d) return set_status(st, EMBER_ERR_INVALID, "vulkan: no device %d", device_index);
   const std::string name = program->name ? program->name : "kernel";
   // An IOTA counts from its argument's offset, which a launch rebases to the window it binds for
-  // an argument with a buffer: the core gives IOTAs arguments of their own (abi.h).
-  std::vector<uint8_t> iota(size_t(std::max(program->n_args, 0)), 0), buffer(iota.size(), 0);
+  // an argument with a buffer, and a LOAD_SCALAR's offset is its value: the core gives both
+  // arguments of their own (abi.h).
+  std::vector<uint8_t> bufferless(size_t(std::max(program->n_args, 0)), 0), buffer(bufferless.size(), 0),
+      scalar(bufferless.size(), 0);
   for (int32_t k = 0; k < program->n_insts; ++k) {
     const ember_kir_inst& in = program->insts[k];
     if (in.arg < 0 || in.arg >= program->n_args) continue;
-    (in.op == EMBER_KIR_IOTA ? iota : buffer)[size_t(in.arg)] |=
-        in.op == EMBER_KIR_IOTA || in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_LOAD_GATHER ||
-        in.op == EMBER_KIR_STORE || in.op == EMBER_KIR_LOAD_UNIFORM;
+    const bool no_buffer = in.op == EMBER_KIR_IOTA || in.op == EMBER_KIR_LOAD_SCALAR;
+    (no_buffer ? bufferless : buffer)[size_t(in.arg)] |=
+        no_buffer || in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_LOAD_GATHER || in.op == EMBER_KIR_STORE ||
+        in.op == EMBER_KIR_LOAD_UNIFORM;
+    scalar[size_t(in.arg)] |= in.op == EMBER_KIR_LOAD_SCALAR;
   }
-  for (size_t a = 0; a < iota.size(); ++a)
-    if (iota[a] && buffer[a])
-      return set_status(st, EMBER_ERR_UNSUPPORTED, "vulkan:%d cannot run %s: argument %d is both an IOTA's and a buffer's",
+  for (size_t a = 0; a < bufferless.size(); ++a)
+    if (bufferless[a] && buffer[a])
+      return set_status(st, EMBER_ERR_UNSUPPORTED,
+                        "vulkan:%d cannot run %s: argument %d is both an IOTA's or launch scalar's and a buffer's",
                         device_index, name.c_str(), int(a));
   std::string glsl, why;
   bool can_fail = false;
@@ -292,6 +297,7 @@ int32_t program_create(int32_t device_index, const ember_kir_program* program, e
     if (in.op == EMBER_KIR_STORE && in.arg >= 0 && in.arg < program->n_args) p->arg_written[size_t(in.arg)] = true;
   }
   for (int32_t a = 0; a < program->n_args; ++a) p->arg_bytes.push_back(storage_bytes(program->arg_dtypes[a]));
+  p->arg_scalar.assign(scalar.begin(), scalar.end());
   p->arg_uniform.assign(size_t(std::max(program->n_args, 0)), true);
   for (int32_t k = 0; k < program->n_insts; ++k) {
     const ember_kir_inst& in = program->insts[k];
@@ -412,6 +418,7 @@ int32_t run_piece(ember_queue q, ember_program p, const ember_kir_launch* l, uin
   constexpr int64_t kMax32 = (int64_t(1) << 31) - 1;
   bool fits32 = (tree ? points * step : points) <= kMax32 && nred <= kMax32;
   for (int32_t a = 0; a < l->n_args && fits32; ++a) {
+    if (p->arg_scalar[size_t(a)]) continue;  // its offset word is a value, not an index
     const ember_kir_arg& arg = l->args[a];  // with or without a buffer (IOTA offsets count too)
     const int64_t offset = words[size_t(W::kArgs + W::kPerArg * a + W::kOffset)];
     int64_t hi = offset, lo = offset;

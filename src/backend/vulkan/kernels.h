@@ -80,6 +80,8 @@ struct ember_program_s {
   std::vector<uint32_t> arg_bytes;
   // Per argument: whether it is read only by LOAD_UNIFORM (the same element at every point).
   std::vector<bool> arg_uniform;
+  // Per argument: whether it is a launch-time scalar (LOAD_SCALAR: its offset word is a value).
+  std::vector<bool> arg_scalar;
 };
 
 namespace ember::vk {
