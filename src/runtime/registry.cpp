@@ -21,6 +21,7 @@
 #include "ember/error.h"
 #include "runtime/stats.h"
 #include "kir/builder.h"
+#include "kir/decompose.h"
 
 namespace ember {
 
@@ -438,14 +439,31 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
       programs_.splice(programs_.begin(), programs_, it->second);
       return it->second->program;
     }
+  // What the device cannot spell is decomposed into what it can (kir/decompose.h); the entry
+  // keeps the original instructions, so later launches of the program find it without the pass.
+  ember_kir_program to_compile = program;
+  std::vector<ember_kir_inst> lowered;
   if (std::string why = unsupported(device, program); !why.empty()) {
-    if (!unsupported_out) throw Error(why);
-    *unsupported_out = std::move(why);
-    return nullptr;
+    ember_kir_inst blocker{};
+    const bool decomposed = kir::decompose(
+        program, [&](uint16_t op, uint8_t dtype) { return supports(device, EMBER_SUPPORT_KIR, op, dtype); }, lowered,
+        nullptr, &blocker);
+    if (decomposed) {
+      to_compile.insts = lowered.data();
+      to_compile.n_insts = int32_t(lowered.size());
+    } else {
+      // The instruction that stopped the decomposition is the one the device lacks.
+      why = fmt::format("device {} does not support the KIR instruction '{}' on {} (in {})", device_label(device),
+                        kir::op_name(ember_kir_op(blocker.op)), dtype_name(DType(blocker.dtype)),
+                        program.name ? program.name : "a kernel");
+      if (!unsupported_out) throw Error(why);
+      *unsupported_out = std::move(why);
+      return nullptr;
+    }
   }
   ember_status st{};
   ember_program prog = nullptr;
-  check(table_.program_create(device, &program, &prog, &st), st, "compiling a kernel");
+  check(table_.program_create(device, &to_compile, &prog, &st), st, "compiling a kernel");
   ember::stats().programs_created.fetch_add(1, std::memory_order_relaxed);
   CachedProgram entry;
   entry.device = device;
@@ -453,8 +471,8 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
   entry.insts.assign(program.insts, program.insts + program.n_insts);
   entry.arg_dtypes.assign(program.arg_dtypes, program.arg_dtypes + program.n_args);
   bool checked = false;
-  for (int32_t i = 0; i < program.n_insts; ++i) {
-    const ember_kir_inst& in = program.insts[i];
+  for (int32_t i = 0; i < to_compile.n_insts; ++i) {
+    const ember_kir_inst& in = to_compile.insts[i];
     const bool integer = in.dtype != EMBER_F32 && in.dtype != EMBER_F64 && in.dtype != EMBER_F16 && in.dtype != EMBER_BF16;
     checked |= in.op == EMBER_KIR_LOAD_GATHER ||
                (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
@@ -592,14 +610,18 @@ bool Backend::settle(int device, int32_t code, ember_status st, const std::vecto
     code = table_.queue_synchronize(queue(device), &st);
   }
   std::lock_guard lock(checks_mutex_);
-  for (uint64_t tag : passed)
-    if (auto it = pending_.find(tag); it != pending_.end()) {
-      it->second.check->pass();
-      drop(it);
-    }
-  if (lost)  // the device dropped errors (it says so): none of its pending checks can be trusted
+  // The device dropped errors (it says so): none of its enqueued checks without an error of its
+  // own can be trusted, so none passes: each fails as "not verified" (never a silent pass of a
+  // call whose error was dropped).
+  if (!lost)
+    for (uint64_t tag : passed)
+      if (auto it = pending_.find(tag); it != pending_.end()) {
+        it->second.check->pass();
+        drop(it);
+      }
+  if (lost)
     for (auto p = pending_.begin(); p != pending_.end();) {
-      if (p->second.device != device) {
+      if (p->second.device != device || !p->second.enqueued) {
         ++p;
         continue;
       }

@@ -200,6 +200,46 @@ TEST(AsyncDeviceTest, EveryFailingKernelReportsItsOwnError) {
                           "): floor_div: integer division by zero");
 }
 
+// A queue that keeps fewer errors than its kernels made (EMBER_REFERENCE_ASYNC_MAX_ERRORS=1, ctest
+// backend.async_device_lost_errors) flags the last error it kept (EMBER_STATUS_ERRORS_LOST): the
+// kept error reaches its read, and every other checked call of that synchronize, failed or not,
+// fails as "not verified" instead of passing (a dropped error must never pass silently).
+TEST(AsyncDeviceTest, DroppedKernelErrorsFailTheUnverifiedCalls) {
+  REQUIRE_ASYNC_DEVICES(1);
+  const char* max_errors = std::getenv("EMBER_REFERENCE_ASYNC_MAX_ERRORS");
+  if (!max_errors || std::string(max_errors) != "1") {
+    if (std::getenv("EMBER_REQUIRE_LOST_ERRORS")) FAIL() << "EMBER_REFERENCE_ASYNC_MAX_ERRORS=1 is not set";
+    GTEST_SKIP() << "needs EMBER_REFERENCE_ASYNC_MAX_ERRORS=1 (ctest -R backend.async_device_lost_errors)";
+  }
+  const Device d0{DeviceKind::Reference, 0};
+  Array x = from_vector<float>({1, 2, 3}, {3}, d0);
+  Array first = index_select(x, 0, from_vector<int64_t>({5}, {1}, d0));
+  const int first_line = __LINE__ - 1;
+  Array dropped = index_select(x, 0, from_vector<int64_t>({-9}, {1}, d0));
+  Array fine = index_select(x, 0, from_vector<int64_t>({2}, {1}, d0));
+  eval({first, dropped, fine});
+  auto error_of = [](const Array& a) -> std::string {
+    try {
+      (void)a.to_vector<double>();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string first_error = error_of(first), dropped_error = error_of(dropped), fine_error = error_of(fine);
+  EXPECT_NE(first_error.find("index_select (at async_device_test.cpp:" + std::to_string(first_line) +
+                             "): index_select: index out of range (5 for a dimension of size 3)"),
+            std::string::npos)
+      << first_error;
+  for (const std::string& e : {dropped_error, fine_error})
+    EXPECT_NE(e.find("not verified: reference dropped kernel errors after this one: "), std::string::npos) << e;
+  // The next synchronize starts afresh: a good call passes, a bad one reports its own error.
+  Array again = index_select(x, 0, from_vector<int64_t>({0}, {1}, d0));
+  EXPECT_EQ(again.to_vector<float>(), (std::vector<float>{1}));
+  Array bad = index_select(x, 0, from_vector<int64_t>({3}, {1}, d0));
+  EXPECT_NE(error_of(bad).find("index out of range (3 for a dimension of size 3)"), std::string::npos);
+}
+
 // A replayed capture (ember/capture.h) does not wait for its gathers either: a replay with an
 // index out of range throws at the read of its output, naming the recorded line, and the next
 // replay with good indices reads its values.

@@ -35,6 +35,7 @@ struct AsyncSettings {
   bool async = false;
   int max_delay_us = 0;   // each operation waits a random 0..max_delay_us before it runs
   bool poison = false;    // fill new and freed buffers with 0xFF bytes (NaN in f32/f64, -1 in ints)
+  size_t max_deferred = 4096;  // kernel errors kept until reported; past it they are lost (flagged)
 };
 
 // A unit of queued work: returns an ABI status code and fills `st` on failure.
@@ -53,9 +54,8 @@ struct ember_queue_s {
   uint64_t enqueued = 0;   // operations pushed so far
   uint64_t completed = 0;  // operations finished so far (in order)
   bool stop = false;
-  // Errors found while running, oldest first, until reported (at most kMaxDeferred: the last
-  // kept then says that later ones were lost).
-  static constexpr size_t kMaxDeferred = 4096;
+  // Errors found while running, oldest first, until reported (at most settings.max_deferred:
+  // the last kept then says that later ones were lost, EMBER_STATUS_ERRORS_LOST).
   std::deque<ember_status> deferred;
   // Device timing (abi.h queue_set_timing): while `timing`, each call with a tag is timed around
   // its work on the worker (after its random delay), and its record kept until taken.
@@ -149,7 +149,7 @@ struct ember_queue_s {
       int32_t rc = w(&s);
       {
         std::lock_guard lock(m);
-        if (rc != EMBER_OK && deferred.size() < kMaxDeferred) {
+        if (rc != EMBER_OK && (deferred.size() < settings.max_deferred || deferred.empty())) {
           s.code = rc;
           deferred.push_back(s);
         } else if (rc != EMBER_OK) {

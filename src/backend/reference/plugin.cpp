@@ -9,8 +9,13 @@
 //                                  next synchronize (host_queue.h). What a GPU does to the core's
 //                                  ordering and lifetime rules, on any machine.
 //   EMBER_REFERENCE_ASYNC_DELAY_US=D   the largest random delay (default 50 us)
+//   EMBER_REFERENCE_ASYNC_MAX_ERRORS=N kernel errors a queue keeps until the next synchronize
+//                                  (default 4096); later ones are lost and the last kept says so
+//                                  (EMBER_STATUS_ERRORS_LOST), which the core must handle
 //   EMBER_REFERENCE_WEAK=1         weak capabilities: no f64, 32-bit indexing, buffers of at most
-//                                  EMBER_REFERENCE_MAX_BUFFER bytes (default 64 MiB)
+//                                  EMBER_REFERENCE_MAX_BUFFER bytes (default 64 MiB), and a small
+//                                  KIR table (no NEG, ABS, CEIL, MAX, MIN, GT, GE, NE, NOT, AND,
+//                                  OR: the core decomposes them, kir/decompose.h)
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -62,6 +67,7 @@ const Settings& settings() {
     r.queue.async = env_long("EMBER_REFERENCE_ASYNC", 0) != 0;
     r.queue.max_delay_us = r.queue.async ? int(std::max(0L, env_long("EMBER_REFERENCE_ASYNC_DELAY_US", 50))) : 0;
     r.queue.poison = r.queue.async;
+    r.queue.max_deferred = size_t(std::max(1L, env_long("EMBER_REFERENCE_ASYNC_MAX_ERRORS", 4096)));
     r.weak = env_long("EMBER_REFERENCE_WEAK", 0) != 0;
     if (r.weak) r.max_buffer = uint64_t(std::max(1L, env_long("EMBER_REFERENCE_MAX_BUFFER", 64L << 20)));
     return r;
@@ -90,7 +96,16 @@ int32_t device_properties(int32_t device, ember_device_properties* out, ember_st
 
 int32_t supports_op(int32_t device, int32_t kind, int32_t op, int32_t dtype) {
   if (!valid_device(device)) return 0;
-  if (settings().weak && dtype == EMBER_F64) return 0;
+  if (settings().weak) {
+    if (dtype == EMBER_F64) return 0;
+    if (kind == EMBER_SUPPORT_KIR) switch (op) {
+        case EMBER_KIR_NEG: case EMBER_KIR_ABS: case EMBER_KIR_CEIL: case EMBER_KIR_MAX: case EMBER_KIR_MIN:
+        case EMBER_KIR_GT: case EMBER_KIR_GE: case EMBER_KIR_NE: case EMBER_KIR_NOT: case EMBER_KIR_AND:
+        case EMBER_KIR_OR:
+          return 0;
+        default: break;
+      }
+  }
   return ember::host::supports_every_op(device, kind, op, dtype);
 }
 
