@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/reordered_weights.h"
@@ -46,6 +47,25 @@ TEST(CpuReorderedWeights, ReusedOnlyForTheSameBytes) {
   call(cache, 1, w, scratch, true);
   w[3] = 0.0f;
   call(cache, 1, w, scratch, false);
+}
+
+// holds(): yes only for a kept slot of the same primitive, address and bytes (the convolution
+// then skips its finiteness scan of the weights and use() its comparison).
+TEST(CpuReorderedWeights, HoldsAnswersForTheKeptBytesOnly) {
+  ReorderedWeights cache;
+  Scratch scratch;
+  std::vector<float> w = {1, 2, 3, 4};
+  const size_t bytes = w.size() * sizeof(float);
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes));
+  call(cache, 1, w, scratch, false);
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes));
+  EXPECT_FALSE(cache.holds(2, w.data(), bytes));      // another primitive
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes - 4));  // other sizes
+  ReorderedWeights::Use use = cache.use(1, w.data(), bytes, bytes, scratch, /*same_as_kept=*/true);
+  EXPECT_TRUE(use.ready);
+  EXPECT_EQ(static_cast<float*>(use.data)[0], 4.0f);
+  w[1] = std::numeric_limits<float>::infinity();  // changed in place: not held
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes));
 }
 
 TEST(CpuReorderedWeights, ChangingWeightsStopBeingCopiedAndAreRetried) {

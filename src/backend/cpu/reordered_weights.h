@@ -40,17 +40,31 @@ class ReorderedWeights {
     Slot* slot = nullptr;
   };
 
+  // Whether the slot of primitive `entry_id` and weights `plain` holds the reorder of exactly
+  // these bytes. The caller keeps only weights it scanned as finite (conv_dnnl.cpp), so a yes
+  // also says they are finite and spares that scan; it then passes `same_as_kept` to use(),
+  // which skips its own comparison.
+  bool holds(uint64_t entry_id, const void* plain, size_t plain_bytes) const {
+    auto it = slots_.find({entry_id, plain});
+    return it != slots_.end() && it->second.valid && it->second.plain_bytes == plain_bytes &&
+           std::memcmp(it->second.plain.get(), plain, plain_bytes) == 0;
+  }
+
   // `plain` (plain_bytes) are the call's weights for primitive `entry_id`, whose layout takes
-  // want_bytes; `scratch` is where the reorder goes when nothing is kept.
+  // want_bytes; `scratch` is where the reorder goes when nothing is kept. `same_as_kept`: holds()
+  // said yes for these weights in this call.
   template <class Scratch>
-  Use use(uint64_t entry_id, const void* plain, size_t plain_bytes, size_t want_bytes, Scratch& scratch) {
+  Use use(uint64_t entry_id, const void* plain, size_t plain_bytes, size_t want_bytes, Scratch& scratch,
+          bool same_as_kept = false) {
     ++tick_;
+    const bool compared = same_as_kept;
     if (plain_bytes + want_bytes > kMaxWeights) return {scratch.get(want_bytes), false, nullptr};
     auto it = slots_.find({entry_id, plain});
     if (it != slots_.end()) {
       Slot& s = it->second;
       s.last_use = tick_;
-      if (s.valid && s.plain_bytes == plain_bytes && std::memcmp(s.plain.get(), plain, plain_bytes) == 0) {
+      if (s.valid && s.plain_bytes == plain_bytes &&
+          (compared || std::memcmp(s.plain.get(), plain, plain_bytes) == 0)) {
         s.misses = 0;
         return {s.layout.get(), true, nullptr};
       }
