@@ -112,25 +112,19 @@ class Lowering {
   static bool needs_b(uint16_t code) {
     return code == EMBER_KIR_SELECT || (code >= EMBER_KIR_ADD && code <= EMBER_KIR_OR);
   }
-  int32_t fconst(uint8_t dt, double v) {
+  // A constant of dtype dt: `f` for floating dtypes, `i` for the others.
+  int32_t constant(uint8_t dt, double f, int64_t i) {
     ember_kir_inst x{};
     x.op = EMBER_KIR_CONST;
     x.dtype = dt;
     x.phase = phase_;
     x.a = x.b = x.c = x.arg = -1;
-    x.fimm = v;
+    x.fimm = is_float_dtype(dt) ? f : 0.0;
+    x.iimm = is_float_dtype(dt) ? 0 : i;
     return emit(x, depth_);
   }
-  int32_t iconst(uint8_t dt, int64_t v) {
-    if (is_float_dtype(dt)) return fconst(dt, double(v));
-    ember_kir_inst x{};
-    x.op = EMBER_KIR_CONST;
-    x.dtype = dt;
-    x.phase = phase_;
-    x.a = x.b = x.c = x.arg = -1;
-    x.iimm = v;
-    return emit(x, depth_);
-  }
+  int32_t fconst(uint8_t dt, double v) { return constant(dt, v, 0); }
+  int32_t iconst(uint8_t dt, int64_t v) { return constant(dt, double(v), v); }
   // v == 0 (bool), with a zero of v's dtype.
   int32_t is_zero(int32_t v) {
     if (v < 0) return -1;

@@ -127,33 +127,44 @@ TEST(KirScalarTest, OneProgramServesEveryValue) {
   }
 }
 
-// RAND_UNIFORM with its key from a launch scalar (as the scheduler builds random ops) draws the
-// numbers of the immediate key, on every backend and tier.
-TEST(KirScalarTest, RandomKeyFromALaunchScalarEqualsTheImmediateKey) {
+// RAND_UNIFORM with its key in operand b, from a launch scalar (as the scheduler builds random
+// ops) or from a uniform load of a one-element buffer, draws the numbers of the immediate key, on
+// every backend and tier.
+TEST(KirScalarTest, RandomKeyFromAnOperandEqualsTheImmediateKey) {
   const uint64_t seed = 0xfedc1234abcd5678ull;  // past 2^63: the key is all 64 bits
-  auto build = [&](kir::Builder& b, bool runtime) {
-    int y32 = b.add_arg(DType::F32), y64 = b.add_arg(DType::F64), ka = b.add_arg(DType::I64);
+  enum class Key { Immediate, LaunchScalar, UniformLoad };
+  auto build = [&](kir::Builder& b, Key key) {
+    int y32 = b.add_arg(DType::F32), y64 = b.add_arg(DType::F64), ks = b.add_arg(DType::I64),
+        ku = b.add_arg(DType::I64);
     Val it = b.iota(y32);
-    if (runtime) b.runtime_key = b.load_scalar(ka);
+    if (key == Key::LaunchScalar) b.runtime_key = b.load_scalar(ks);
+    if (key == Key::UniformLoad) b.runtime_key = b.load_uniform(ku);
     b.store(y32, b.rand_uniform(it, seed, 0, DType::F32));
     b.store(y64, b.rand_uniform(it, seed, 1, DType::F64));
   };
   HLaunch L;
   L.outer_rank = 1;
   L.shape = {3000};
-  L.args = {zeros(DType::F32, 3000, {1}), zeros(DType::F64, 3000, {1}), scalar_arg(int64_t(seed))};
-  kir::Builder imm, run;
-  build(imm, false);
-  build(run, true);
+  HArg in_buffer = zeros(DType::I64, 1, {0});
+  std::memcpy(in_buffer.bytes.data(), &seed, 8);
+  L.args = {zeros(DType::F32, 3000, {1}), zeros(DType::F64, 3000, {1}), scalar_arg(int64_t(seed)), in_buffer};
+  L.args[2].strides = {0};
+  kir::Builder imm, scalar, uniform;
+  build(imm, Key::Immediate);
+  build(scalar, Key::LaunchScalar);
+  build(uniform, Key::UniformLoad);
   std::string e;
   const auto want = run_fresh(reference_backend(), imm, L, &e);
-  ASSERT_EQ(want.size(), 3u) << e;
-  EXPECT_EQ(run_fresh(reference_backend(), run, L, &e), want) << "reference " << e;
-  for (int tier : {0, 1}) {
-    if (tier == 1 && !compiler_present()) continue;
-    Tier1Scope scope(tier);
-    EXPECT_EQ(run_fresh(cpu_backend(), imm, L, &e), want) << "tier " << tier << " " << e;
-    EXPECT_EQ(run_fresh(cpu_backend(), run, L, &e), want) << "tier " << tier << " " << e;
+  ASSERT_EQ(want.size(), 4u) << e;
+  for (kir::Builder* b : {&scalar, &uniform}) {
+    const char* what = b == &scalar ? "launch scalar" : "uniform load";
+    EXPECT_EQ(run_fresh(reference_backend(), *b, L, &e), want) << "reference, " << what << " " << e;
+    for (int tier : {0, 1}) {
+      if (tier == 1 && !compiler_present()) continue;
+      Tier1Scope scope(tier);
+      EXPECT_EQ(run_fresh(cpu_backend(), imm, L, &e), want) << "tier " << tier << " " << e;
+      EXPECT_EQ(run_fresh(cpu_backend(), *b, L, &e), want) << "tier " << tier << ", " << what << " " << e;
+    }
   }
 }
 

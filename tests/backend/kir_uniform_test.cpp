@@ -3,8 +3,7 @@
 // the elementwise and the reduction emitters) give the values of the formula evaluated here in
 // f64; a uniform argument whose offset lies outside its buffer is a launch error; the scheduler
 // reads one-element device arrays this way, so changing their value reuses the same program.
-// RAND_UNIFORM's key may come from an operand (a uniform load): same numbers as the immediate key,
-// and random arrays with new seeds reuse one program.
+// Random arrays with new seeds reuse one program (their key as an operand: kir_scalar_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,46 +141,6 @@ TEST(KirUniformTest, OneElementArraysDoNotChangeThePrograms) {
     EXPECT_EQ(run(-0.5f), (std::vector<float>{0.5f, 0, -0.5f, -1}));
     EXPECT_EQ(run(10.0f), (std::vector<float>{11, 21, 31, 41}));
     EXPECT_EQ(execution_stats().programs_created, before) << dev.str();
-  }
-}
-
-// RAND_UNIFORM with its key in operand b (an i64 value, here a uniform load) draws the same
-// numbers as with the key as an immediate, on every backend and tier.
-TEST(KirUniformTest, RandomKeyFromAnOperandEqualsTheImmediateKey) {
-  const uint64_t seed = 0x1234abcd5678ull;
-  auto build = [&](kir::Builder& b, bool runtime) {
-    int y32 = b.add_arg(DType::F32), y64 = b.add_arg(DType::F64), ka = b.add_arg(DType::I64);
-    Val it = b.iota(y32);
-    if (runtime) b.runtime_key = b.load_uniform(ka);
-    b.store(y32, b.rand_uniform(it, seed, 0, DType::F32));
-    b.store(y64, b.rand_uniform(it, seed, 1, DType::F64));
-  };
-  HLaunch L;
-  L.outer_rank = 1;
-  L.shape = {3000};
-  HArg y32, y64, k;
-  y32.dtype = DType::F32;
-  y64.dtype = DType::F64;
-  k.dtype = DType::I64;
-  y32.strides = y64.strides = {1};
-  k.strides = {0};
-  y32.bytes.assign(3000 * 4, 0);
-  y64.bytes.assign(3000 * 8, 0);
-  k.bytes.resize(8);
-  std::memcpy(k.bytes.data(), &seed, 8);
-  L.args = {y32, y64, k};
-  kir::Builder imm, run;
-  build(imm, false);
-  build(run, true);
-  std::string e;
-  const auto want = run_fresh(reference_backend(), imm, L, &e);
-  ASSERT_EQ(want.size(), 3u) << e;
-  EXPECT_EQ(run_fresh(reference_backend(), run, L, &e), want) << "reference " << e;
-  for (int tier : {0, 1}) {
-    if (tier == 1 && !compiler_present()) continue;
-    Tier1Scope scope(tier);
-    EXPECT_EQ(run_fresh(cpu_backend(), imm, L, &e), want) << "tier " << tier << " " << e;
-    EXPECT_EQ(run_fresh(cpu_backend(), run, L, &e), want) << "tier " << tier << " " << e;
   }
 }
 

@@ -98,6 +98,17 @@ OpCase op_case(uint16_t op, DType dt) {
   return c;
 }
 
+// The ABI view of a case's program (valid while the case lives).
+ember_kir_program program_of(const OpCase& c) {
+  ember_kir_program prog{};
+  prog.name = "decompose_test";
+  prog.n_insts = int32_t(c.insts.size());
+  prog.insts = c.insts.data();
+  prog.n_args = int32_t(c.arg_dtypes.size());
+  prog.arg_dtypes = c.arg_dtypes.data();
+  return prog;
+}
+
 std::vector<std::vector<uint8_t>> run(Backend& be, const std::vector<ember_kir_inst>& insts,
                                       const std::vector<uint8_t>& arg_dtypes, const HLaunch& h, std::string* error) {
   Uploaded u = upload(be, h);
@@ -146,11 +157,7 @@ TEST(DecomposeTest, RulesGiveTheInstructionsValuesOnEveryDtype) {
       if (dt == DType::Bool && !logical && op != EMBER_KIR_NE && op != EMBER_KIR_GT && op != EMBER_KIR_GE) continue;
       const std::string what = std::string(kir::op_name(ember_kir_op(op))) + " on " + std::string(dtype_name(dt));
       OpCase c = op_case(op, dt);
-      ember_kir_program prog{};
-      prog.n_insts = int32_t(c.insts.size());
-      prog.insts = c.insts.data();
-      prog.n_args = int32_t(c.arg_dtypes.size());
-      prog.arg_dtypes = c.arg_dtypes.data();
+      const ember_kir_program prog = program_of(c);
       std::vector<ember_kir_inst> lowered;
       std::string why;
       ASSERT_TRUE(kir::decompose(prog, small_table, lowered, &why)) << what << ": " << why;
@@ -174,11 +181,7 @@ TEST(DecomposeTest, RulesGiveTheInstructionsValuesOnEveryDtype) {
 // A target without LT or GT cannot spell MAX: refused, naming the instruction and what is missing.
 TEST(DecomposeTest, ATargetWithoutARulesPartsIsRefused) {
   OpCase c = op_case(EMBER_KIR_MAX, DType::F32);
-  ember_kir_program prog{};
-  prog.n_insts = int32_t(c.insts.size());
-  prog.insts = c.insts.data();
-  prog.n_args = int32_t(c.arg_dtypes.size());
-  prog.arg_dtypes = c.arg_dtypes.data();
+  const ember_kir_program prog = program_of(c);
   std::vector<ember_kir_inst> lowered;
   std::string why;
   const kir::Spells no_order = [](uint16_t op, uint8_t) {
