@@ -143,7 +143,8 @@ TEST(VulkanTest, ReductionsLongerThanTheDriversLoopCapAreComplete) {
 // partials combine by a butterfly inside each subgroup, then through shared memory. The results
 // must be the reference's bits wherever the order cannot matter: a NaN anywhere in a row (at every
 // lane position of a subgroup and of a workgroup), +inf and -inf in one row (NaN), rows of -0
-// (max, min and sum keep the sign), exact integer-valued sums, and int32 sums that wrap.
+// (max, min and sum keep the sign), exact integer-valued sums, and int32 sums that wrap; argmax
+// and argmin give the reference's indices (first NaN, first of ties).
 TEST(VulkanTest, WorkgroupReductionsKeepNaNInfAndSignedZero) {
   REQUIRE_VULKAN();
   const int64_t rows = 40, cols = 1000;
@@ -164,11 +165,17 @@ TEST(VulkanTest, WorkgroupReductionsKeepNaNInfAndSignedZero) {
   const std::vector<Array> got = run(kVk), want = run(Device::reference());
   const char* names[] = {"sum", "max", "min", "prod"};
   for (size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], names[i]);
+  // Arg reductions: the first NaN, else the first of equal extremes (every row has ties; rows of
+  // zeros of both signs give index 0).
+  Array xv = from_vector(v, {rows, cols}, kVk), xr = from_vector(v, {rows, cols}, Device::reference());
+  EXPECT_EQ(argmax(xv, 1).to_vector<int64_t>(), argmax(xr, 1).to_vector<int64_t>());
+  EXPECT_EQ(argmin(xv, 1).to_vector<int64_t>(), argmin(xr, 1).to_vector<int64_t>());
   std::vector<int32_t> w(size_t(rows * cols));
   for (size_t i = 0; i < w.size(); ++i) w[i] = int32_t(uint32_t(i) * 2654435761u);  // sums wrap
   Array xi = from_vector(w, {rows, cols}, kVk);
   EXPECT_EQ(sum(xi, {1}).to_vector<int32_t>(), sum(to_device(xi, Device::reference()), {1}).to_vector<int32_t>());
   EXPECT_EQ(max(xi, {1}).to_vector<int32_t>(), max(to_device(xi, Device::reference()), {1}).to_vector<int32_t>());
+  EXPECT_EQ(argmin(xi, 1).to_vector<int64_t>(), argmin(to_device(xi, Device::reference()), 1).to_vector<int64_t>());
 }
 
 // index_add (the gradient of an embedding lookup) runs as a library shader: duplicates summed in

@@ -528,12 +528,14 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
 
   src = glsl_header("KIR program '" + std::string(p.name ? p.name : "kernel") + "'", target, need8, need16);
   // Sums, products, maxima and minima of 32-bit values take the subgroup butterfly (shuffles of
-  // 64-bit and 16-bit values need more device features; arg reductions keep the shared tree).
+  // 64-bit and 16-bit values need more device features), and so do arg reductions over 32-bit
+  // values (their i64 index is shuffled as two 32-bit halves).
   auto butterfly = [&](int32_t k) {
     const ember_kir_inst& in = p.insts[k];
-    const std::string reg = t.reg_type(in.dtype);
-    return target.subgroup_shuffle && is_acc(in.op) && in.op != EMBER_KIR_ACC_ARGMAX &&
-           in.op != EMBER_KIR_ACC_ARGMIN && (reg == "float" || reg == "int" || reg == "uint");
+    const bool arg = in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN;
+    const std::string reg = t.reg_type(arg ? p.insts[in.a].dtype : in.dtype);
+    return target.subgroup_shuffle && is_acc(in.op) && (!arg || target.int64) &&
+           (reg == "float" || reg == "int" || reg == "uint");
   };
   bool uses_butterfly = false;
   for (int32_t k = 0; k < p.n_insts; ++k) uses_butterfly |= butterfly(k);
@@ -655,7 +657,34 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
       for (int32_t k : accs) {
         const ember_kir_inst& in = p.insts[k];
         const std::string K = S(k);
-        if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) {
+        if ((in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) && butterfly(k)) {
+          // The pair (value, index) that wins: a valid index over none, then the first NaN, then
+          // the extreme value, then (equal values) the first index. A strict order, so both lanes
+          // of a shuffle pair pick the same one.
+          const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
+          auto wins = [&](const std::string& b2, const std::string& i2, const std::string& n2, const std::string& b1,
+                          const std::string& i1, const std::string& n1) {
+            return "(" + i2 + " >= 0 && (" + i1 + " < 0 || ((" + n1 + " || " + n2 + ") ? (" + n2 + " && (!" + n1 +
+                   " || " + i2 + " < " + i1 + ")) : (" + b2 + (mx ? " > " : " < ") + b1 + " || (" + b2 + " == " +
+                   b1 + " && " + i2 + " < " + i1 + ")))))";
+          };
+          const std::string v = var(k), b = "best" + K, n = "nan" + K;
+          src += "    for (uint o = gl_SubgroupSize / 2u; o > 0u; o >>= 1) {\n";
+          src += "      uvec2 h = unpackUint2x32(uint64_t(" + v + "));\n";
+          src += "      int64_t i2 = int64_t(packUint2x32(uvec2(subgroupShuffleXor(h.x, o), subgroupShuffleXor(h.y, o))));\n";
+          src += "      " + std::string(t.reg_type(p.insts[in.a].dtype)) + " b2 = subgroupShuffleXor(" + b + ", o);\n";
+          src += "      bool n2 = subgroupShuffleXor(" + n + " ? 1u : 0u, o) != 0u;\n";
+          src += "      if (" + wins("b2", "i2", "n2", b, v, n) + ") { " + b + " = b2; " + v + " = i2; " + n + " = n2; }\n";
+          src += "    }\n";
+          src += "    if (gl_SubgroupInvocationID == 0u) { shb" + K + "[gl_SubgroupID] = " + b + "; shi" + K +
+                 "[gl_SubgroupID] = " + v + "; shn" + K + "[gl_SubgroupID] = " + n + " ? 1u : 0u; }\n    barrier();\n";
+          src += "    for (uint s = gl_NumSubgroups / 2u; s > 0u; s >>= 1) {\n      if (lid < s && " +
+                 wins("shb" + K + "[lid + s]", "shi" + K + "[lid + s]", "(shn" + K + "[lid + s] != 0u)", "shb" + K + "[lid]",
+                      "shi" + K + "[lid]", "(shn" + K + "[lid] != 0u)") +
+                 ") { shb" + K + "[lid] = shb" + K + "[lid + s]; shi" + K + "[lid] = shi" + K + "[lid + s]; shn" + K +
+                 "[lid] = shn" + K + "[lid + s]; }\n      barrier();\n    }\n";
+          src += "    " + v + " = shi" + K + "[0]; " + b + " = shb" + K + "[0]; " + n + " = shn" + K + "[0] != 0u;\n";
+        } else if (in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) {
           const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
           src += "    shb" + K + "[lid] = best" + K + "; shi" + K + "[lid] = " + var(k) + "; shn" + K + "[lid] = nan" + K +
                  " ? 1u : 0u;\n";
