@@ -12,9 +12,7 @@ namespace ember::kir {
 
 namespace {
 
-bool is_float_dtype(uint8_t dt) {
-  return dt == EMBER_F32 || dt == EMBER_F64 || dt == EMBER_F16 || dt == EMBER_BF16;
-}
+bool is_float_dtype(uint8_t dt) { return is_floating(DType(dt)); }
 
 class Lowering {
  public:
@@ -91,8 +89,7 @@ class Lowering {
 
   // An instruction of the rule being expanded (in its phase); -1 propagates a failure.
   int32_t op(uint16_t code, uint8_t dt, int32_t a, int32_t b = -1, int32_t c = -1) {
-    if (a == -1 && code != EMBER_KIR_CONST) return -1;
-    if ((b == -1 && needs_b(code)) || (c == -1 && code == EMBER_KIR_SELECT)) return -1;
+    if (a == -1 || (b == -1 && needs_b(code)) || (c == -1 && code == EMBER_KIR_SELECT)) return -1;  // a part failed
     ember_kir_inst x{};
     x.op = code;
     x.dtype = dt;

@@ -57,14 +57,13 @@ class ReorderedWeights {
   Use use(uint64_t entry_id, const void* plain, size_t plain_bytes, size_t want_bytes, Scratch& scratch,
           bool same_as_kept = false) {
     ++tick_;
-    const bool compared = same_as_kept;
     if (plain_bytes + want_bytes > kMaxWeights) return {scratch.get(want_bytes), false, nullptr};
     auto it = slots_.find({entry_id, plain});
     if (it != slots_.end()) {
       Slot& s = it->second;
       s.last_use = tick_;
       if (s.valid && s.plain_bytes == plain_bytes &&
-          (compared || std::memcmp(s.plain.get(), plain, plain_bytes) == 0)) {
+          (same_as_kept || std::memcmp(s.plain.get(), plain, plain_bytes) == 0)) {
         s.misses = 0;
         return {s.layout.get(), true, nullptr};
       }
