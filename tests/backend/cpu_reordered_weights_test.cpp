@@ -23,14 +23,16 @@ struct Scratch {
 };
 
 // One convolution call: the "reorder" writes the plain bytes reversed into use.data.
-void call(ReorderedWeights& cache, uint64_t entry, std::vector<float>& w, Scratch& scratch, bool want_ready) {
+// `stamp`: the weights' write stamp (0: unknown, compared byte for byte).
+void call(ReorderedWeights& cache, uint64_t entry, std::vector<float>& w, Scratch& scratch, bool want_ready,
+          uint64_t stamp = 0) {
   const size_t bytes = w.size() * sizeof(float);
-  ReorderedWeights::Use use = cache.use(entry, w.data(), bytes, bytes, scratch);
+  ReorderedWeights::Use use = cache.use(entry, w.data(), bytes, stamp, bytes, scratch);
   ASSERT_NE(use.data, nullptr);
   EXPECT_EQ(use.ready, want_ready);
   if (!use.ready) {
     for (size_t i = 0; i < w.size(); ++i) static_cast<float*>(use.data)[i] = w[w.size() - 1 - i];
-    if (use.slot) ReorderedWeights::keep(use.slot, w.data());
+    if (use.slot) ReorderedWeights::keep(use.slot, w.data(), stamp);
   }
   for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(static_cast<float*>(use.data)[i], w[w.size() - 1 - i]) << i;
 }
@@ -56,16 +58,43 @@ TEST(CpuReorderedWeights, HoldsAnswersForTheKeptBytesOnly) {
   Scratch scratch;
   std::vector<float> w = {1, 2, 3, 4};
   const size_t bytes = w.size() * sizeof(float);
-  EXPECT_FALSE(cache.holds(1, w.data(), bytes));
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes, 0));
   call(cache, 1, w, scratch, false);
-  EXPECT_TRUE(cache.holds(1, w.data(), bytes));
-  EXPECT_FALSE(cache.holds(2, w.data(), bytes));      // another primitive
-  EXPECT_FALSE(cache.holds(1, w.data(), bytes - 4));  // other sizes
-  ReorderedWeights::Use use = cache.use(1, w.data(), bytes, bytes, scratch, /*same_as_kept=*/true);
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 0));
+  EXPECT_FALSE(cache.holds(2, w.data(), bytes, 0));      // another primitive
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes - 4, 0));  // other sizes
+  ReorderedWeights::Use use = cache.use(1, w.data(), bytes, 0, bytes, scratch, /*same_as_kept=*/true);
   EXPECT_TRUE(use.ready);
   EXPECT_EQ(static_cast<float*>(use.data)[0], 4.0f);
   w[1] = std::numeric_limits<float>::infinity();  // changed in place: not held
-  EXPECT_FALSE(cache.holds(1, w.data(), bytes));
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes, 0));
+}
+
+// Write stamps (common/host_memory.h): the same stamp is trusted without reading the bytes (the
+// buffer had no write since); a new stamp on the same bytes is a hit found by comparing, and the
+// slot takes that stamp; a new stamp on new bytes is a miss.
+TEST(CpuReorderedWeights, TheSameWriteStampSkipsTheComparison) {
+  ReorderedWeights cache;
+  Scratch scratch;
+  std::vector<float> w = {1, 2, 3, 4};
+  const size_t bytes = w.size() * sizeof(float);
+  call(cache, 1, w, scratch, false, 7);
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 7));
+  // Bytes changed behind the stamp's back (which the plugin's writers never do): still held, which
+  // shows that no comparison ran.
+  w[0] = 9;
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 7));
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes, 8));  // a new stamp compares, and the bytes differ
+  w[0] = 1;
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 8));   // rewritten with the same values
+  w[0] = 9;
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 8));   // the slot took stamp 8
+  call(cache, 1, w, scratch, false, 10);             // new stamp, new bytes: reordered again
+  call(cache, 1, w, scratch, true, 10);
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 0));   // no stamp: compared (the kept copy is {9, 2, 3, 4})
+  w[0] = 1;
+  EXPECT_FALSE(cache.holds(1, w.data(), bytes, 0));
+  EXPECT_TRUE(cache.holds(1, w.data(), bytes, 10));  // a comparison without a stamp kept stamp 10
 }
 
 TEST(CpuReorderedWeights, ChangingWeightsStopBeingCopiedAndAreRetried) {
@@ -82,11 +111,11 @@ TEST(CpuReorderedWeights, ChangingWeightsStopBeingCopiedAndAreRetried) {
   bool ready = false;
   for (; calls < 200 && !ready; ++calls) {
     const size_t bytes = w.size() * sizeof(float);
-    ReorderedWeights::Use use = cache.use(1, w.data(), bytes, bytes, scratch);
+    ReorderedWeights::Use use = cache.use(1, w.data(), bytes, 0, bytes, scratch);
     ready = use.ready;
     if (!ready) {
       for (size_t i = 0; i < w.size(); ++i) static_cast<float*>(use.data)[i] = w[w.size() - 1 - i];
-      if (use.slot) ReorderedWeights::keep(use.slot, w.data());
+      if (use.slot) ReorderedWeights::keep(use.slot, w.data(), 0);
     }
     for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(static_cast<float*>(use.data)[i], w[w.size() - 1 - i]);
   }
@@ -105,13 +134,13 @@ TEST(CpuReorderedWeights, TheBudgetKeepsWhatFits) {
   for (int round = 0; round < 2; ++round)
     for (size_t k = 0; k < ws.size(); ++k) {
       const size_t bytes = ws[k].size() * sizeof(float);
-      ReorderedWeights::Use use = cache.use(k + 1, ws[k].data(), bytes, bytes, scratch);
+      ReorderedWeights::Use use = cache.use(k + 1, ws[k].data(), bytes, 0, bytes, scratch);
       // Round 0: nothing kept yet. Round 1: the first four were kept; the fifth never fit, and
       // nothing was evicted for it (the others were used within the last calls).
       EXPECT_EQ(use.ready, round == 1 && k < 4) << round << " " << k;
       if (use.slot) {
         std::memset(use.data, 0, bytes);
-        ReorderedWeights::keep(use.slot, ws[k].data());
+        ReorderedWeights::keep(use.slot, ws[k].data(), 0);
       }
       if (!use.ready && !use.slot) {
         EXPECT_EQ(use.data, scratch.bytes.data());

@@ -2,6 +2,8 @@
 // (cpu and reference). Plugins link no part of libember; they use only this and the C ABI.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -10,9 +12,12 @@
 #include "backend/abi.h"
 #include "backend/common/plugin_status.h"
 
+// `stamp`: the write stamp of the buffer's last write (its allocation counts as one); see
+// mark_written below.
 struct ember_buffer_s {
   void* data;
   size_t bytes;
+  std::atomic<uint64_t> stamp;
 };
 
 namespace ember::host {
@@ -20,11 +25,28 @@ namespace ember::host {
 using plugin::copy_properties;
 using plugin::set_status;
 
+// Write stamps. Each write to a buffer through the plugin gives it a new stamp from one counter
+// (per plugin), so a buffer seen twice with the same stamp holds the same bytes, also across a free
+// and an allocation at the same address. The writers: allocation, buffer_write and buffer_copy
+// (host_queue.h), and the cpu plugin's program runs (the arguments a STORE writes) and library
+// calls (their outputs); the reference plugin, which reads no stamps, does not mark its own. The core writes a device's memory only through those entries (abi.h:
+// buffer_host_address is for reads). The CPU's convolution uses them to tell that kept weights are
+// still current without comparing their bytes (cpu/reordered_weights.h). A buffer that is not one
+// of the plugin's (stamp 0) is never known to be unchanged.
+inline uint64_t next_write_stamp() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+inline void mark_written(ember_buffer b) {
+  if (b) b->stamp.store(next_write_stamp(), std::memory_order_release);
+}
+inline uint64_t write_stamp(ember_buffer b) { return b ? b->stamp.load(std::memory_order_acquire) : 0; }
+
 inline int32_t buffer_alloc(int32_t, size_t bytes, ember_buffer* out, ember_status* st) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!p) return set_status(st, EMBER_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes", bytes);
-  *out = new ember_buffer_s{p, bytes};
+  *out = new ember_buffer_s{p, bytes, next_write_stamp()};
   return EMBER_OK;
 }
 
@@ -40,6 +62,7 @@ inline int32_t buffer_write(ember_buffer dst, size_t off, const void* src, size_
   if (off + n > dst->bytes)
     return set_status(st, EMBER_ERR_INVALID, "write of %zu bytes at %zu past the end of a %zu-byte buffer", n,
                       off, dst->bytes);
+  mark_written(dst);
   std::memcpy(static_cast<char*>(dst->data) + off, src, n);
   return EMBER_OK;
 }

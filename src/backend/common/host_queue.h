@@ -262,6 +262,7 @@ inline int32_t queued_buffer_copy(ember_queue q, ember_buffer dst, size_t dst_of
     return set_status(st, EMBER_ERR_INVALID, "copy of %zu bytes from %zu (of %zu) to %zu (of %zu) out of range", n,
                       src_off, src->bytes, dst_off, dst->bytes);
   return q->submit([=](ember_status*) {
+    mark_written(dst);
     std::memmove(static_cast<char*>(dst->data) + dst_off, static_cast<const char*>(src->data) + src_off, n);
     return int32_t(EMBER_OK);
   }, 0, st);

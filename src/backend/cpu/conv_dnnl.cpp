@@ -111,7 +111,8 @@ struct Out16 {
 };
 
 // ---- convolution -------------------------------------------------------------------------------
-enum Kind : int64_t { kFwd, kBwdData, kBwdWeights };
+// kFwdKept: the forward of weights that stay the same from call to call (forward_as_inference).
+enum Kind : int64_t { kFwd, kBwdData, kBwdWeights, kFwdKept };
 
 struct Geometry {
   int64_t N, C, H, W, O, KH, KW, OH, OW;
@@ -148,6 +149,33 @@ void make_reorders(Entry& e) {
 }
 
 
+// Whether the forward primitive is asked for as inference. A convolution forward keeps nothing for
+// its backward, so the two kinds compute the same function, but oneDNN offers other kernels for
+// each. Measured per convolution with the layout reorders Ember pays (oneDNN 2.6, AVX-512, 1
+// thread, forward with ReLU, median of 20-400 calls), training against inference:
+//  - Winograd as inference keeps its weights transformed and at batch 1 takes F(2x2, 3x3) kernels:
+//    batch 1, 32 -> 32 at 32x32: 148 against 89 us; 128 -> 128 at 8x8: 530 against 56; batch 32,
+//    128 -> 128 at 8x8: 2809 against 2117. But its weights go through oneDNN's reference reorder
+//    (7.4 ms for 128x128x3x3), so it is taken only for weights that stay (kFwdKept, below):
+//    every training step has new ones (the CIFAR ResNet's step was 9 % slower with it).
+//  - 1x1 convolutions with a stride take the brgemm kernels, which skip the strided input copy:
+//    batch 32, 32 -> 64 at 32x32: 2337 against 823; 8 -> 16 at 8x8: 33.9 against 13.6; batch 1,
+//    64 -> 128 at 16x16: 22.9 against 17.4 (32 -> 64 at 32x32: 18.6 against 23.4). Unstrided
+//    1x1 convolutions are the same or slower as inference (batch 8, 64 -> 256 at 56x56: 8693
+//    against 9607).
+//  - Direct convolutions with 64+ input channels and at most 256 output pixels (small planes at
+//    small batches), brgemm kernels too: batch 1, 128 -> 128 at 4x4: 42.0 against 25.1; 64 -> 128
+//    at 16x16, stride 2: 68.4 against 62.0. Larger outputs are the same or slower (batch 8, 128 ->
+//    128 at 28x28, stride 2: 3028 against 3176), as are fewer channels (batch 32, 8 -> 8 at 8x8:
+//    31.4 against 50.5).
+// Grouped and bf16 convolutions stay training (not measured).
+bool forward_as_inference(Kind kind, const Geometry& g, const ember_conv_attrs& a, dnnl::algorithm alg, dt cdt) {
+  if (alg == dnnl::algorithm::convolution_winograd) return kind == kFwdKept;
+  if (a.groups != 1 || cdt != dt::f32) return false;
+  if (g.KH == 1 && g.KW == 1) return a.stride[0] > 1 || a.stride[1] > 1;
+  return g.C >= 64 && g.N * g.OH * g.OW <= 256;
+}
+
 // `post`: eltwise post-ops for the forward primitive (none with a tensor operand), or nullptr.
 // `cdt`: the operands' data type, f32 or (dnnl_bf16.h) bf16; the bias and post-op operands are f32.
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias, dnnl::algorithm alg,
@@ -167,10 +195,13 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   const dnnl::memory::desc src_u(src, cdt, tag::nchw), dst_u(dst, cdt, tag::nchw), wei_u(wei, cdt, wtag);
   const dnnl::memory::desc bias_md({g.O}, dt::f32, tag::x);
 
-  auto fd = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
-                                                       bias_md, any(dst), strides, dil, pad_l, pad_r)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
-                                                       any(dst), strides, dil, pad_l, pad_r);
+  const auto prop = (kind == kFwd || kind == kFwdKept) && forward_as_inference(kind, g, a, alg, cdt)
+                        ? dnnl::prop_kind::forward_inference
+                        : dnnl::prop_kind::forward_training;
+  auto fd = has_bias ? dnnl::convolution_forward::desc(prop, alg, any(src), any(wei), bias_md, any(dst), strides, dil,
+                                                       pad_l, pad_r)
+                     : dnnl::convolution_forward::desc(prop, alg, any(src), any(wei), any(dst), strides, dil, pad_l,
+                                                       pad_r);
   Entry e;
   e.bias = bias_md;
   dnnl::primitive_attr attr = user_scratchpad_attr();
@@ -187,7 +218,7 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   if (post && std::string(fpd.impl_info_str()).find("ref") != std::string::npos)
     throw dnnl::error(dnnl_unimplemented, "post-ops only in oneDNN's reference convolution");
   switch (kind) {
-    case kFwd:
+    case kFwd: case kFwdKept:
       e.prim = dnnl::convolution_forward(fpd);
       e.args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
       e.user = {src_u, wei_u, dst_u};
@@ -219,26 +250,33 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
   return e;
 }
 
-// The algorithm: Winograd (oneDNN's F(4x4, 3x3) on AVX-512) for 3x3, stride-1, undilated,
-// ungrouped convolutions with at least 16 input and output channels, where it takes ~0.6x the
-// direct kernels' time (bench/cnn_layers_bench.cpp: 32 -> 64 channels, 28x28, batch 64); direct
-// elsewhere (a 1-channel first layer is 3-5x slower in Winograd). Winograd's transforms round
-// differently: f32 results are within ~5e-6 of the output's largest magnitude, against ~1e-6 for
-// the direct kernels (ConvDnnlTest.* checks both against the reference backend).
-// Small outputs (under 256 output pixels over the batch) stay direct: one 4x4 tile per image pays
-// the transforms for nothing (the exported CNN at batch 1, 16 -> 16 channels at 4x4: 7.5 us in
-// Winograd, 0.5 us direct; its forward 0.031 -> 0.027 ms).
+// The algorithm: Winograd for 3x3, stride-1, undilated, ungrouped convolutions with at least 16
+// input and output channels and 64 output pixels over the batch; direct elsewhere (a 1-channel
+// first layer is 3-5x slower in Winograd). The forward runs as inference (make_entry above), where
+// oneDNN keeps the weights transformed and at batch 1 takes F(2x2, 3x3) kernels. Measured per
+// convolution (oneDNN 2.6, AVX-512, 1 thread, forward with ReLU, median of 400):
+//   batch 1, 32 -> 32 at 32x32: direct 118 us, Winograd 89 (as training: 148);
+//   batch 1, 128 -> 128 at 8x8: direct 106 us, Winograd 56 (as training: 530);
+//   batch 32, 128 -> 128 at 8x8: direct 3138 us, Winograd 2117 (as training: 2809);
+//   batch 64, 32 -> 64 at 28x28: direct 10950 us, Winograd 5861.
+// At 2 threads Winograd loses below 64 output pixels (16 -> 16 at 4x4: 5.9 against 2.6 us) and on
+// 8x8 planes with up to 64 channels; those are under cpu_backend.cpp's kSerialMacs, so they run on
+// one thread, where it wins. Winograd's transforms round differently: f32 results are within
+// ~5e-6 of the output's largest magnitude, against ~1e-6 for the direct kernels (ConvDnnlTest.*
+// checks both against the reference backend).
 // EMBER_CONV_ALG=direct turns it off, =winograd asks for it wherever oneDNN has it.
+bool winograd_fits(const Geometry& g, const ember_conv_attrs& a) {
+  return a.groups == 1 && g.KH == 3 && g.KW == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&
+         a.dilation[1] == 1 && g.C >= 16 && g.O >= 16 && g.N * g.OH * g.OW >= 64;
+}
+
 Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
                  const ember_epilogue_attrs* post, dt cdt) {
   static const int choice = [] {
     const char* e = std::getenv("EMBER_CONV_ALG");
     return !e ? 0 : std::string(e) == "direct" ? 1 : std::string(e) == "winograd" ? 2 : 0;
   }();
-  const bool fits = a.groups == 1 && g.KH == 3 && g.KW == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
-                    a.dilation[0] == 1 && a.dilation[1] == 1;
-  const bool wino = choice == 2 || (choice == 0 && fits && g.C >= 16 && g.O >= 16 && g.N * g.OH * g.OW >= 256);
-  if (wino) {
+  if (choice == 2 || (choice == 0 && winograd_fits(g, a))) {
     try {
       return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd, post, cdt);
     } catch (const dnnl::error&) {  // not implemented for this shape or CPU: the direct kernels
@@ -330,9 +368,24 @@ ReorderedWeights& kept_weights() {
   return kept;
 }
 
+// Whether the weights at `plain`, with write stamp `stamp` (host_memory.h; 0: unknown), are the
+// ones this thread's previous call of forward entry `id` had there: no write since, so they likely
+// stay (inference), and the forward may take kernels that transform them once (forward_as_inference).
+// Remembers them for the next call.
+bool weights_stay(uint64_t id, const void* plain, uint64_t stamp) {
+  thread_local std::map<std::pair<uint64_t, const void*>, uint64_t> last;
+  if (stamp == 0) return false;
+  if (last.size() > 4096) last.clear();  // addresses of weights long gone
+  uint64_t& seen = last[{id, plain}];
+  const bool same = seen == stamp;
+  seen = stamp;
+  return same;
+}
+
+// `weights_stamp`: in1's write stamp (host_memory.h; 0 when unknown, as for a packed copy).
 // `weights_same_as_kept`: ReorderedWeights::holds() said yes for in1 in this call.
 void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias,
-             bool weights_same_as_kept = false) {
+             uint64_t weights_stamp = 0, bool weights_same_as_kept = false) {
   thread_local std::array<GrowingBuffer, 3> operands;
   thread_local GrowingBuffer scratch;
   ReorderedWeights& kept_weights = cpu::kept_weights();
@@ -343,7 +396,7 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     m.user[i].set_data_handle(const_cast<void*>(data[i]));
     if (!m.want[i]) continue;
     if (i == 1 && e.args[1] == DNNL_ARG_WEIGHTS) {  // forward and backward-data
-      weights = kept_weights.use(e.id, in1, e.user[1].get_size(), e.want[1].get_size(), operands[1],
+      weights = kept_weights.use(e.id, in1, e.user[1].get_size(), weights_stamp, e.want[1].get_size(), operands[1],
                                  weights_same_as_kept);
       m.want[1].set_data_handle(weights.data);
     } else {
@@ -370,7 +423,7 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     e.reorder[2]->execute(m.stream, m.reorder_args[2]);
   }
   m.stream.wait();
-  if (weights.slot) ReorderedWeights::keep(weights.slot, in1);
+  if (weights.slot) ReorderedWeights::keep(weights.slot, in1, weights_stamp);
 }
 
 // The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time (the blocks of a
@@ -518,12 +571,15 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       return EMBER_OK;
     }
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
-    const auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
-    // Weights whose reorder is kept from an earlier call, byte for byte the same, were scanned
-    // then (inference calls the same weights every time: their scan was ~4 % of a batch-1 CNN).
+    auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
+    const uint64_t weights_stamp = i1.own.empty() ? ember::host::write_stamp(in[1].buffer) : 0;
+    if (kind == kFwd && winograd_fits(g, a) && weights_stay(e->id, i1.p, weights_stamp))
+      e = entry(kFwdKept, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
+    // Weights whose reorder is kept from an earlier call, unchanged, were scanned then (inference
+    // calls the same weights every time: their scan was ~4 % of a batch-1 CNN).
     const bool weights_known_finite =
         e->args[1] == DNNL_ARG_WEIGHTS && !(e->want[1] == e->user[1]) &&
-        kept_weights().holds(e->id, i1.p, size_t(n1) * sizeof(float));
+        kept_weights().holds(e->id, i1.p, size_t(n1) * sizeof(float), weights_stamp);
     if (!all_finite(EMBER_F32, i0.p, n0) || (!weights_known_finite && !all_finite(EMBER_F32, i1.p, n1))) {
       int32_t rc = conv_f64(op, in, n_in, out, a);
       if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
@@ -532,7 +588,7 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     DenseOut<float> o(out);
-    execute(*e, i0.p, i1.p, o.data, b.p, weights_known_finite);
+    execute(*e, i0.p, i1.p, o.data, b.p, weights_stamp, weights_known_finite);
     o.finish();
     if (post && !(in_dnnl && e->post)) post_ops_4d(*post, post_in, out);
   } catch (const dnnl::error& err) {

@@ -85,6 +85,8 @@ int32_t program_run(ember_queue, ember_program p, const ember_kir_launch* l, uin
   if (!p || !l) return set_status(st, EMBER_ERR_INVALID, "cpu backend: program_run without a program or launch");
   try {
     const auto& prog = *reinterpret_cast<const ember::cpu::Program*>(p);
+    for (int32_t a = 0; a < l->n_args && size_t(a) < prog.arg_stored.size(); ++a)
+      if (prog.arg_stored[size_t(a)]) ember::host::mark_written(l->args[a].buffer);  // host_memory.h
     int32_t rc = EMBER_OK;
     if (ember::cpu::tier1_try_run(prog, *l, st, &rc)) return rc;
     return ember::cpu::run_program(prog, *l, st);
@@ -176,6 +178,7 @@ class SerialWhenSmall {
 int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32_t n_in,
                      const ember_tensor_desc* out, int32_t n_out, const void* attrs, uint64_t, ember_status* st) {
   try {
+    for (int32_t k = 0; out && k < n_out; ++k) ember::host::mark_written(out[k].buffer);  // host_memory.h
     const SerialWhenSmall serial(in && out && n_out >= 1 ? contraction_macs(op, in, n_in, out) : 0, serial_below(op));
     if (op == EMBER_LIB_MATMUL) return ember::cpu::matmul(in, n_in, out, n_out, st);
     if (op > EMBER_LIB_MATMUL && op < EMBER_LIB_NUM_OPS &&

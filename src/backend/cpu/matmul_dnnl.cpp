@@ -549,7 +549,8 @@ int32_t matmul_impl(const ember_tensor_desc* in, int32_t n_in, const ember_tenso
     if (batches > 1 && b_shared && K > 0 && a.dtype == EMBER_F32 && batches * M * K <= kPackRowsMax &&
         !fold_rows(a, ars) && fold_rows(c, crs)) {
       packed_a = pack_dense<float>(a);  // a's shape is c's batch dims and [M, K]
-      packed_buffer = {packed_a.data(), packed_a.size() * sizeof(float)};
+      packed_buffer.data = packed_a.data();
+      packed_buffer.bytes = packed_a.size() * sizeof(float);
       a_rows.buffer = &packed_buffer;
       a_rows.offset = 0;
       int64_t stride = 1;
