@@ -109,21 +109,21 @@ std::string gather_gemm_shared(const std::string& A) {
   return "shared " + A + " sa[16][65];\nshared " + A + " sb[16][65];\nshared bool sv[16][65];\n";
 }
 
-// The words every convolution gather GEMM declares.
-void conv_words(Params& p, const ember_tensor_desc& x, const ember_tensor_desc& w, const ember_tensor_desc& y,
-                const ember_conv_attrs& a) {
-  p.i64("H", x.shape[2]);
-  p.i64("W", x.shape[3]);
-  p.i64("OH", y.shape[2]);
-  p.i64("OW", y.shape[3]);
-  p.i64("KH", w.shape[2]);
-  p.i64("KW", w.shape[3]);
-  p.i64("sh", a.stride[0]);
-  p.i64("sw", a.stride[1]);
-  p.i64("ph", a.pad_begin[0]);
-  p.i64("pw", a.pad_begin[1]);
-  p.i64("dh", a.dilation[0]);
-  p.i64("dw", a.dilation[1]);
+// The words of a convolution's stride, padding and dilation (sh, sw, ph, pw, dh, dw).
+void geometry_words(Params& p, const ember_conv_attrs& a) {
+  const char* names[] = {"sh", "sw", "ph", "pw", "dh", "dw"};
+  const int64_t values[] = {a.stride[0], a.stride[1], a.pad_begin[0], a.pad_begin[1], a.dilation[0], a.dilation[1]};
+  for (int i = 0; i < 6; ++i) p.i64(names[i], values[i]);
+}
+
+// The words every convolution gather GEMM declares: its rows, columns and terms (M, PP, K), then
+// the convolution's sizes and attributes.
+void conv_words(Params& p, int64_t rows, int64_t cols, int64_t terms, const ember_tensor_desc& x,
+                const ember_tensor_desc& w, const ember_tensor_desc& y, const ember_conv_attrs& a) {
+  const char* names[] = {"M", "PP", "K", "H", "W", "OH", "OW", "KH", "KW"};
+  const int64_t values[] = {rows, cols, terms, x.shape[2], x.shape[3], y.shape[2], y.shape[3], w.shape[2], w.shape[3]};
+  for (int i = 0; i < 9; ++i) p.i64(names[i], values[i]);
+  geometry_words(p, a);
 }
 
 // The forward: y[n] = w [O, K] times x[n]'s im2col matrix [K, OH * OW], K = C * KH * KW ordered
@@ -136,10 +136,7 @@ GlslPass conv_forward_gemm(const ember_tensor_desc* in, int32_t n_in, int32_t n_
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const int64_t K = x.shape[1] * w.shape[2] * w.shape[3], O = y.shape[1], PP = y.shape[2] * y.shape[3];
   Params p;
-  p.i64("M", O);
-  p.i64("PP", PP);
-  p.i64("K", K);
-  conv_words(p, x, w, y, a);
+  conv_words(p, O, PP, K, x, w, y, a);
   p.tensor("x", x, 4);
   p.tensor("w", w, 4);
   if (n_conv == 3) p.tensor("b", in[2], 1);
@@ -179,10 +176,7 @@ GlslPass conv_backward_data_gemm(const ember_tensor_desc& dy, const ember_tensor
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const int64_t K = dy.shape[1] * w.shape[2] * w.shape[3], C = dx.shape[1], PP = dx.shape[2] * dx.shape[3];
   Params p;
-  p.i64("M", C);
-  p.i64("PP", PP);
-  p.i64("K", K);
-  conv_words(p, dx, w, dy, a);
+  conv_words(p, C, PP, K, dx, w, dy, a);
   p.tensor("dy", dy, 4);
   p.tensor("w", w, 4);
   p.tensor("dx", dx, 4);
@@ -271,12 +265,7 @@ bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
   p.i64("KH", KH);
   p.i64("KW", KW);
   p.i64("Og", Og);
-  p.i64("sh", a.stride[0]);
-  p.i64("sw", a.stride[1]);
-  p.i64("ph", a.pad_begin[0]);
-  p.i64("pw", a.pad_begin[1]);
-  p.i64("dh", a.dilation[0]);
-  p.i64("dw", a.dilation[1]);
+  geometry_words(p, a);
   p.i64("NR", terms);
   std::vector<uint8_t> dts;
   for (int32_t i = 0; i < n_in; ++i) dts.push_back(uint8_t(in[i].dtype));
