@@ -252,9 +252,10 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
 
 // The algorithm: Winograd for 3x3, stride-1, undilated, ungrouped convolutions with at least 16
 // input and output channels and 64 output pixels over the batch; direct elsewhere (a 1-channel
-// first layer is 3-5x slower in Winograd). The forward runs as inference (make_entry above), where
-// oneDNN keeps the weights transformed and at batch 1 takes F(2x2, 3x3) kernels. Measured per
-// convolution (oneDNN 2.6, AVX-512, 1 thread, forward with ReLU, median of 400):
+// first layer is 3-5x slower in Winograd). The forward of weights that stay runs as inference
+// (forward_as_inference), where oneDNN keeps the weights transformed and at batch 1 takes
+// F(2x2, 3x3) kernels. Measured per convolution (oneDNN 2.6, AVX-512, 1 thread, forward with ReLU,
+// median of 400):
 //   batch 1, 32 -> 32 at 32x32: direct 118 us, Winograd 89 (as training: 148);
 //   batch 1, 128 -> 128 at 8x8: direct 106 us, Winograd 56 (as training: 530);
 //   batch 32, 128 -> 128 at 8x8: direct 3138 us, Winograd 2117 (as training: 2809);
@@ -265,18 +266,19 @@ Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool h
 // ~5e-6 of the output's largest magnitude, against ~1e-6 for the direct kernels (ConvDnnlTest.*
 // checks both against the reference backend).
 // EMBER_CONV_ALG=direct turns it off, =winograd asks for it wherever oneDNN has it.
-bool winograd_fits(const Geometry& g, const ember_conv_attrs& a) {
-  return a.groups == 1 && g.KH == 3 && g.KW == 3 && a.stride[0] == 1 && a.stride[1] == 1 && a.dilation[0] == 1 &&
-         a.dilation[1] == 1 && g.C >= 16 && g.O >= 16 && g.N * g.OH * g.OW >= 64;
-}
-
-Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
-                 const ember_epilogue_attrs* post, dt cdt) {
+bool takes_winograd(const Geometry& g, const ember_conv_attrs& a) {
   static const int choice = [] {
     const char* e = std::getenv("EMBER_CONV_ALG");
     return !e ? 0 : std::string(e) == "direct" ? 1 : std::string(e) == "winograd" ? 2 : 0;
   }();
-  if (choice == 2 || (choice == 0 && winograd_fits(g, a))) {
+  const bool fits = a.groups == 1 && g.KH == 3 && g.KW == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                    a.dilation[0] == 1 && a.dilation[1] == 1 && g.C >= 16 && g.O >= 16 && g.N * g.OH * g.OW >= 64;
+  return choice == 2 || (choice == 0 && fits);
+}
+
+Entry make_entry(Kind kind, const Geometry& g, const ember_conv_attrs& a, bool has_bias,
+                 const ember_epilogue_attrs* post, dt cdt) {
+  if (takes_winograd(g, a)) {
     try {
       return make_entry(kind, g, a, has_bias, dnnl::algorithm::convolution_winograd, post, cdt);
     } catch (const dnnl::error&) {  // not implemented for this shape or CPU: the direct kernels
@@ -573,7 +575,7 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
     auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     const uint64_t weights_stamp = i1.own.empty() ? ember::host::write_stamp(in[1].buffer) : 0;
-    if (kind == kFwd && winograd_fits(g, a) && weights_stay(e->id, i1.p, weights_stamp))
+    if (kind == kFwd && takes_winograd(g, a) && weights_stay(e->id, i1.p, weights_stamp))
       e = entry(kFwdKept, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     // Weights whose reorder is kept from an earlier call, unchanged, were scanned then (inference
     // calls the same weights every time: their scan was ~4 % of a batch-1 CNN).
