@@ -1,7 +1,7 @@
 // Convolution and pooling library calls as GLSL compute shaders (abi.h EMBER_LIB_CONV2D ...
 // EMBER_LIB_MAX_POOL2D_BACKWARD), one pass each and one invocation per output element, in the
-// order of the reference backend's loops (src/backend/reference/library.cpp); the convolution's
-// forward and input gradient of larger layers as implicit GEMMs in the same order (below). The gradients that
+// order of the reference backend's loops (src/backend/reference/library.cpp); the convolution
+// passes of larger layers as implicit GEMMs in the same order (below). The gradients that
 // the reference computes as scatter-adds (backward data, pooling backward) are gathers here: each
 // input element sums the taps or windows that read it, visited in the reference's order. f16 and
 // bf16 compute in f32 and round at the store; f32 accumulates in f32 (as matmul), f64 in f64.
@@ -51,20 +51,22 @@ bool same_float_dtypes(const ember_tensor_desc* in, int32_t n_in, const ember_te
 constexpr int64_t kTreeAbove = 32768, kTreeFewAbove = 2048, kFewOutputs = 16384;
 
 // Convolutions as implicit GEMMs, through the tiled matmul's scheme (emit_glsl_library.cpp,
-// matmul_tiled): a workgroup of 256 invocations per 64 x 64 block of one image's outputs, 4 x 4
-// per invocation, both operands staged through shared memory 16 terms at a time, the second one
-// gathered from its tensor (the virtual im2col matrix) with a validity flag. Every output still
-// starts where the direct shader starts and adds its terms in the direct shader's order, and a
-// term that the direct loops skip (a tap in the padding, or between the strides of a transposed
-// read) is skipped here too, not multiplied by a zero: an infinite weight there would give NaN,
-// and -0 sums would become +0. Measured on lavapipe (the Fashion-MNIST CNN's 32 -> 64 layer at
-// 14 x 14, batch 16, 57.8 M multiply-adds): forward 0.96 s per call in the direct shader, 0.13 s
-// here. Taken for ungrouped layers whose GEMM has at least 32 rows, 32 columns and 32 terms (a
-// 1-channel 3 x 3 layer, 9 terms, was 2x slower than direct: most of each 16-term block is empty)
-// and whose loop count fits lavapipe's budget, on targets with the tiled matmul's workgroup and
-// int64. EMBER_VULKAN_CONV_DIRECT=1 turns them off.
-constexpr int64_t kGemmTileIterations = 404;  // per 16 terms: the tiled matmul's count
-int64_t gather_gemm_iterations(int64_t K) { return (K + 15) / 16 * kGemmTileIterations + 48; }
+// matmul_tiled): a workgroup of 256 invocations per 64 x 64 block of outputs (of one image, for
+// the forward and the input gradient), 4 x 4 per invocation, both operands staged through shared
+// memory 16 terms at a time, the second one gathered from its tensor (the virtual im2col matrix)
+// with a validity flag. Every output still starts where the direct shader starts and adds its
+// terms in the direct shader's order, and a term that the direct loops skip (a tap in the
+// padding, or between the strides of a transposed read) is skipped here too, not multiplied by a
+// zero: an infinite weight there would give NaN, and -0 sums would become +0. The staging and the
+// 16 terms of a block are unrolled in the text, so lavapipe counts one loop iteration per block
+// (its loop budget then allows about 960,000 terms: the weight gradient's sum over the batch and
+// the image fits whole, in the direct shader's order). Measured on lavapipe (the Fashion-MNIST
+// CNN's 32 -> 64 layer at 14 x 14, batch 16, 57.8 M multiply-adds): forward 0.96 s per call in the
+// direct shader, 0.13 s here. Taken for ungrouped layers whose GEMM has at least 32 rows, 32
+// columns and 32 terms (a 1-channel 3 x 3 layer, 9 terms, was 2x slower than direct: most of
+// each 16-term block is empty) and whose loop count fits lavapipe's budget, on targets with the
+// tiled matmul's workgroup and int64. EMBER_VULKAN_CONV_DIRECT=1 turns them off.
+int64_t gather_gemm_iterations(int64_t K) { return (K + 15) / 16 + 48; }
 
 bool use_gather_gemm(int64_t rows, int64_t cols, int64_t terms, const ember_conv_attrs& a, const GlslTarget& target) {
   return target.workgroup == 256 && target.int64 && a.groups == 1 && rows >= 32 && cols >= 32 && terms >= 32 &&
@@ -72,10 +74,11 @@ bool use_gather_gemm(int64_t rows, int64_t cols, int64_t terms, const ember_conv
 }
 
 // The body of a gather GEMM over launch words M (rows), PP (columns per image) and K (terms);
-// the tile id also picks the image n. `start`: the start value of row `o`. `a_load`: statements
-// setting `wa` for row gi and term gka (both in range). `b_load`: statements setting `xv` and
-// `ok` for column gj and term gkb of image n (in range). `finish`: statements for row o and column
-// gj of image n, given the sum in `precise A y`.
+// the tile id also picks the image n (0 where the GEMM covers the batch). `start`: the start value
+// of row `o`. `a_load`: statements setting `wa` for row gi and term gka (both in range). `b_load`:
+// statements setting `xv` and `ok` for column gj and term gkb of image n (in range). `finish`:
+// statements for row o and column gj of image n, given the sum in `precise A y`. A term past K
+// stages ok = false, so the 16 terms of the last block need no bound of their own.
 std::string gather_gemm_body(const std::string& A, const std::string& start, const std::string& a_load,
                              const std::string& b_load, const std::string& finish) {
   std::string b;
@@ -85,19 +88,30 @@ std::string gather_gemm_body(const std::string& A, const std::string& start, con
   b += "  " + A + " acc[4][4];\n  for (int u = 0; u < 4; ++u) {\n    int64_t o = i0 + int64_t(ty * 4u + uint(u));\n";
   b += "    " + A + " start = " + start + ";\n    for (int v = 0; v < 4; ++v) acc[u][v] = start;\n  }\n";
   b += "  for (int64_t k0 = 0; k0 < K; k0 += 16) {\n";
-  b += "    for (uint q = 0u; q < 4u; ++q) {\n      uint e = lid + 256u * q;\n";
-  b += "      uint row = e / 16u, ka = e % 16u, kb = e / 64u, col = e % 64u;\n";
-  b += "      int64_t gi = i0 + int64_t(row), gka = k0 + int64_t(ka), gj = j0 + int64_t(col), gkb = k0 + int64_t(kb);\n";
-  b += "      " + A + " wa = " + A + "(0);\n";
-  b += "      if (gi < M && gka < K) {\n" + a_load + "      }\n";
-  b += "      sa[ka][row] = wa;\n      " + A + " xv = " + A + "(0);\n      bool ok = false;\n";
-  b += "      if (gj < PP && gkb < K) {\n" + b_load + "      }\n";
-  b += "      sb[kb][col] = xv;\n      sv[kb][col] = ok;\n    }\n    barrier();\n";
-  b += "    int kn = int(min(K - k0, int64_t(16)));\n    for (int kk = 0; kk < kn; ++kk) {\n";
-  b += "      " + A + " av[4], bv[4];\n      bool bo[4];\n";
-  b += "      for (int u = 0; u < 4; ++u) { av[u] = sa[kk][ty * 4u + uint(u)]; bv[u] = sb[kk][tx * 4u + uint(u)]; "
-       "bo[u] = sv[kk][tx * 4u + uint(u)]; }\n";
-  b += "      for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) if (bo[v]) acc[u][v] += bv[v] * av[u];\n    }\n";
+  for (int q = 0; q < 4; ++q) {
+    b += "    {\n      uint e = lid + " + S(256 * q) + "u;\n";
+    b += "      uint row = e / 16u, ka = e % 16u, kb = e / 64u, col = e % 64u;\n";
+    b += "      int64_t gi = i0 + int64_t(row), gka = k0 + int64_t(ka), gj = j0 + int64_t(col), gkb = k0 + int64_t(kb);\n";
+    b += "      " + A + " wa = " + A + "(0);\n";
+    b += "      if (gi < M && gka < K) {\n" + a_load + "      }\n";
+    b += "      sa[ka][row] = wa;\n      " + A + " xv = " + A + "(0);\n      bool ok = false;\n";
+    b += "      if (gj < PP && gkb < K) {\n" + b_load + "      }\n";
+    b += "      sb[kb][col] = xv;\n      sv[kb][col] = ok;\n    }\n";
+  }
+  b += "    barrier();\n";
+  for (int kk = 0; kk < 16; ++kk) {
+    const std::string k = S(kk);
+    b += "    {\n";
+    for (int u = 0; u < 4; ++u)
+      b += "      " + A + " a" + S(u) + " = sa[" + k + "][ty * 4u + " + S(u) + "u], b" + S(u) + " = sb[" + k +
+           "][tx * 4u + " + S(u) + "u];\n";
+    for (int v = 0; v < 4; ++v) {
+      b += "      if (sv[" + k + "][tx * 4u + " + S(v) + "u]) {";
+      for (int u = 0; u < 4; ++u) b += " acc[" + S(u) + "][" + S(v) + "] += b" + S(v) + " * a" + S(u) + ";";
+      b += " }\n";
+    }
+    b += "    }\n";
+  }
   b += "    barrier();\n  }\n";
   b += "  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) {\n";
   b += "    int64_t o = i0 + int64_t(ty * 4u + uint(u)), gj = j0 + int64_t(tx * 4u + uint(v));\n";
@@ -203,6 +217,41 @@ GlslPass conv_backward_data_gemm(const ember_tensor_desc& dy, const ember_tensor
                    gather_gemm_body(A, A + "(0)", a_load, b_load, finish), gather_gemm_shared(A), /*tree=*/true);
 }
 
+// The gradient of the weights: dw [O, K'] = dy [O, N * OH * OW] times x's im2col matrix
+// [N * OH * OW, K'], K' = C * KH * KW ordered (c, kh, kw); the sum runs over the whole batch, n,
+// oh and ow ascending (the direct shader's order), skipping the taps in the padding. One GEMM for
+// the batch: its tiles are O / 64 * K' / 64 workgroups, few (5 for a 32 -> 64 3 x 3 layer). That
+// suits a CPU driver; a GPU would want the sum split over more workgroups (a workspace the
+// library passes do not have yet).
+GlslPass conv_backward_weights_gemm(const ember_tensor_desc& x, const ember_tensor_desc& dy,
+                                    const ember_tensor_desc& dw, const ember_conv_attrs& a, const GlslTarget& target) {
+  const uint8_t dt = uint8_t(x.dtype);
+  const std::string A = compute_type(dt);
+  std::unique_ptr<ExprTable> t = make_glsl_table(target);
+  const int64_t O = dw.shape[0], PP = dw.shape[1] * dw.shape[2] * dw.shape[3];
+  const int64_t K = dy.shape[0] * dy.shape[2] * dy.shape[3];
+  Params p;
+  conv_words(p, O, PP, K, x, dw, dy, a);
+  p.tensor("x", x, 4);
+  p.tensor("dy", dy, 4);
+  p.tensor("dw", dw, 4);
+  const std::vector<uint8_t> dts = {uint8_t(x.dtype), uint8_t(dy.dtype), uint8_t(dw.dtype)};
+  const std::string a_load = "        int64_t ow = gka % OW, r = gka / OW;\n        int64_t oh = r % OH, m = r / OH;\n"
+                             "        wa = " + A + "(" + load(*t, dt, 1, at4("dy", "m", "gi", "oh", "ow")) + ");\n";
+  const std::string b_load =
+      "        int64_t kw = gj % KW, r = gj / KW;\n        int64_t kh = r % KH, c = r / KH;\n"
+      "        int64_t ow = gkb % OW, s = gkb / OW;\n        int64_t oh = s % OH, m = s / OH;\n"
+      "        int64_t ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;\n"
+      "        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {\n          ok = true;\n"
+      "          xv = " + A + "(" + load(*t, dt, 0, at4("x", "m", "c", "ih", "iw")) + ");\n        }\n";
+  const std::string finish = "      int64_t kw = gj % KW, r = gj / KW;\n      int64_t kh = r % KH, c = r / KH;\n"
+                             "      int64_t out_at = " + at4("dw", "o", "c", "kh", "kw") + ";\n      " +
+                             store(*t, dt, 2, "out_at", compute_dtype(dt), "y") + "\n";
+  const int64_t tiles = (O + 63) / 64 * ((PP + 63) / 64);
+  return make_pass("conv2d backward weights (implicit GEMM)", target, dts, p, tiles, gather_gemm_iterations(K),
+                   gather_gemm_body(A, A + "(0)", a_load, b_load, finish), gather_gemm_shared(A), /*tree=*/true);
+}
+
 // `epi` (CONV2D_EPILOGUE, op is then EMBER_LIB_CONV2D): x, w[, bias], then the post-ops' operands
 // (shaped as y, broadcast by their strides), applied to each output before its store.
 bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
@@ -239,6 +288,10 @@ bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
   }
   if (op == EMBER_LIB_CONV2D_BACKWARD_DATA && use_gather_gemm(x.shape[1], H * W_, O * KH * KW, a, target)) {
     passes.push_back(conv_backward_data_gemm(in[0], in[1], out, a, target));
+    return true;
+  }
+  if (op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS && use_gather_gemm(O, Cg * KH * KW, N * OH * OW, a, target)) {
+    passes.push_back(conv_backward_weights_gemm(in[0], in[1], out, a, target));
     return true;
   }
   // The sum of each output: its terms (flattened) and the iterations of the direct loop nest.
