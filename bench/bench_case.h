@@ -1,10 +1,12 @@
-// Shared by Ember's benchmark cases (bench/ember_bench.cpp, bench/model_cases.cpp): the input
-// formula both sides of the suite evaluate exactly, the checksum, the wait for the CPU queue, the
+// Shared by Ember's benchmark cases (bench/ember_bench.cpp, bench/model_cases.cpp): the device
+// they run on, the input formula both sides of the suite evaluate exactly, the checksum, the wait
+// for the device's queue, the
 // parameter initialization by name that torch_bench.py mirrors, and the Case interface.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +19,20 @@ namespace ember_bench {
 using namespace ember;
 using json = nlohmann::json;
 
+// The device the workloads run on: EMBER_BENCH_DEVICE ("cpu", "vulkan", "vulkan:1", ...; bench/run
+// --device sets it), the CPU by default. Inputs, parameters and labels are created there.
+inline Device bench_device() {
+  static const Device d = [] {
+    const char* e = std::getenv("EMBER_BENCH_DEVICE");
+    return e && *e ? Device::parse(e) : Device::cpu();
+  }();
+  return d;
+}
+// `a` on the bench device, realized.
+inline Array on_bench_device(const Array& a) {
+  return (bench_device() == Device::cpu() ? a : to_device(a, bench_device())).eval();
+}
+
 // The shared input formula, f32, realized: values ((i * 7919 + seed * 104729) mod 1000) / 500 - 1
 // (times scale) in row-major order, as torch_bench.py's inp.
 inline Array input(const Shape& shape, int64_t seed, double scale = 1.0) {
@@ -28,7 +44,7 @@ inline Array input(const Shape& shape, int64_t seed, double scale = 1.0) {
                    500.0),
                1.0);
   };
-  return reshape(scale != 1.0 ? mul(values(), scale) : values(), shape).eval();
+  return on_bench_device(reshape(scale != 1.0 ? mul(values(), scale) : values(), shape));
 }
 inline std::vector<float> host_input(int64_t n, int64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -37,12 +53,8 @@ inline std::vector<float> host_input(int64_t n, int64_t seed) {
 }
 inline double checksum(const Array& a) { return sum(cast(a, DType::F64)).item<double>(); }
 
-// Waits for the work queued on the CPU device. ember::synchronize(Device) is found by argument-
-// dependent lookup where the library has it (asynchronous eval); otherwise this fallback applies,
-// and eval() itself runs the kernels before it returns.
-template <class D>
-void synchronize(D) {}
-inline void wait_cpu() { synchronize(Device::cpu()); }
+// Waits for the work queued on the bench device.
+inline void wait_device() { synchronize(bench_device()); }
 
 inline Shape shape_of(const json& j) {
   std::vector<int64_t> s = j.get<std::vector<int64_t>>();

@@ -10,7 +10,7 @@
 //   {"cmd":"info"}           -> {"threads":..,"fusion":..,"version":..}
 //   {"cmd":"quit"}
 // Every rep is synchronous: it ends with a host read, or ember::eval followed by a wait for the
-// device's queue (see wait_cpu). Inputs come from an integer formula both sides evaluate exactly
+// device's queue (see wait_device). EMBER_BENCH_DEVICE picks the device (bench_case.h). Inputs come from an integer formula both sides evaluate exactly
 // (values ((i * 7919 + seed * 104729) mod 1000) / 500 - 1), so checksums can be compared.
 // The thread count is the process's OMP_NUM_THREADS (set by the runner).
 #include <dlfcn.h>
@@ -71,7 +71,7 @@ struct Fn : Case {
   std::function<Array()> f;
   Array out;
   explicit Fn(std::function<Array()> fn) : f(std::move(fn)) {}
-  void run() override { out = f(); out.eval(); wait_cpu(); }
+  void run() override { out = f(); out.eval(); wait_device(); }
   double check() override { return checksum(out); }
 };
 
@@ -92,7 +92,7 @@ struct GeluGrad : Case {
     Gradients gr = y.backward(g);
     dx = x.grad(gr);
     dx.eval();
-    wait_cpu();
+    wait_device();
   }
   double check() override { return checksum(dx); }
 };
@@ -134,7 +134,7 @@ struct HostToDevice : Case {
   Shape shape;
   Array out;
   explicit HostToDevice(int64_t n) : h(host_input(n, 1)), shape({n}) {}
-  void run() override { out = from_buffer(h.data(), shape, DType::F32).eval(); wait_cpu(); }
+  void run() override { out = from_buffer(h.data(), shape, DType::F32, bench_device()).eval(); wait_device(); }
   double check() override { return checksum(out); }
 };
 struct DeviceToHost : Case {
@@ -266,11 +266,11 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   if (kind == "chain10") { Array x = input({n()}, 1, 3.0); return std::make_unique<Fn>([x] { return chain10(x); }); }
   if (kind == "randn") {
     Shape s({n()});
-    return std::make_unique<Fn>([s] { return normal(s, 0, 1, {.seed = 7}); });
+    return std::make_unique<Fn>([s] { return normal(s, 0, 1, {.seed = 7, .device = bench_device()}); });
   }
   if (kind == "rand") {
     Shape s({n()});
-    return std::make_unique<Fn>([s] { return uniform(s, 0, 1, {.seed = 7}); });
+    return std::make_unique<Fn>([s] { return uniform(s, 0, 1, {.seed = 7, .device = bench_device()}); });
   }
   if (kind == "to_device") return std::make_unique<HostToDevice>(n());
   if (kind == "to_host") return std::make_unique<DeviceToHost>(n());
@@ -304,7 +304,7 @@ int main() {
       } else if (cmd == "setup") {
         c.reset();
         c = make_case(req.at("kind"), req.value("p", json::object()));
-        wait_cpu();  // inputs are ready before the first rep
+        wait_device();  // inputs are ready before the first rep
         reply = {{"ok", true}};
       } else if (cmd == "run") {
         if (!c) throw Error("run before setup");

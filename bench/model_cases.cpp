@@ -39,13 +39,14 @@ struct ClassifierStep : Case {
   template <class... ModelArgs>
   ClassifierStep(const Shape& batch_shape, int64_t classes, ModelArgs... args)
       : model(args...), x(input(batch_shape, 1)),
-        labels(rem(arange(0, batch_shape[0], 1, DType::I64), classes).eval()) {
+        labels(on_bench_device(rem(arange(0, batch_shape[0], 1, DType::I64), classes))) {
+    model.to(bench_device());
     opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
   }
   void run() override {
     loss = nn::cross_entropy(model.forward(x), labels);
     opt->step(loss.backward());
-    wait_cpu();
+    wait_device();
   }
   double check() override { return loss.item<double>(); }
 };
@@ -61,6 +62,7 @@ struct ModelInfer : Case {
   std::optional<CapturedFunction> captured;
   template <class... ModelArgs>
   ModelInfer(Array model_input, bool capture, ModelArgs... args) : model(args...), x(std::move(model_input)) {
+    model.to(bench_device());
     model.eval();
     if (capture)
       captured = capture_module(model, [this](const std::vector<Array>& in) { return std::vector<Array>{model.forward(in[0])}; });
@@ -89,6 +91,7 @@ struct EncoderTrain : Case {
                .activation = nn::FfnActivation::Gelu, .batch_first = true, .seed = 1}),
         low(low_precision), x(input({B, S, D}, 1)) {
     set_params_by_name(layer, 40);
+    layer.to(bench_device());
     opt.emplace(layer, optim::AdamOptions{.lr = 1e-4});
   }
   void run() override {
@@ -101,7 +104,7 @@ struct EncoderTrain : Case {
     }
     loss = mean(mul(cast(y, DType::F32), cast(y, DType::F32)));
     opt->step(loss.backward());
-    wait_cpu();
+    wait_device();
   }
   double check() override { return loss.item<double>(); }
 };
@@ -136,6 +139,7 @@ struct RecurrentLm : Case {
     set_params_by_name(model.embed, 80);
     set_params_by_name(use_gru ? static_cast<nn::Module&>(model.gru) : model.lstm, 90);
     set_params_by_name(model.head, 100);
+    model.to(bench_device());
     opt.emplace(model, optim::AdamOptions{.lr = 1e-3});
     // token[b, t] = (131 b + 7 t + t^2 mod 11) mod vocab; the target is the next position's token.
     std::vector<int64_t> x(size_t(batch * seq)), y(x.size());
@@ -145,15 +149,15 @@ struct RecurrentLm : Case {
         x[size_t(b * seq + t)] = tok(b, t);
         y[size_t(b * seq + t)] = tok(b, t + 1);
       }
-    tokens = from_vector(x, {batch, seq});
-    targets = from_vector(y, {batch * seq});
+    tokens = on_bench_device(from_vector(x, {batch, seq}));
+    targets = on_bench_device(from_vector(y, {batch * seq}));
   }
   void run() override {
     Array e = model.embed.forward(tokens);
     Array h = use_gru ? model.gru.forward(e).output : model.lstm.forward(e).output;
     loss = nn::cross_entropy(reshape(model.head.forward(h), {-1, vocab}), targets);
     opt->step(loss.backward());
-    wait_cpu();
+    wait_device();
   }
   double check() override { return loss.item<double>(); }
 };
@@ -170,6 +174,7 @@ struct LstmAutograd : Case {
   LstmAutograd(int64_t batch, int64_t seq, int64_t in, int64_t hidden, bool capture)
       : lstm({.input_size = in, .hidden_size = hidden, .seed = 1}), x(input({seq, batch, in}, 1)) {
     set_params_by_name(lstm, 60);
+    lstm.to(bench_device());
     if (capture)
       captured = ember::capture([this](const std::vector<Array>& in) { return std::vector<Array>{gradient(in[0])}; },
                                 {.outputs_need_grad = false, .implicit_inputs = [this] {
@@ -220,7 +225,7 @@ struct Encoder : Case {
     Array ff = add(matmul(gelu(add(matmul(h1, w1), b1)), w2), b2);
     out = nn::layer_norm(add(h1, ff), 1, g2, be2, 1e-5);
     out.eval();
-    wait_cpu();
+    wait_device();
   }
   double check() override { return checksum(out); }
 };
@@ -232,7 +237,7 @@ Array pattern_tokens(int64_t batch, int64_t seq, int64_t vocab, Shape shape) {
   v.reserve(size_t(batch * seq));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < seq; ++t) v.push_back((131 * b + 7 * t + (t * t) % 11) % vocab);
-  return from_vector(v, shape);
+  return on_bench_device(from_vector(v, shape));
 }
 
 // ResNet's basic block: conv 3×3, batch norm, relu, conv 3×3, batch norm, plus the input (through
@@ -303,8 +308,8 @@ struct Gpt : nn::Module {
   // tokens [B, T] -> logits [B, T, vocab]
   Array forward(const Array& tokens) {
     const int64_t T = tokens.size(1);
-    Array h = add(tok.forward(tokens), pos.forward(arange(0, T, 1, DType::I64)));
-    return head.forward(blocks.forward(h, {.mask = nn::generate_square_subsequent_mask(T)}));
+    Array h = add(tok.forward(tokens), pos.forward(arange(0, T, 1, DType::I64, tokens.device())));
+    return head.forward(blocks.forward(h, {.mask = nn::generate_square_subsequent_mask(T, DType::F32, tokens.device())}));
   }
 };
 
@@ -320,12 +325,13 @@ struct GptTrain : Case {
     // targets[b, t] = token[b, t + 1]
     targets = reshape(slice(pattern_tokens(batch, seq + 1, vocab_size, {batch, seq + 1}), 1, 1, seq + 1), {batch * seq})
                   .eval();
+    model.to(bench_device());
     opt.emplace(model, optim::AdamWOptions{.lr = 3e-4});
   }
   void run() override {
     loss = nn::cross_entropy(reshape(model.forward(tokens), {-1, vocab}), targets);
     opt->step(loss.backward());
-    wait_cpu();
+    wait_device();
   }
   double check() override { return loss.item<double>(); }
 };

@@ -106,6 +106,11 @@ def markdown(data):
                % (meta["command"], meta["date"][:16].replace("T", " "), meta.get("git_commit"), meta["cpu_model"],
                   meta["cpus"], meta["load_before"], meta["load_after"], peer_sentence(meta), meta["rounds"],
                   meta["reps_per_round"], meta["warmup"]))
+    if meta.get("device", "cpu") != "cpu":
+        out.append("")
+        out.append("**Ember ran on `%s`** (EMBER_BENCH_DEVICE; its inputs and parameters live there, each rep ends "
+                   "with a wait for that device); the peers ran on the CPU. The *Bound* column still uses the "
+                   "host's copy bandwidth." % meta["device"])
     if meta.get("peer_note"):
         out.append("")
         out.append("Note: " + meta["peer_note"])
