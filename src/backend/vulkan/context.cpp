@@ -102,6 +102,35 @@ int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mp, VkMemoryPro
 }
 
 // Sets up device `phys`; false and *why if it lacks what the plugin needs.
+
+// A descriptor set layout of `bindings` storage buffers (compute stage) and a pipeline layout of
+// that one set; `push`: for vkCmdPushDescriptorSetKHR.
+bool make_shared_layout(DeviceContext& d, uint32_t bindings, bool push, DeviceContext::SharedLayout& out,
+                        std::string* why) {
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    b[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (push) li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  li.bindingCount = bindings;
+  li.pBindings = b.data();
+  VkResult r = vkCreateDescriptorSetLayout(d.device, &li, nullptr, &out.set);
+  if (r != VK_SUCCESS) {
+    *why = std::string(d.props.deviceName) + ": vkCreateDescriptorSetLayout: " + result_name(r);
+    return false;
+  }
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &out.set;
+  r = vkCreatePipelineLayout(d.device, &pli, nullptr, &out.pipeline);
+  if (r != VK_SUCCESS) {
+    *why = std::string(d.props.deviceName) + ": vkCreatePipelineLayout: " + result_name(r);
+    return false;
+  }
+  out.bindings = bindings;
+  return true;
+}
+
 bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string* why) {
   d.index = index;
   d.physical = phys;
@@ -249,6 +278,16 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
         reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(vkGetDeviceProcAddr(d.device, "vkCmdPushDescriptorSetKHR"));
     d.max_push_descriptors = d.push_descriptor_set ? push.maxPushDescriptors : 0;
   }
+  // The shared layouts: as many bindings as a shader may have (maxPerStageDescriptorStorageBuffers),
+  // at most kMaxBindings (a GPU may allow a million; the fusion planner keeps kernels within the
+  // plugin's max_kernel_args, this less the two bindings of Ember's own), and for the pushed one
+  // at most maxPushDescriptors.
+  constexpr uint32_t kMaxBindings = 64;
+  const uint32_t set_bindings = std::min(kMaxBindings, d.props.limits.maxPerStageDescriptorStorageBuffers);
+  if (!make_shared_layout(d, set_bindings, false, d.set_layout, why)) return false;
+  if (d.max_push_descriptors >= 3 &&
+      !make_shared_layout(d, std::min(set_bindings, d.max_push_descriptors), true, d.pushed_layout, why))
+    return false;
   return true;
 }
 

@@ -74,6 +74,17 @@ struct DeviceContext {
   // their bindings into the command buffer instead of allocating and writing a descriptor set.
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set = nullptr;
   uint32_t max_push_descriptors = 0;  // bindings one push may set (a pipeline with more uses sets)
+  // The descriptor layouts every pipeline shares, made when the device opens: storage buffers at
+  // bindings 0 .. bindings - 1 (a shader declares those it uses), one layout whose bindings are
+  // pushed (where the device has VK_KHR_push_descriptor) and one for descriptor sets from the
+  // batches' pools. One layout for all means no layout objects per shader, and every pipeline's
+  // layout is compatible with every other's.
+  struct SharedLayout {
+    VkDescriptorSetLayout set = VK_NULL_HANDLE;
+    VkPipelineLayout pipeline = VK_NULL_HANDLE;
+    uint32_t bindings = 0;
+  };
+  SharedLayout pushed_layout, set_layout;
   RecordingCounters counters;
   // Slabs that small buffers are ranges of (small_buffers.h), made on first use; lives as long as
   // the device.

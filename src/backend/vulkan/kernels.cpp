@@ -88,18 +88,16 @@ Pipeline::~Pipeline() {
   if (!device) return;
   VkDevice d = device->device;
   if (pipeline) vkDestroyPipeline(d, pipeline, nullptr);
-  if (layout) vkDestroyPipelineLayout(d, layout, nullptr);
-  if (set_layout) vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
   if (module) vkDestroyShaderModule(d, module, nullptr);
 }
 
 bool use_push_descriptors(const DeviceContext* d, int32_t n_args) {
-  return d->push_descriptor_set && uint32_t(n_args) + 2 <= d->max_push_descriptors &&
+  return d->pushed_layout.set && uint32_t(n_args) + 2 <= d->pushed_layout.bindings &&
          !feature_disabled("push_descriptors");
 }
 
 uint32_t max_kernel_args(const DeviceContext* d) {
-  const uint32_t bindings = d->props.limits.maxPerStageDescriptorStorageBuffers;
+  const uint32_t bindings = d->set_layout.bindings;
   return bindings > 2 ? bindings - 2 : 1;  // bindings 0 and 1: the launch words and the error word
 }
 
@@ -126,21 +124,9 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   mi.pCode = spirv.data();
   VkResult r = vkCreateShaderModule(d->device, &mi, nullptr, &p->module);
   if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
-  std::vector<VkDescriptorSetLayoutBinding> bindings(size_t(n_args) + 2);
-  for (size_t i = 0; i < bindings.size(); ++i)
-    bindings[i] = VkDescriptorSetLayoutBinding{uint32_t(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-                                               VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  if (p->push) li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
-  li.bindingCount = uint32_t(bindings.size());
-  li.pBindings = bindings.data();
-  r = vkCreateDescriptorSetLayout(d->device, &li, nullptr, &p->set_layout);
-  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateDescriptorSetLayout: %s", result_name(r));
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pli.setLayoutCount = 1;
-  pli.pSetLayouts = &p->set_layout;
-  r = vkCreatePipelineLayout(d->device, &pli, nullptr, &p->layout);
-  if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreatePipelineLayout: %s", result_name(r));
+  const DeviceContext::SharedLayout& shared = p->push ? d->pushed_layout : d->set_layout;
+  p->set_layout = shared.set;
+  p->layout = shared.pipeline;
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -182,7 +168,10 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   std::lock_guard lock(q->mutex);
   const uint32_t n_bind = uint32_t(pipe->n_args) + 2;
   VkDescriptorSet set = VK_NULL_HANDLE;  // stays null for a push (vkCmdPushDescriptorSetKHR ignores dstSet)
-  if (int32_t rc = pipe->push ? begin(q, st) : open_launch(q, pipe->set_layout, n_bind, &set, st); rc != EMBER_OK)
+  // A set of the shared layout takes all its bindings from the batch's pool; only the first n_bind
+  // are written (the shader uses no others).
+  if (int32_t rc = pipe->push ? begin(q, st) : open_launch(q, pipe->set_layout, d->set_layout.bindings, &set, st);
+      rc != EMBER_OK)
     return rc;
   Chunk* c = nullptr;
   VkDeviceSize at = 0;

@@ -16,8 +16,9 @@
 
 namespace ember::vk {
 
-// A compiled shader with its layout: binding 0 launch words, 1 error word, 2.. arguments.
-// `push`: its set layout is a push-descriptor layout (dispatches push their bindings).
+// A compiled shader: binding 0 launch words, 1 error word, 2.. arguments. Its layouts are the
+// device's shared ones (DeviceContext::SharedLayout, not owned); `push`: the push-descriptor
+// layout (dispatches push their bindings).
 struct Pipeline {
   DeviceContext* device = nullptr;
   VkShaderModule module = VK_NULL_HANDLE;
