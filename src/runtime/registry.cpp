@@ -260,6 +260,22 @@ std::string Backend::unsupported_library(int device, int32_t op, const ember_ten
   if (!supports(device, EMBER_SUPPORT_LIBRARY, op, dtype))
     return fmt::format("device {} does not support library call {} on {}", device_label(device), op,
                        dtype_name(DType(dtype)));
+  // A device that indexes in 32 bits runs a library call whose tensors each span and hold fewer
+  // than about 2^30 elements (its shaders' point index runs to twice the points: Vulkan,
+  // kernels.cpp); larger ones take the host fallback.
+  if (index32(device)) {
+    constexpr uint64_t kMaxElements = (uint64_t(1) << 30) - (uint64_t(1) << 16);
+    for (int i = 0; i < n_inputs + n_outputs; ++i) {
+      const ember_tensor_desc& t = i < n_inputs ? inputs[i] : outputs[i - n_inputs];
+      const uint64_t elems = tensor_span_bytes(t) / std::max<uint64_t>(1, ember_dtype_bytes(t.dtype));
+      uint64_t numel = 1;
+      for (int d = 0; d < t.rank && d < 8; ++d) numel *= uint64_t(std::max<int64_t>(t.shape[d], 0));
+      if (elems > kMaxElements || numel > kMaxElements)
+        return fmt::format("{} {} of library call {} spans {} elements, more than device {} indexes in 32 bits ({})",
+                           i < n_inputs ? "input" : "output", i < n_inputs ? i : i - n_inputs, op,
+                           std::max(elems, numel), device_label(device), kMaxElements);
+    }
+  }
   // A GPU binds each tensor of a library call as one storage range (KIR launches are split by the
   // plugin instead).
   const uint64_t max_binding = this->max_binding(device);

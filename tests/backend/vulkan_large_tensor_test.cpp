@@ -120,5 +120,38 @@ TEST(VulkanTest, BatchedMatmulsLargerThanOneBindingRunInPieces) {
   EXPECT_LT(worst, 1e-5) << "sums of 20 products of values in [-1, 1]";
 }
 
+// A matmul with more than 2^21 outputs on a device without shaderInt64 (SwiftShader) runs in 32-bit
+// index arithmetic, which covers calls of up to about 2^30 points (it was refused past 2^21 with an
+// error, not sent to the host: bench/run's 2048 x 2048 matmul failed). Larger calls take the host
+// fallback, which Backend::unsupported_library decides from the descriptors.
+TEST(VulkanTest, MatmulsPastTwoMillionOutputsRunWithThirtyTwoBitIndexes) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0);
+  const Array a = uniform({2100, 8}, -1, 1, {.seed = 3}), b = uniform({8, 1024}, -1, 1, {.seed = 4});
+  const std::vector<float> want = matmul(a, b).to_vector<float>();
+  const std::vector<float> got = matmul(to_device(a, vk), to_device(b, vk)).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_GT(got.size(), size_t(1) << 21);
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
+  EXPECT_LT(worst, 1e-5) << "sums of 8 products of values in [-1, 1]";
+
+  Backend& be = Backend::get(DeviceKind::Vulkan);
+  if (!be.index32(0)) return;  // 64-bit indexes: no such limit
+  auto desc = [](int64_t rows, int64_t cols) {
+    ember_tensor_desc t{};
+    t.dtype = EMBER_F32;
+    t.rank = 2;
+    t.shape[0] = rows, t.shape[1] = cols, t.strides[0] = cols, t.strides[1] = 1;
+    return t;
+  };
+  const ember_tensor_desc small_in[2] = {desc(2100, 8), desc(8, 1024)}, small_out = desc(2100, 1024);
+  EXPECT_EQ(be.unsupported_library(0, EMBER_LIB_MATMUL, small_in, 2, &small_out, 1), "");
+  const ember_tensor_desc big_in[2] = {desc(int64_t(1) << 16, 8), desc(8, int64_t(1) << 15)},
+                          big_out = desc(int64_t(1) << 16, int64_t(1) << 15);
+  EXPECT_NE(be.unsupported_library(0, EMBER_LIB_MATMUL, big_in, 2, &big_out, 1).find("indexes in 32 bits"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ember

@@ -603,7 +603,12 @@ int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* i
   }
   std::vector<emit::GlslPass> passes;
   std::string why;
-  // 32-bit index arithmetic when every tensor's extent (in its window) fits in an int.
+  // 32-bit index arithmetic when every tensor's extent (in its window) fits in an int. On a device
+  // without int64 only the plain matmul shader runs (glsl_library_supports), whose offsets are
+  // bounded by each tensor's highest one and whose grid-stride point index by twice the points
+  // (larger calls take the host fallback: Backend::unsupported_library). Elsewhere 32 bits are an
+  // optimization, taken with room for per-point products.
+  const int64_t max_points = d->target.int64 ? (int64_t(1) << 31) / 1024 : int64_t(1) << 30;
   emit::GlslTarget target = d->target;
   target.index32 = true;
   auto fits = [&](const ember_tensor_desc& t) {
@@ -613,7 +618,7 @@ int32_t library_call_whole(ember_queue q, int32_t op, const ember_tensor_desc* i
       hi += (t.shape[k] > 0 ? t.shape[k] - 1 : 0) * t.strides[k];
       n *= t.shape[k];
     }
-    return hi < (int64_t(1) << 31) && n < (int64_t(1) << 31) / 1024;  // room for per-point products
+    return hi < (int64_t(1) << 31) && n < max_points;
   };
   for (const ember_tensor_desc& t : in) target.index32 = target.index32 && fits(t);
   for (const ember_tensor_desc& t : out) target.index32 = target.index32 && fits(t);
