@@ -41,6 +41,8 @@ TEST(VulkanTest, ImplicitGemmConvolutionsMatchTheDirectShaderAndTheReference) {
       // The gradient of the input as a GEMM too (>= 32 input channels): strided, then not.
       {"stride 2, 32 channels in", {2, 32, 8, 8}, {32, 32, 3, 3}, {.stride = 2, .padding = 1}, false, false, false},
       {"40 channels in, bias", {1, 40, 7, 6}, {36, 40, 3, 3}, {.padding = 1}, true, false, true},
+      // 96 output channels: three blocks of 32 rows (32 x 128 blocks; 32 and 33 rows above too).
+      {"96 channels out", {1, 8, 6, 6}, {96, 8, 3, 3}, {.padding = 1}, true, false, false},
       // The gradient of the weights sums 4 * 40 * 40 = 6400 terms: the direct shader then runs a
       // workgroup per output (another order, so compared with the reference only).
       {"a long weight-gradient sum", {4, 12, 40, 40}, {32, 12, 3, 3}, {.padding = 1}, false, false, false},

@@ -31,6 +31,9 @@ struct GlslTarget {
   // refused by supports_op (so the core runs it on the CPU: scheduler/host_fallback.h).
   bool int64 = true;
   uint32_t workgroup = 256;  // a power of two
+  // Bytes of shared memory a workgroup may use (maxComputeSharedMemorySize; Vulkan guarantees
+  // 16 KiB, GPUs have 32 to 64): the convolution GEMMs pick their blocks by it.
+  uint32_t shared_bytes = 16384;
   // Compute shaders have subgroupShuffleXor (GL_KHR_shader_subgroup_shuffle) and power-of-two
   // subgroups: a reduction's workgroup tree starts with a butterfly inside each subgroup, so that
   // only the per-subgroup partials go through shared memory (fewer barriers).

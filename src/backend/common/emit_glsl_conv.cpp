@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329 in std::string concatenation
 #endif
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -51,51 +52,77 @@ bool same_float_dtypes(const ember_tensor_desc* in, int32_t n_in, const ember_te
 constexpr int64_t kTreeAbove = 32768, kTreeFewAbove = 2048, kFewOutputs = 16384;
 
 // Convolutions as implicit GEMMs, through the tiled matmul's scheme (emit_glsl_library.cpp,
-// matmul_tiled): a workgroup of 256 invocations per 64 x 64 block of outputs (of one image, for
-// the forward and the input gradient), 4 x 4 per invocation, both operands staged through shared
-// memory 16 terms at a time, the second one gathered from its tensor (the virtual im2col matrix)
-// with a validity flag. Every output still starts where the direct shader starts and adds its
-// terms in the direct shader's order, and a term that the direct loops skip (a tap in the
-// padding, or between the strides of a transposed read) is skipped here too, not multiplied by a
-// zero: an infinite weight there would give NaN, and -0 sums would become +0. The staging and the
-// 16 terms of a block are unrolled in the text, so lavapipe counts one loop iteration per block
-// (its loop budget then allows about 960,000 terms: the weight gradient's sum over the batch and
-// the image fits whole, in the direct shader's order). Measured on lavapipe (the Fashion-MNIST
-// CNN's 32 -> 64 layer at 14 x 14, batch 16, 57.8 M multiply-adds): forward 0.96 s per call in the
-// direct shader, 0.13 s here. Taken for ungrouped layers whose GEMM has at least 32 rows, 32
-// columns and 32 terms (a 1-channel 3 x 3 layer, 9 terms, was 2x slower than direct: most of
-// each 16-term block is empty) and whose loop count fits lavapipe's budget, on targets with the
-// tiled matmul's workgroup and int64. EMBER_VULKAN_CONV_DIRECT=1 turns them off.
+// matmul_tiled): a workgroup of 256 invocations per 64 x 64 (or 32 x 128) block of outputs (of
+// one image, for the forward and the input gradient), 4 x 4 per invocation, both operands staged
+// through shared memory 16 terms at a time, the second one gathered from its tensor (the virtual
+// im2col matrix) with a validity flag. Every output still starts where the direct shader starts
+// and adds its terms in the direct shader's order, and a term that the direct loops skip (a tap
+// in the padding, or between the strides of a transposed read) is skipped here too, not
+// multiplied by a zero: an infinite weight there would give NaN, and -0 sums would become +0. The
+// staging and the 16 terms of a block are unrolled in the text, so lavapipe counts one loop
+// iteration per block (its loop budget then allows about 960,000 terms: the weight gradient's sum
+// over the batch and the image fits whole, in the direct shader's order). Measured on lavapipe
+// (the Fashion-MNIST CNN's 32 -> 64 layer at 14 x 14, batch 16, 57.8 M multiply-adds): forward
+// 0.96 s per call in the direct shader, 0.13 s here. Taken for ungrouped layers whose GEMM has at
+// least 32 rows, 32 columns and 32 terms (a 1-channel 3 x 3 layer, 9 terms, was 2x slower than
+// direct: most of each 16-term block is empty) and whose loop count fits lavapipe's budget, on
+// targets with the tiled matmul's workgroup and int64. EMBER_VULKAN_CONV_DIRECT=1 turns them off.
 int64_t gather_gemm_iterations(int64_t K) { return (K + 15) / 16 + 48; }
 
-bool use_gather_gemm(int64_t rows, int64_t cols, int64_t terms, const ember_conv_attrs& a, const GlslTarget& target) {
-  return target.workgroup == 256 && target.int64 && a.groups == 1 && rows >= 32 && cols >= 32 && terms >= 32 &&
-         gather_gemm_iterations(terms) <= 60000 && !std::getenv("EMBER_VULKAN_CONV_DIRECT");
+// Shared memory of a gather GEMM's TM x TN blocks: the staged operands, 16 x (TM + 1) and
+// 16 x (TN + 1) values of `value_bytes`, and the validity flags (a bool taken as 4 bytes).
+int64_t gather_gemm_shared_bytes(int TM, int TN, int64_t value_bytes) {
+  return 16 * ((TM + 1) * value_bytes + (TN + 1) * (value_bytes + 4));
 }
 
-// The body of a gather GEMM over launch words M (rows), PP (columns per image) and K (terms);
-// the tile id also picks the image n (0 where the GEMM covers the batch). `start`: the start value
-// of row `o`. `a_load`: statements setting `wa` for row gi and term gka (both in range). `b_load`:
-// statements setting `xv` and `ok` for column gj and term gkb of image n (in range). `finish`:
-// statements for row o and column gj of image n, given the sum in `precise A y`. A term past K
-// stages ok = false, so the 16 terms of the last block need no bound of their own.
-std::string gather_gemm_body(const std::string& A, const std::string& start, const std::string& a_load,
-                             const std::string& b_load, const std::string& finish) {
+bool use_gather_gemm(int64_t rows, int64_t cols, int64_t terms, const ember_conv_attrs& a, const GlslTarget& target,
+                     uint8_t dt) {
+  return target.workgroup == 256 && target.int64 && a.groups == 1 && rows >= 32 && cols >= 32 && terms >= 32 &&
+         gather_gemm_iterations(terms) <= 60000 &&
+         gather_gemm_shared_bytes(64, 64, dt == EMBER_F64 ? 8 : 4) <= target.shared_bytes &&
+         !std::getenv("EMBER_VULKAN_CONV_DIRECT");
+}
+
+// A gather GEMM over launch words M (rows), PP (columns per image) and K (terms), its statements
+// given as GLSL text: `start`, the start value of row `o`; `a_load`, statements setting `wa` for
+// row gi and term gka (both in range); `b_load`, statements setting `xv` and `ok` for column gj
+// and term gkb of image n (in range); `finish`, statements for row o and column gj of image n,
+// given the sum in `precise A y`. The tile id also picks the image n (0 where the GEMM covers the
+// batch: images = 1). A term past K stages ok = false, so the 16 terms of the last block need no
+// bound of their own.
+struct GatherGemm {
+  std::string what, A, start, a_load, b_load, finish;
+  int64_t rows = 0, cols = 0, terms = 0, images = 1;
+};
+
+// Blocks of TM x TN outputs (TM x TN = 4096, 4 x 4 per invocation): 64 x 64, or 32 x 128 where
+// that wastes fewer rows (rows % 64 in 1..32: a 32-channel layer's 64-row blocks are half empty)
+// and its shared arrays fit the device (18.6 KB in f32, 29 KB in f64).
+GlslPass gather_gemm_pass(const GatherGemm& g, const GlslTarget& target, const std::vector<uint8_t>& dts,
+                          const Params& p) {
+  const bool narrow = g.rows % 64 != 0 && g.rows % 64 <= 32 &&
+                      gather_gemm_shared_bytes(32, 128, g.A == "double" ? 8 : 4) <= target.shared_bytes;
+  const int TM = narrow ? 32 : 64, TN = 4096 / TM;
+  const std::string A = g.A, sTM = S(TM), sTN = S(TN), tx_span = S(TN / 4) + "u";
   std::string b;
-  b += "  int64_t tn = (PP + 63) / 64, tm = (M + 63) / 64;\n";
+  b += "  int64_t tn = (PP + " + S(TN - 1) + ") / " + sTN + ", tm = (M + " + S(TM - 1) + ") / " + sTM + ";\n";
   b += "  int64_t tj = id % tn, rem = id / tn;\n  int64_t ti = rem % tm, n = rem / tm;\n";
-  b += "  int64_t i0 = ti * 64, j0 = tj * 64;\n  uint tx = lid % 16u, ty = lid / 16u;\n";
+  b += "  int64_t i0 = ti * " + sTM + ", j0 = tj * " + sTN + ";\n  uint tx = lid % " + tx_span + ", ty = lid / " +
+       tx_span + ";\n";
   b += "  " + A + " acc[4][4];\n  for (int u = 0; u < 4; ++u) {\n    int64_t o = i0 + int64_t(ty * 4u + uint(u));\n";
-  b += "    " + A + " start = " + start + ";\n    for (int v = 0; v < 4; ++v) acc[u][v] = start;\n  }\n";
+  b += "    " + A + " start = " + g.start + ";\n    for (int v = 0; v < 4; ++v) acc[u][v] = start;\n  }\n";
   b += "  for (int64_t k0 = 0; k0 < K; k0 += 16) {\n";
-  for (int q = 0; q < 4; ++q) {
-    b += "    {\n      uint e = lid + " + S(256 * q) + "u;\n";
-    b += "      uint row = e / 16u, ka = e % 16u, kb = e / 64u, col = e % 64u;\n";
-    b += "      int64_t gi = i0 + int64_t(row), gka = k0 + int64_t(ka), gj = j0 + int64_t(col), gkb = k0 + int64_t(kb);\n";
+  for (int q = 0; q < TM / 16; ++q) {  // the TM x 16 block of the first operand
+    b += "    {\n      uint e = lid + " + S(256 * q) + "u, row = e / 16u, ka = e % 16u;\n";
+    b += "      int64_t gi = i0 + int64_t(row), gka = k0 + int64_t(ka);\n";
     b += "      " + A + " wa = " + A + "(0);\n";
-    b += "      if (gi < M && gka < K) {\n" + a_load + "      }\n";
-    b += "      sa[ka][row] = wa;\n      " + A + " xv = " + A + "(0);\n      bool ok = false;\n";
-    b += "      if (gj < PP && gkb < K) {\n" + b_load + "      }\n";
+    b += "      if (gi < M && gka < K) {\n" + g.a_load + "      }\n      sa[ka][row] = wa;\n    }\n";
+  }
+  for (int q = 0; q < TN / 16; ++q) {  // the 16 x TN block of the second, gathered
+    b += "    {\n      uint e = lid + " + S(256 * q) + "u, kb = e / " + sTN + "u, col = e % " + sTN + "u;\n";
+    b += "      int64_t gj = j0 + int64_t(col), gkb = k0 + int64_t(kb);\n";
+    b += "      " + A + " xv = " + A + "(0);\n      bool ok = false;\n";
+    b += "      if (gj < PP && gkb < K) {\n" + g.b_load + "      }\n";
     b += "      sb[kb][col] = xv;\n      sv[kb][col] = ok;\n    }\n";
   }
   b += "    barrier();\n";
@@ -115,12 +142,11 @@ std::string gather_gemm_body(const std::string& A, const std::string& start, con
   b += "    barrier();\n  }\n";
   b += "  for (int u = 0; u < 4; ++u) for (int v = 0; v < 4; ++v) {\n";
   b += "    int64_t o = i0 + int64_t(ty * 4u + uint(u)), gj = j0 + int64_t(tx * 4u + uint(v));\n";
-  b += "    if (o < M && gj < PP) {\n      precise " + A + " y = acc[u][v];\n" + finish + "    }\n  }\n";
-  return b;
-}
-
-std::string gather_gemm_shared(const std::string& A) {
-  return "shared " + A + " sa[16][65];\nshared " + A + " sb[16][65];\nshared bool sv[16][65];\n";
+  b += "    if (o < M && gj < PP) {\n      precise " + A + " y = acc[u][v];\n" + g.finish + "    }\n  }\n";
+  const std::string shared = "shared " + A + " sa[16][" + S(TM + 1) + "];\nshared " + A + " sb[16][" + S(TN + 1) +
+                             "];\nshared bool sv[16][" + S(TN + 1) + "];\n";
+  const int64_t tiles = (g.rows + TM - 1) / TM * ((g.cols + TN - 1) / TN) * g.images;
+  return make_pass(g.what, target, dts, p, tiles, gather_gemm_iterations(g.terms), b, shared, /*tree=*/true);
 }
 
 // The words of a convolution's stride, padding and dilation (sh, sw, ph, pw, dh, dw).
@@ -138,6 +164,18 @@ void conv_words(Params& p, int64_t rows, int64_t cols, int64_t terms, const embe
   const int64_t values[] = {rows, cols, terms, x.shape[2], x.shape[3], y.shape[2], y.shape[3], w.shape[2], w.shape[3]};
   for (int i = 0; i < 9; ++i) p.i64(names[i], values[i]);
   geometry_words(p, a);
+}
+
+// Declares the tensors of a gradient GEMM (its two inputs, then its output) as 4-D tensors named
+// `names`; returns their dtypes (the pass's bindings).
+std::vector<uint8_t> gradient_tensors(Params& p, const std::array<const char*, 3>& names,
+                                      const std::array<const ember_tensor_desc*, 3>& ts) {
+  std::vector<uint8_t> dts;
+  for (int i = 0; i < 3; ++i) {
+    p.tensor(names[size_t(i)], *ts[size_t(i)], 4);
+    dts.push_back(uint8_t(ts[size_t(i)]->dtype));
+  }
+  return dts;
 }
 
 // The forward: y[n] = w [O, K] times x[n]'s im2col matrix [K, OH * OW], K = C * KH * KW ordered
@@ -174,10 +212,10 @@ GlslPass conv_forward_gemm(const ember_tensor_desc* in, int32_t n_in, int32_t n_
       return load(*t, uint8_t(in[k].dtype), k, at4("p" + S(k), "n", "o", "oh", "ow"));
     }, "      ");
   finish += "      " + store(*t, dt, n_in, "out_at", compute_dtype(dt), "y") + "\n";
-  const int64_t tiles = (O + 63) / 64 * ((PP + 63) / 64) * y.shape[0];
-  return make_pass(epi ? "conv2d with epilogue (implicit GEMM)" : "conv2d (implicit GEMM)", target, dts, p, tiles,
-                   gather_gemm_iterations(K), gather_gemm_body(A, start, a_load, b_load, finish), gather_gemm_shared(A),
-                   /*tree=*/true);
+  return gather_gemm_pass({.what = epi ? "conv2d with epilogue (implicit GEMM)" : "conv2d (implicit GEMM)",
+                           .A = A, .start = start, .a_load = a_load, .b_load = b_load, .finish = finish,
+                           .rows = O, .cols = PP, .terms = K, .images = y.shape[0]},
+                          target, dts, p);
 }
 
 // The gradient of the input: dx[n] = w^T [C, K] times dy[n] gathered [K, H * W], K = O * KH * KW
@@ -191,10 +229,7 @@ GlslPass conv_backward_data_gemm(const ember_tensor_desc& dy, const ember_tensor
   const int64_t K = dy.shape[1] * w.shape[2] * w.shape[3], C = dx.shape[1], PP = dx.shape[2] * dx.shape[3];
   Params p;
   conv_words(p, C, PP, K, dx, w, dy, a);
-  p.tensor("dy", dy, 4);
-  p.tensor("w", w, 4);
-  p.tensor("dx", dx, 4);
-  const std::vector<uint8_t> dts = {uint8_t(dy.dtype), uint8_t(w.dtype), uint8_t(dx.dtype)};
+  const std::vector<uint8_t> dts = gradient_tensors(p, {"dy", "w", "dx"}, {&dy, &w, &dx});
   const std::string taps = "        int64_t kw = KW - 1 - gKK % KW, r = gKK / KW;\n"
                            "        int64_t kh = KH - 1 - r % KH, o = r / KH;\n";
   std::string a_load = taps;
@@ -212,15 +247,16 @@ GlslPass conv_backward_data_gemm(const ember_tensor_desc& dy, const ember_tensor
   b_load = replace_all(b_load, "gKK", "gkb");
   const std::string finish = "      int64_t out_at = " + at4("dx", "n", "o", "gj / W", "gj % W") + ";\n      " +
                              store(*t, dt, 2, "out_at", compute_dtype(dt), "y") + "\n";
-  const int64_t tiles = (C + 63) / 64 * ((PP + 63) / 64) * dx.shape[0];
-  return make_pass("conv2d backward data (implicit GEMM)", target, dts, p, tiles, gather_gemm_iterations(K),
-                   gather_gemm_body(A, A + "(0)", a_load, b_load, finish), gather_gemm_shared(A), /*tree=*/true);
+  return gather_gemm_pass({.what = "conv2d backward data (implicit GEMM)", .A = A, .start = A + "(0)",
+                           .a_load = a_load, .b_load = b_load, .finish = finish,
+                           .rows = C, .cols = PP, .terms = K, .images = dx.shape[0]},
+                          target, dts, p);
 }
 
 // The gradient of the weights: dw [O, K'] = dy [O, N * OH * OW] times x's im2col matrix
 // [N * OH * OW, K'], K' = C * KH * KW ordered (c, kh, kw); the sum runs over the whole batch, n,
 // oh and ow ascending (the direct shader's order), skipping the taps in the padding. One GEMM for
-// the batch: its tiles are O / 64 * K' / 64 workgroups, few (5 for a 32 -> 64 3 x 3 layer). That
+// the batch: its blocks of 64 x 64 outputs are few workgroups (5 for a 32 -> 64 3 x 3 layer). That
 // suits a CPU driver; a GPU would want the sum split over more workgroups (a workspace the
 // library passes do not have yet).
 GlslPass conv_backward_weights_gemm(const ember_tensor_desc& x, const ember_tensor_desc& dy,
@@ -232,10 +268,7 @@ GlslPass conv_backward_weights_gemm(const ember_tensor_desc& x, const ember_tens
   const int64_t K = dy.shape[0] * dy.shape[2] * dy.shape[3];
   Params p;
   conv_words(p, O, PP, K, x, dw, dy, a);
-  p.tensor("x", x, 4);
-  p.tensor("dy", dy, 4);
-  p.tensor("dw", dw, 4);
-  const std::vector<uint8_t> dts = {uint8_t(x.dtype), uint8_t(dy.dtype), uint8_t(dw.dtype)};
+  const std::vector<uint8_t> dts = gradient_tensors(p, {"x", "dy", "dw"}, {&x, &dy, &dw});
   const std::string a_load = "        int64_t ow = gka % OW, r = gka / OW;\n        int64_t oh = r % OH, m = r / OH;\n"
                              "        wa = " + A + "(" + load(*t, dt, 1, at4("dy", "m", "gi", "oh", "ow")) + ");\n";
   const std::string b_load =
@@ -247,9 +280,9 @@ GlslPass conv_backward_weights_gemm(const ember_tensor_desc& x, const ember_tens
   const std::string finish = "      int64_t kw = gj % KW, r = gj / KW;\n      int64_t kh = r % KH, c = r / KH;\n"
                              "      int64_t out_at = " + at4("dw", "o", "c", "kh", "kw") + ";\n      " +
                              store(*t, dt, 2, "out_at", compute_dtype(dt), "y") + "\n";
-  const int64_t tiles = (O + 63) / 64 * ((PP + 63) / 64);
-  return make_pass("conv2d backward weights (implicit GEMM)", target, dts, p, tiles, gather_gemm_iterations(K),
-                   gather_gemm_body(A, A + "(0)", a_load, b_load, finish), gather_gemm_shared(A), /*tree=*/true);
+  return gather_gemm_pass({.what = "conv2d backward weights (implicit GEMM)", .A = A, .start = A + "(0)",
+                           .a_load = a_load, .b_load = b_load, .finish = finish, .rows = O, .cols = PP, .terms = K},
+                          target, dts, p);
 }
 
 // `epi` (CONV2D_EPILOGUE, op is then EMBER_LIB_CONV2D): x, w[, bias], then the post-ops' operands
@@ -282,15 +315,15 @@ bool conv(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_ten
   std::unique_ptr<ExprTable> t = make_glsl_table(target);
   const int64_t N = x.shape[0], H = x.shape[2], W_ = x.shape[3], O = y.shape[1], OH = y.shape[2], OW = y.shape[3];
   const int64_t Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3], Og = O / a.groups;
-  if (fwd && use_gather_gemm(O, OH * OW, Cg * KH * KW, a, target)) {
+  if (fwd && use_gather_gemm(O, OH * OW, Cg * KH * KW, a, target, dt)) {
     passes.push_back(conv_forward_gemm(in, n_in, n_conv, out, a, target, epi));
     return true;
   }
-  if (op == EMBER_LIB_CONV2D_BACKWARD_DATA && use_gather_gemm(x.shape[1], H * W_, O * KH * KW, a, target)) {
+  if (op == EMBER_LIB_CONV2D_BACKWARD_DATA && use_gather_gemm(x.shape[1], H * W_, O * KH * KW, a, target, dt)) {
     passes.push_back(conv_backward_data_gemm(in[0], in[1], out, a, target));
     return true;
   }
-  if (op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS && use_gather_gemm(O, Cg * KH * KW, N * OH * OW, a, target)) {
+  if (op == EMBER_LIB_CONV2D_BACKWARD_WEIGHTS && use_gather_gemm(O, Cg * KH * KW, N * OH * OW, a, target, dt)) {
     passes.push_back(conv_backward_weights_gemm(in[0], in[1], out, a, target));
     return true;
   }

@@ -198,6 +198,7 @@ bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string
   uint32_t wg = 256;  // a power of two (the reductions' shared-memory tree)
   while (wg > d.props.limits.maxComputeWorkGroupInvocations || wg > d.props.limits.maxComputeWorkGroupSize[0]) wg /= 2;
   d.target.workgroup = wg;
+  d.target.shared_bytes = d.props.limits.maxComputeSharedMemorySize;
   d.target.subgroup_shuffle = shuffle && wg % sub.subgroupSize == 0;
   d.loop_budget = drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535 : 0;
   if (d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.preferred_groups = 64;
