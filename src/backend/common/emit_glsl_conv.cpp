@@ -178,6 +178,18 @@ std::vector<uint8_t> gradient_tensors(Params& p, const std::array<const char*, 3
   return dts;
 }
 
+// Statements (indented by `ind`) decoding term or column `k` of an im2col matrix into its tap
+// (c, kh, kw), ordered (c, kh, kw).
+std::string tap_of(const std::string& k, const std::string& ind = "        ") {
+  return ind + "int64_t kw = " + k + " % KW, r = " + k + " / KW;\n" + ind + "int64_t kh = r % KH, c = r / KH;\n";
+}
+
+// Statements of a b_load reading x[n, c, ih, iw] into xv where the tap is inside the image (ok).
+std::string gathered_x(const ExprTable& t, uint8_t dt, const std::string& A, const std::string& n) {
+  return "        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {\n          ok = true;\n          xv = " + A + "(" +
+         load(t, dt, 0, at4("x", n, "c", "ih", "iw")) + ");\n        }\n";
+}
+
 // The forward: y[n] = w [O, K] times x[n]'s im2col matrix [K, OH * OW], K = C * KH * KW ordered
 // (c, kh, kw); rows start at the bias. `epi` as in conv() below.
 GlslPass conv_forward_gemm(const ember_tensor_desc* in, int32_t n_in, int32_t n_conv, const ember_tensor_desc& y,
@@ -199,13 +211,11 @@ GlslPass conv_forward_gemm(const ember_tensor_desc* in, int32_t n_in, int32_t n_
   dts.push_back(uint8_t(y.dtype));
   const std::string start = n_conv == 3 ? "o < M ? " + A + "(" + load(*t, dt, 2, "b_o + o * b_s0") + ") : " + A + "(0)"
                                         : A + "(0)";
-  const std::string a_load = "        int64_t kw = gka % KW, r = gka / KW;\n        int64_t kh = r % KH, c = r / KH;\n"
-                             "        wa = " + A + "(" + load(*t, dt, 1, at4("w", "gi", "c", "kh", "kw")) + ");\n";
-  const std::string b_load =
-      "        int64_t kw = gkb % KW, r = gkb / KW;\n        int64_t kh = r % KH, c = r / KH;\n"
-      "        int64_t ih = (gj / OW) * sh - ph + kh * dh, iw = (gj % OW) * sw - pw + kw * dw;\n"
-      "        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {\n          ok = true;\n"
-      "          xv = " + A + "(" + load(*t, dt, 0, at4("x", "n", "c", "ih", "iw")) + ");\n        }\n";
+  const std::string a_load =
+      tap_of("gka") + "        wa = " + A + "(" + load(*t, dt, 1, at4("w", "gi", "c", "kh", "kw")) + ");\n";
+  const std::string b_load = tap_of("gkb") +
+                             "        int64_t ih = (gj / OW) * sh - ph + kh * dh, iw = (gj % OW) * sw - pw + kw * dw;\n" +
+                             gathered_x(*t, dt, A, "n");
   std::string finish = "      int64_t oh = gj / OW, ow = gj % OW;\n      int64_t out_at = " + at4("y", "n", "o", "oh", "ow") + ";\n";
   if (epi)
     finish += post_ops(*t, dt, *epi, [&](int k) {
@@ -271,13 +281,11 @@ GlslPass conv_backward_weights_gemm(const ember_tensor_desc& x, const ember_tens
   const std::vector<uint8_t> dts = gradient_tensors(p, {"x", "dy", "dw"}, {&x, &dy, &dw});
   const std::string a_load = "        int64_t ow = gka % OW, r = gka / OW;\n        int64_t oh = r % OH, m = r / OH;\n"
                              "        wa = " + A + "(" + load(*t, dt, 1, at4("dy", "m", "gi", "oh", "ow")) + ");\n";
-  const std::string b_load =
-      "        int64_t kw = gj % KW, r = gj / KW;\n        int64_t kh = r % KH, c = r / KH;\n"
-      "        int64_t ow = gkb % OW, s = gkb / OW;\n        int64_t oh = s % OH, m = s / OH;\n"
-      "        int64_t ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;\n"
-      "        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {\n          ok = true;\n"
-      "          xv = " + A + "(" + load(*t, dt, 0, at4("x", "m", "c", "ih", "iw")) + ");\n        }\n";
-  const std::string finish = "      int64_t kw = gj % KW, r = gj / KW;\n      int64_t kh = r % KH, c = r / KH;\n"
+  const std::string b_load = tap_of("gj") +
+                             "        int64_t ow = gkb % OW, s = gkb / OW;\n        int64_t oh = s % OH, m = s / OH;\n"
+                             "        int64_t ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;\n" +
+                             gathered_x(*t, dt, A, "m");
+  const std::string finish = tap_of("gj", "      ") +
                              "      int64_t out_at = " + at4("dw", "o", "c", "kh", "kw") + ";\n      " +
                              store(*t, dt, 2, "out_at", compute_dtype(dt), "y") + "\n";
   return gather_gemm_pass({.what = "conv2d backward weights (implicit GEMM)", .A = A, .start = A + "(0)",
