@@ -1,7 +1,7 @@
 // Shared by Ember's benchmark cases (bench/ember_bench.cpp, bench/model_cases.cpp): the device
 // they run on, the input formula both sides of the suite evaluate exactly, the checksum, the wait
-// for the device's queue, the
-// parameter initialization by name that torch_bench.py mirrors, and the Case interface.
+// for the device's queue, the parameter initialization by name that torch_bench.py mirrors, and
+// the Case interface.
 #pragma once
 
 #include <algorithm>

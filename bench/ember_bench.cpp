@@ -10,8 +10,9 @@
 //   {"cmd":"info"}           -> {"threads":..,"fusion":..,"version":..}
 //   {"cmd":"quit"}
 // Every rep is synchronous: it ends with a host read, or ember::eval followed by a wait for the
-// device's queue (see wait_device). EMBER_BENCH_DEVICE picks the device (bench_case.h). Inputs come from an integer formula both sides evaluate exactly
-// (values ((i * 7919 + seed * 104729) mod 1000) / 500 - 1), so checksums can be compared.
+// device's queue (see wait_device); EMBER_BENCH_DEVICE picks the device (bench_case.h). Inputs
+// come from an integer formula both sides evaluate exactly (values ((i * 7919 + seed * 104729)
+// mod 1000) / 500 - 1), so checksums can be compared.
 // The thread count is the process's OMP_NUM_THREADS (set by the runner).
 #include <dlfcn.h>
 #include <link.h>

@@ -101,8 +101,6 @@ int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mp, VkMemoryPro
   return -1;
 }
 
-// Sets up device `phys`; false and *why if it lacks what the plugin needs.
-
 // A descriptor set layout of `bindings` storage buffers (compute stage) and a pipeline layout of
 // that one set; `push`: for vkCmdPushDescriptorSetKHR.
 bool make_shared_layout(DeviceContext& d, uint32_t bindings, bool push, DeviceContext::SharedLayout& out,
@@ -131,6 +129,7 @@ bool make_shared_layout(DeviceContext& d, uint32_t bindings, bool push, DeviceCo
   return true;
 }
 
+// Sets up device `phys`; false and *why if it lacks what the plugin needs.
 bool open_device(VkPhysicalDevice phys, int index, DeviceContext& d, std::string* why) {
   d.index = index;
   d.physical = phys;
