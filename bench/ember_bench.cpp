@@ -7,7 +7,7 @@
 //                               (k, l: kernels and library calls of the last rep)
 //   {"cmd":"settle"}         -> {"ok":true} once no tier-1 kernel is compiling in the background
 //   {"cmd":"check"}          -> {"checksum":x}  (a number both sides compute from the same inputs)
-//   {"cmd":"info"}           -> {"threads":..,"fusion":..,"version":..}
+//   {"cmd":"info"}           -> {"threads":..,"fusion":..,"version":..,"device":..,"device_available":..}
 //   {"cmd":"quit"}
 // Every rep is synchronous: it ends with a host read, or ember::eval followed by a wait for the
 // device's queue (see wait_device); EMBER_BENCH_DEVICE picks the device (bench_case.h). Inputs
@@ -301,7 +301,8 @@ int main() {
       if (cmd == "quit") break;
       if (cmd == "info") {
         reply = {{"threads", omp_get_max_threads()}, {"fusion", fusion_enabled()},
-                 {"version", std::string(EMBER_VERSION_STRING)}};
+                 {"version", std::string(EMBER_VERSION_STRING)}, {"device", bench_device().str()},
+                 {"device_available", bench_device().available()}};
       } else if (cmd == "setup") {
         c.reset();
         c = make_case(req.at("kind"), req.value("p", json::object()));
