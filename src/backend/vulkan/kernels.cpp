@@ -124,15 +124,12 @@ int32_t build_pipeline(DeviceContext* d, const std::string& glsl, int32_t n_args
   mi.pCode = spirv.data();
   VkResult r = vkCreateShaderModule(d->device, &mi, nullptr, &p->module);
   if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateShaderModule: %s", result_name(r));
-  const DeviceContext::SharedLayout& shared = p->push ? d->pushed_layout : d->set_layout;
-  p->set_layout = shared.set;
-  p->layout = shared.pipeline;
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = p->module;
   ci.stage.pName = "main";
-  ci.layout = p->layout;
+  ci.layout = shared_layout(d, p->push).pipeline;
   r = vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &ci, nullptr, &p->pipeline);
   if (r != VK_SUCCESS) return set_status(st, EMBER_ERR_INTERNAL, "vulkan: vkCreateComputePipelines: %s", result_name(r));
   *out = std::move(p);
@@ -170,7 +167,8 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
   VkDescriptorSet set = VK_NULL_HANDLE;  // stays null for a push (vkCmdPushDescriptorSetKHR ignores dstSet)
   // A set of the shared layout takes all its bindings from the batch's pool; only the first n_bind
   // are written (the shader uses no others).
-  if (int32_t rc = pipe->push ? begin(q, st) : open_launch(q, pipe->set_layout, d->set_layout.bindings, &set, st);
+  const DeviceContext::SharedLayout& layout = shared_layout(d, pipe->push);
+  if (int32_t rc = pipe->push ? begin(q, st) : open_launch(q, layout.set, layout.bindings, &set, st);
       rc != EMBER_OK)
     return rc;
   Chunk* c = nullptr;
@@ -223,11 +221,11 @@ int32_t dispatch(ember_queue q, const std::shared_ptr<const Pipeline>& pipe, con
     q->open.bound = pipe->pipeline;
   }
   if (pipe->push) {
-    d->push_descriptor_set(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, n_bind, writes.data());
+    d->push_descriptor_set(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline, 0, n_bind, writes.data());
     ++d->counters.pushed;
   } else {
     vkUpdateDescriptorSets(d->device, n_bind, writes.data(), 0, nullptr);
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe->layout, 0, 1, &set, 0, nullptr);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline, 0, 1, &set, 0, nullptr);
     ++d->counters.descriptor_sets;
   }
   vkCmdDispatch(cb, uint32_t(gx), uint32_t(gy), 1);

@@ -16,14 +16,12 @@
 
 namespace ember::vk {
 
-// A compiled shader: binding 0 launch words, 1 error word, 2.. arguments. Its layouts are the
-// device's shared ones (DeviceContext::SharedLayout, not owned); `push`: the push-descriptor
-// layout (dispatches push their bindings).
+// A compiled shader: binding 0 launch words, 1 error word, 2.. arguments. Its layout is one of
+// the device's shared ones (shared_layout() below); `push`: the push-descriptor layout
+// (dispatches push their bindings).
 struct Pipeline {
   DeviceContext* device = nullptr;
   VkShaderModule module = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
   int32_t n_args = 0;
   bool push = false;
@@ -34,6 +32,11 @@ struct Pipeline {
 // VK_KHR_push_descriptor with room for them, and EMBER_VULKAN_DISABLE does not name
 // push_descriptors.
 bool use_push_descriptors(const DeviceContext* d, int32_t n_args);
+
+// The device's layout a pipeline built with or without pushed bindings uses.
+inline const DeviceContext::SharedLayout& shared_layout(const DeviceContext* d, bool push) {
+  return push ? d->pushed_layout : d->set_layout;
+}
 
 // Most arguments a kernel may take on this device (ember_device_properties::max_kernel_args): the
 // per-shader storage-buffer limit less the two bindings every pipeline has.
