@@ -2,6 +2,7 @@
 #include "runtime/registry.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "runtime/stats.h"
 #include "kir/builder.h"
 #include "kir/decompose.h"
+#include "kir/kir_text.h"
 
 namespace ember {
 
@@ -72,6 +74,23 @@ std::unique_ptr<Backend> Backend::load_file(const std::string& path, const std::
     b->program_capacity_ = size_t(std::atoi(env));
   return b;
 }
+
+namespace {
+// EMBER_KIR_DUMP=dir: every program a device compiles is written to dir as <structure hash>-<n>.kir
+// (kir/kir_text.h), before any decomposition: the CUDA code check compiles the programs the
+// conformance suite produced (tests/backend/cuda_checks.sh). Called under the registry's lock.
+void dump_kir(const ember_kir_program& program, uint64_t structure_hash) {
+  static const char* dir = std::getenv("EMBER_KIR_DUMP");
+  if (!dir || !*dir) return;
+  static int serial = 0;
+  const fs::path file = fs::path(dir) / fmt::format("{:016x}-{}-{}.kir", structure_hash, ::getpid(), serial++);
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (!f) throw Error(fmt::format("EMBER_KIR_DUMP: cannot write {}", file.string()));
+  const std::string text = kir::program_text(program);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) throw Error(fmt::format("EMBER_KIR_DUMP: cannot write {}", file.string()));
+}
+}  // namespace
 
 namespace {
 struct Slot {
@@ -477,6 +496,7 @@ std::shared_ptr<const CompiledProgram> Backend::program(int device, const ember_
       return nullptr;
     }
   }
+  dump_kir(program, structure_hash);
   ember_status st{};
   ember_program prog = nullptr;
   check(table_.program_create(device, &to_compile, &prog, &st), st, "compiling a kernel");

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# ctest backend.cuda.nvrtc: every KIR program the conformance suite produces, rendered as CUDA C
+# and compiled for sm_90 by NVRTC, without a GPU (issue 19's CI check). The suite runs on the cpu
+# device with EMBER_KIR_DUMP set (runtime/registry.cpp writes each program it compiles; the
+# programs are the device-independent ones the scheduler lowers, before any per-device
+# decomposition), then ember-cuda-compile-check renders and compiles the distinct ones.
+# Without NVRTC the test skips (exit 77) unless CI=true or EMBER_REQUIRE_CUDA_COMPILER=1.
+# Usage: cuda_checks.sh path/to/ember_tests path/to/ember-cuda-compile-check
+set -euo pipefail
+tests=$1
+check=$2
+dump=$(mktemp -d)
+trap 'rm -rf "$dump"' EXIT
+EMBER_KIR_DUMP="$dump" EMBER_TEST_DEVICE=cpu "$tests" --gtest_brief=1 --gtest_filter='Devices/*/cpu'
+status=0
+"$check" --arch sm_90 "$dump" || status=$?
+if [ "$status" = 77 ]; then
+  if [ "${CI:-}" = "true" ] || [ "${EMBER_REQUIRE_CUDA_COMPILER:-}" = "1" ]; then
+    echo "cuda checks: NVRTC is required here (CI=true or EMBER_REQUIRE_CUDA_COMPILER=1): install the CUDA toolkit"
+    exit 1
+  fi
+  echo "cuda checks: skipped, NVRTC is not installed"
+fi
+exit "$status"

@@ -1,0 +1,334 @@
+// The CUDA kernels of the KIR emitter (backend/common/emit_cuda.h), run without a GPU: the
+// generated CUDA C is compiled as C++ by the system compiler under a small shim that plays the
+// CUDA built-ins (threadIdx and blockIdx per thread, __syncthreads as a barrier of real threads,
+// warp shuffles through shared slots, atomicCAS, the bit casts), and each block runs on as many
+// threads as the kernel's block size. So the kernels' indexing, grid-stride loops, both
+// reduction modes (a thread per outer point; a block per outer point with warp butterflies and
+// the tree over warps), casts, f16/bf16 rounding, random numbers, special values and the error
+// word are checked against the scalar reference interpreter on the random programs of
+// kir_program_gen.h, with NaN and infinities among their inputs. What this cannot check is CUDA's
+// own math library (the shim calls glibc's expf, tanhf...): its accuracy is NVIDIA's documented
+// bound, checked on a GPU by scripts/gpu-check.sh when one is lent. The compile check of every
+// conformance kernel with NVRTC itself is ctest backend.cuda.nvrtc (cuda_checks.sh).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "backend/common/emit_cuda.h"
+#include "backend/common/emit_glsl.h"
+#include "backend/kir_program_gen.h"
+
+namespace ember::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the generated code needs from CUDA, for a host compiler. Blocks run one after another, so
+// `static` plays __shared__; the barrier and shuffle slots belong to the running block.
+const char* kShim = R"(#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+namespace cuda_emu {
+struct Dim3 { unsigned x = 0, y = 1, z = 1; };
+inline thread_local Dim3 threadIdx, blockIdx, gridDim, blockDim;
+inline std::barrier<>* block_barrier = nullptr;
+inline unsigned long long shuffle_slots[1024];
+inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+template <class T> T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  shuffle_slots[threadIdx.x] = bits;
+  __syncthreads();
+  bits = shuffle_slots[threadIdx.x ^ unsigned(lane_mask)];
+  __syncthreads();
+  T r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {
+  std::atomic_ref<unsigned>(*p).compare_exchange_strong(expected, desired);
+  return expected;
+}
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
+inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((unsigned long long)a * b >> 32); }
+}  // namespace cuda_emu
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(n)
+#define __shared__ static
+)";
+
+const char* c_type(uint8_t dt) {
+  switch (dt) {
+    case EMBER_F32: return "float";
+    case EMBER_F64: return "double";
+    case EMBER_F16: case EMBER_BF16: case EMBER_U16: return "uint16_t";
+    case EMBER_I32: return "int32_t";
+    case EMBER_I64: return "int64_t";
+    case EMBER_U8: case EMBER_BOOL: return "uint8_t";
+    case EMBER_I8: return "int8_t";
+    case EMBER_I16: return "int16_t";
+    case EMBER_U32: return "uint32_t";
+    default: return "uint64_t";
+  }
+}
+
+// The emulator's entry points in the compiled library.
+using SetupFn = void (*)(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block);
+using CallFn = void (*)(const long long* words, unsigned* err, void* const* args);
+
+// The launch words of emit_glsl.h's layout (shared by both GPU targets) for a harness launch.
+std::vector<long long> launch_words(const HLaunch& h, bool tree) {
+  using W = emit::GlslLaunchWords;
+  std::vector<long long> w(size_t(W::words(int(h.args.size()))), 0);
+  const int rank = h.outer_rank + h.reduce_rank;
+  long long points = 1;
+  for (int d = 0; d < (h.reduce_rank > 0 ? h.outer_rank : rank); ++d) points *= h.shape[size_t(d)];
+  w[W::kPoints] = points;
+  w[W::kRank] = rank;
+  w[W::kOuterRank] = h.outer_rank;
+  w[W::kLaunchId] = 7;
+  w[W::kMode] = tree ? 1 : 0;
+  for (int d = 0; d < rank; ++d) w[size_t(W::kShape + d)] = h.shape[size_t(d)];
+  for (size_t a = 0; a < h.args.size(); ++a) {
+    const size_t base = size_t(W::kArgs + W::kPerArg * int(a));
+    w[base + W::kOffset] = h.args[a].offset;
+    for (size_t d = 0; d < h.args[a].strides.size(); ++d) w[base + W::kStrides + d] = h.args[a].strides[d];
+    w[base + W::kGatherStride] = h.args[a].gather_stride;
+    w[base + W::kGatherSize] = h.args[a].gather_size;
+  }
+  return w;
+}
+
+// The error word's code as the interpreter words it (the codes of emit_glsl.h, shared by both GPU
+// targets).
+std::string error_text(unsigned code) {
+  switch (code) {
+    case emit::kErrNone: return "";
+    case emit::kErrGather: return "index out of range";
+    case emit::kErrDivZero: return "integer division by zero";
+    case emit::kErrRemZero: return "integer remainder by zero";
+    case emit::kErrNegativePow: return "integer raised to a negative power";
+    default: return "unknown kernel error " + std::to_string(code);
+  }
+}
+
+// Generated kernels compiled together by the host compiler under kShim, and run block by block
+// on real threads.
+class Emulator {
+ public:
+  static constexpr int kBlock = 64;  // two warps: the butterfly within a warp and the tree across them
+
+  explicit Emulator() : unit_(std::string(kShim) + "namespace cuda_emu {\n" + emit::cuda_prelude(target_)) {}
+  ~Emulator() {
+    if (lib_) dlclose(lib_);
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Adds program `prog` as kernel `name` (call before build()).
+  ::testing::AssertionResult add(const ember_kir_program& prog, const std::string& name) {
+    std::string src, why;
+    if (!emit::emit_cuda_kernel(prog, target_, src, nullptr, &why, {.name = name, .prelude = false}))
+      return ::testing::AssertionFailure() << why << "\n" << kir::to_string(prog);
+    unit_ += src;
+    // A C-callable wrapper: the words into the launch struct, the argument pointers typed.
+    unit_ += "extern \"C\" void " + name + "_call(const long long* w, unsigned* E, void* const* g) {\n  " + name +
+             "_launch L;\n  std::memcpy(L.P, w, sizeof L.P);\n  " + name + "(L, E";
+    for (int32_t a = 0; a < prog.n_args; ++a)
+      unit_ += std::string(", (") + c_type(prog.arg_dtypes[a]) + "*)g[" + std::to_string(a) + "]";
+    unit_ += ");\n}\n";
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult build() {
+    unit_ += R"(extern "C" void emu_setup(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block) {
+  block_barrier = static_cast<std::barrier<>*>(barrier);
+  threadIdx.x = tid; blockIdx.x = bid; gridDim.x = grid; blockDim.x = block;
+}
+}  // namespace cuda_emu
+)";
+    dir_ = fs::temp_directory_path() / ("ember_cuda_emu_" + std::to_string(::getpid()) + "_" + std::to_string(serial_++));
+    fs::create_directories(dir_);
+    const fs::path cpp = dir_ / "kernels.cpp", so = dir_ / "kernels.so";
+    std::ofstream(cpp) << unit_;
+    const char* cxx = std::getenv("CXX");
+    // -ffp-contract=off as NVRTC's --fmad=false: no fused multiply-adds the reference lacks.
+    const std::string cmd = std::string(cxx && *cxx ? cxx : "c++") +
+                            " -std=c++20 -O1 -ffp-contract=off -w -shared -fPIC -o " + so.string() + " " + cpp.string();
+    if (std::system(cmd.c_str()) != 0)
+      return ::testing::AssertionFailure() << "the host compiler rejects the emulated kernels: " << cmd;
+    lib_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) return ::testing::AssertionFailure() << dlerror();
+    setup_ = reinterpret_cast<SetupFn>(dlsym(lib_, "emu_setup"));
+    return ::testing::AssertionSuccess();
+  }
+
+  // Runs kernel `name` over launch h (a block per outer point when `tree`) on copies of the
+  // arguments' initial bytes, with at most three blocks (a grid-stride loop over the rest);
+  // returns every argument's final bytes and sets *error to the error word's text.
+  std::vector<std::vector<uint8_t>> run(const std::string& name, const HLaunch& h, bool tree, std::string* error,
+                                        unsigned* error_word = nullptr) {
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<void*> ptrs;
+    for (const HArg& a : h.args) bytes.push_back(a.bytes);
+    for (size_t a = 0; a < bytes.size(); ++a) ptrs.push_back(h.args[a].no_buffer ? nullptr : bytes[a].data());
+    const std::vector<long long> words = launch_words(h, tree);
+    const long long points = words[emit::GlslLaunchWords::kPoints];
+    const unsigned grid = unsigned(std::clamp<long long>(tree ? points : (points + kBlock - 1) / kBlock, 1, 3));
+    auto call = reinterpret_cast<CallFn>(dlsym(lib_, (name + "_call").c_str()));
+    unsigned err[emit::kErrWords] = {};
+    for (unsigned b = 0; call && b < grid && points > 0; ++b) {
+      std::barrier<> barrier(kBlock);
+      std::vector<std::thread> threads;
+      for (unsigned t = 0; t < unsigned(kBlock); ++t)
+        threads.emplace_back([&, t] {
+          setup_(&barrier, t, b, grid, kBlock);
+          call(words.data(), err, ptrs.data());
+        });
+      for (auto& th : threads) th.join();
+    }
+    *error = call ? error_text(err[0]) : "no kernel " + name;
+    if (error_word) std::copy(err, err + emit::kErrWords, error_word);
+    return bytes;
+  }
+
+ private:
+  const emit::CudaTarget target_{.block = kBlock};
+  std::string unit_;
+  fs::path dir_;
+  void* lib_ = nullptr;
+  SetupFn setup_ = nullptr;
+  static inline int serial_ = 0;
+};
+
+TEST(CudaEmulationTest, RandomKirProgramsMatchTheReference) {
+  constexpr uint64_t kPrograms = 120;
+  std::vector<std::unique_ptr<ProgramGen>> gens;
+  Emulator emu;
+  for (uint64_t seed = 1; seed <= kPrograms; ++seed) {
+    auto g = std::make_unique<ProgramGen>(seed * 104729, /*iota_own_arg=*/true);
+    g->generate(seed % 2 == 0, seed % 20 == 0);
+    ASSERT_TRUE(emu.add(g->b.program("k" + std::to_string(seed)), "k" + std::to_string(seed)));
+    gens.push_back(std::move(g));
+  }
+  ASSERT_TRUE(emu.build());
+  Backend& ref = reference_backend();
+  int compared = 0, failures = 0, trees = 0;
+  for (uint64_t seed = 1; seed <= kPrograms && failures < 5; ++seed) {
+    ProgramGen& g = *gens[seed - 1];
+    const std::string name = "k" + std::to_string(seed);
+    std::string err_ref, err_emu;
+    const auto want = run_kir(ref, g.b, name, g.L, &err_ref);
+    // A block per outer point where there are few of them (the emulated block's barriers cost
+    // about 3 ms per outer point on two cores), else a thread per outer point.
+    long long outer = 1;
+    for (int d = 0; d < g.L.outer_rank; ++d) outer *= g.L.shape[size_t(d)];
+    const bool tree = g.L.reduce_rank > 0 && (outer <= 300 || (seed % 4 == 0 && outer <= 1000));
+    trees += tree ? 1 : 0;
+    const auto got = emu.run(name, g.L, tree, &err_emu);
+    const std::string context = name + (tree ? " (a block per outer point)" : "") + "\n" +
+                                kir::to_string(g.b.program(name)) + g.describe();
+    ASSERT_TRUE(err_ref.empty()) << "the generator's programs do not fail: " << err_ref << "\n" << context;
+    if (!err_emu.empty()) {
+      ADD_FAILURE() << "emulated CUDA reports '" << err_emu << "'\n" << context;
+      ++failures;
+      continue;
+    }
+    ++compared;
+    if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
+      ADD_FAILURE() << m << "\n" << context;
+      ++failures;
+    }
+  }
+  std::printf("[ info ] %d random programs compared with the reference (%d reductions by a block per outer point)\n",
+              compared, trees);
+  EXPECT_EQ(compared, int(kPrograms));
+  EXPECT_GT(trees, 20);
+}
+
+// Kernel errors: the first failing point's code, value and launch id in the error word, as the
+// reference reports them; the other points still run (outputs past the failing point written).
+TEST(CudaEmulationTest, KernelErrorsFillTheErrorWord) {
+  // out = a / b in i32 and i64 with one zero divisor; out = table[index] with an index past the end.
+  struct Case {
+    kir::Builder b;
+    HLaunch L;
+    std::string name, want;
+    int64_t value, extra;
+  };
+  std::vector<std::unique_ptr<Case>> cases;
+  for (DType dt : {DType::I32, DType::I64}) {
+    auto c = std::make_unique<Case>();
+    c->name = "div_" + std::string(dtype_name(dt));
+    c->want = "integer division by zero";
+    c->value = 9;
+    c->extra = 0;
+    const int a = c->b.add_arg(dt), d = c->b.add_arg(dt), o = c->b.add_arg(dt);
+    c->b.store(o, c->b.load(a) / c->b.load(d));
+    c->L.outer_rank = 1;
+    c->L.shape = {100};
+    for (int k = 0; k < 3; ++k) {
+      HArg h;
+      h.dtype = dt;
+      h.bytes.assign(100 * dtype_size(dt), 0);
+      h.strides = {1};
+      for (size_t i = 0; i < 100; ++i) put(h.bytes, dt, i, k == 0 ? 9.0 : k == 1 ? (i == 57 ? 0.0 : 3.0) : 0.0);
+      c->L.args.push_back(std::move(h));
+    }
+    cases.push_back(std::move(c));
+  }
+  {
+    auto c = std::make_unique<Case>();
+    c->name = "gather";
+    c->want = "index out of range";
+    c->value = 12;
+    c->extra = 10;
+    const int t = c->b.add_arg(DType::F32), ix = c->b.add_arg(DType::I64), o = c->b.add_arg(DType::F32);
+    c->b.store(o, c->b.load_gather(t, c->b.load(ix)));
+    c->L.outer_rank = 1;
+    c->L.shape = {40};
+    HArg table{.dtype = DType::F32, .strides = {0}, .gather_stride = 1, .gather_size = 10};
+    table.bytes.assign(10 * 4, 0);
+    for (size_t i = 0; i < 10; ++i) put(table.bytes, DType::F32, i, double(i) + 0.5);
+    HArg index{.dtype = DType::I64, .strides = {1}};
+    index.bytes.assign(40 * 8, 0);
+    for (size_t i = 0; i < 40; ++i) put(index.bytes, DType::I64, i, i == 33 ? 12.0 : double(i % 10));
+    HArg out{.dtype = DType::F32, .strides = {1}};
+    out.bytes.assign(40 * 4, 0);
+    c->L.args = {table, index, out};
+    cases.push_back(std::move(c));
+  }
+  Emulator emu;
+  for (auto& c : cases) ASSERT_TRUE(emu.add(c->b.program(c->name), c->name));
+  ASSERT_TRUE(emu.build());
+  for (auto& c : cases) {
+    std::string err_ref, err_emu;
+    run_kir(reference_backend(), c->b, c->name, c->L, &err_ref);
+    unsigned word[emit::kErrWords] = {};
+    const auto got = emu.run(c->name, c->L, false, &err_emu, word);
+    EXPECT_NE(err_ref.find(c->want), std::string::npos) << c->name << ": reference says " << err_ref;
+    EXPECT_EQ(err_emu, c->want) << c->name;
+    EXPECT_EQ(word[1], 7u) << c->name << ": the error word names the launch";
+    EXPECT_EQ(int64_t(uint64_t(word[2]) | uint64_t(word[3]) << 32), c->value) << c->name << ": the failing value";
+    EXPECT_EQ(int64_t(uint64_t(word[4]) | uint64_t(word[5]) << 32), c->extra) << c->name << ": the bound";
+    // The other points ran: the last output element holds its value.
+    const DType out_dt = c->L.args[2].dtype;
+    const size_t last = size_t(c->L.shape[0]) - 1;
+    EXPECT_EQ(element(got[2], out_dt, last), c->name == "gather" ? 9.5 : 3.0) << c->name;
+  }
+}
+
+}  // namespace
+}  // namespace ember::testing
