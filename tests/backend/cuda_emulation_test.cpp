@@ -131,7 +131,9 @@ class Emulator {
  public:
   static constexpr int kBlock = 64;  // two warps: the butterfly within a warp and the tree across them
 
-  explicit Emulator() : unit_(std::string(kShim) + "namespace cuda_emu {\n" + emit::cuda_prelude(target_)) {}
+  explicit Emulator(bool index32 = false)
+      : target_{.block = kBlock, .index32 = index32},
+        unit_(std::string(kShim) + "namespace cuda_emu {\n" + emit::cuda_prelude(target_)) {}
   ~Emulator() {
     if (lib_) dlclose(lib_);
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -205,7 +207,7 @@ class Emulator {
   }
 
  private:
-  const emit::CudaTarget target_{.block = kBlock};
+  const emit::CudaTarget target_;
   std::string unit_;
   fs::path dir_;
   void* lib_ = nullptr;
@@ -216,14 +218,18 @@ class Emulator {
 TEST(CudaEmulationTest, RandomKirProgramsMatchTheReference) {
   constexpr uint64_t kPrograms = 120;
   std::vector<std::unique_ptr<ProgramGen>> gens;
-  Emulator emu;
+  // Every third program with 32-bit index arithmetic (the variant a plugin picks for launches
+  // whose offsets fit), in a translation unit of its own (IX is the prelude's).
+  Emulator emu64, emu32(/*index32=*/true);
   for (uint64_t seed = 1; seed <= kPrograms; ++seed) {
     auto g = std::make_unique<ProgramGen>(seed * 104729, /*iota_own_arg=*/true);
     g->generate(seed % 2 == 0, seed % 20 == 0);
+    Emulator& emu = seed % 3 == 0 ? emu32 : emu64;
     ASSERT_TRUE(emu.add(g->b.program("k" + std::to_string(seed)), "k" + std::to_string(seed)));
     gens.push_back(std::move(g));
   }
-  ASSERT_TRUE(emu.build());
+  ASSERT_TRUE(emu64.build());
+  ASSERT_TRUE(emu32.build());
   Backend& ref = reference_backend();
   int compared = 0, failures = 0, trees = 0;
   for (uint64_t seed = 1; seed <= kPrograms && failures < 5; ++seed) {
@@ -237,7 +243,7 @@ TEST(CudaEmulationTest, RandomKirProgramsMatchTheReference) {
     for (int d = 0; d < g.L.outer_rank; ++d) outer *= g.L.shape[size_t(d)];
     const bool tree = g.L.reduce_rank > 0 && (outer <= 300 || (seed % 4 == 0 && outer <= 1000));
     trees += tree ? 1 : 0;
-    const auto got = emu.run(name, g.L, tree, &err_emu);
+    const auto got = (seed % 3 == 0 ? emu32 : emu64).run(name, g.L, tree, &err_emu);
     const std::string context = name + (tree ? " (a block per outer point)" : "") + "\n" +
                                 kir::to_string(g.b.program(name)) + g.describe();
     ASSERT_TRUE(err_ref.empty()) << "the generator's programs do not fail: " << err_ref << "\n" << context;
