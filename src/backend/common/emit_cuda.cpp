@@ -181,12 +181,15 @@ std::string acc_init(const CudaTable& t, uint16_t op, uint8_t dt) {
 }
 
 // `x (op) y` of accumulation `in`: f16/bf16 sums and products accumulate in f32 (the program
-// rounds the result, as on the CPU); max and min propagate NaN.
+// rounds the result, as on the CPU); integer sums and products wrap (in the unsigned twin of the
+// register type: signed overflow is undefined in C++); max and min propagate NaN.
 std::string combine(const ember_kir_inst& in, const std::string& x, const std::string& y) {
   const bool fl = is_float(in.dtype) || is_half(in.dtype);
+  const std::string T = fl ? "" : CudaTable().reg_type(in.dtype), U = fl ? "" : wrap_type(in.dtype);
+  auto wrapped = [&](const char* op) { return T + "(" + U + "(" + x + ") " + op + " " + U + "(" + y + "))"; };
   switch (in.op) {
-    case EMBER_KIR_ACC_SUM: return "(" + x + " + " + y + ")";
-    case EMBER_KIR_ACC_PROD: return "(" + x + " * " + y + ")";
+    case EMBER_KIR_ACC_SUM: return fl ? "(" + x + " + " + y + ")" : wrapped("+");
+    case EMBER_KIR_ACC_PROD: return fl ? "(" + x + " * " + y + ")" : wrapped("*");
     case EMBER_KIR_ACC_MAX: return fl ? "e_max(" + x + ", " + y + ")" : "(" + x + " > " + y + " ? " + x + " : " + y + ")";
     default: return fl ? "e_min(" + x + ", " + y + ")" : "(" + x + " < " + y + " ? " + x + " : " + y + ")";
   }
