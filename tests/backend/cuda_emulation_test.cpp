@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "backend/common/emit_cuda.h"
-#include "backend/common/emit_glsl.h"
+#include "backend/common/emit_gpu.h"
 #include "backend/kir_program_gen.h"
 
 namespace ember::testing {
@@ -89,9 +89,9 @@ const char* c_type(uint8_t dt) {
 using SetupFn = void (*)(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block);
 using CallFn = void (*)(const long long* words, unsigned* err, void* const* args);
 
-// The launch words of emit_glsl.h's layout (shared by both GPU targets) for a harness launch.
+// The launch words (emit_gpu.h's layout, shared by both GPU targets) for a harness launch.
 std::vector<long long> launch_words(const HLaunch& h, bool tree) {
-  using W = emit::GlslLaunchWords;
+  using W = emit::GpuLaunchWords;
   std::vector<long long> w(size_t(W::words(int(h.args.size()))), 0);
   const int rank = h.outer_rank + h.reduce_rank;
   long long points = 1;
@@ -110,19 +110,6 @@ std::vector<long long> launch_words(const HLaunch& h, bool tree) {
     w[base + W::kGatherSize] = h.args[a].gather_size;
   }
   return w;
-}
-
-// The error word's code as the interpreter words it (the codes of emit_glsl.h, shared by both GPU
-// targets).
-std::string error_text(unsigned code) {
-  switch (code) {
-    case emit::kErrNone: return "";
-    case emit::kErrGather: return "index out of range";
-    case emit::kErrDivZero: return "integer division by zero";
-    case emit::kErrRemZero: return "integer remainder by zero";
-    case emit::kErrNegativePow: return "integer raised to a negative power";
-    default: return "unknown kernel error " + std::to_string(code);
-  }
 }
 
 // Generated kernels compiled together by the host compiler under kShim, and run block by block
@@ -187,7 +174,7 @@ class Emulator {
     for (const HArg& a : h.args) bytes.push_back(a.bytes);
     for (size_t a = 0; a < bytes.size(); ++a) ptrs.push_back(h.args[a].no_buffer ? nullptr : bytes[a].data());
     const std::vector<long long> words = launch_words(h, tree);
-    const long long points = words[emit::GlslLaunchWords::kPoints];
+    const long long points = words[emit::GpuLaunchWords::kPoints];
     const unsigned grid = unsigned(std::clamp<long long>(tree ? points : (points + kBlock - 1) / kBlock, 1, 3));
     auto call = reinterpret_cast<CallFn>(dlsym(lib_, (name + "_call").c_str()));
     unsigned err[emit::kErrWords] = {};
@@ -201,7 +188,7 @@ class Emulator {
         });
       for (auto& th : threads) th.join();
     }
-    *error = call ? error_text(err[0]) : "no kernel " + name;
+    *error = !call ? "no kernel " + name : err[0] ? emit::gpu_error_text(err[0]) : "";
     if (error_word) std::copy(err, err + emit::kErrWords, error_word);
     return bytes;
   }

@@ -23,7 +23,7 @@ typedef unsigned long long uint64_t;
 #define UINT64_C(c) c##ULL
 #define INT32_MIN (-2147483647 - 1)
 #define INT64_MIN (-9223372036854775807LL - 1)
-// The error word (emit_glsl.h kErr*): [0] code, [1] launch id, [2..3] value, [4..5] extra; the first
+// The error word (emit_gpu.h kErr*): [0] code, [1] launch id, [2..3] value, [4..5] extra; the first
 // failing point wins.
 struct EmberErr { unsigned int* E; int64_t id; };
 __device__ __noinline__ void e_fail(EmberErr er, unsigned int code, int64_t value, int64_t extra) {

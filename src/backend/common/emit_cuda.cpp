@@ -17,18 +17,17 @@
 #include <vector>
 
 #include "backend/common/emit_c.h"
-#include "backend/common/emit_glsl.h"
+#include "backend/common/emit_gpu.h"
 
 namespace ember::emit {
 
 namespace {
 
-using W = GlslLaunchWords;  // the launch-word layout both GPU targets share
+using W = GpuLaunchWords;
 
 bool is_float(uint8_t dt) { return dt == EMBER_F32 || dt == EMBER_F64; }
 bool is_half(uint8_t dt) { return dt == EMBER_F16 || dt == EMBER_BF16; }
-bool is_acc(uint16_t op) { return op >= EMBER_KIR_ACC_SUM && op <= EMBER_KIR_ACC_ARGMIN; }
-bool is_arg_reduction(uint16_t op) { return op == EMBER_KIR_ACC_ARGMAX || op == EMBER_KIR_ACC_ARGMIN; }
+bool is_acc(uint16_t op) { return is_acc_op(op); }
 std::string S(int64_t v) { return std::to_string(v); }
 std::string var(int32_t k) { return "v" + S(k); }
 std::string hex(uint64_t v) {
@@ -139,27 +138,6 @@ std::string render(const ember_kir_program& p, const CudaTable& t, const ArgRefs
   return std::string("const ") + T + " " + var(k) + " = " + e + ";";
 }
 
-bool uses_arg(uint16_t op) {
-  return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
-}
-
-// Offsets `prefix<arg>` advanced over dims [lo, hi) of the flat index `idx` (as emit_glsl.cpp).
-std::string unravel(const std::vector<uint8_t>& used, const std::string& idx, const std::string& lo,
-                    const std::string& hi, const std::string& prefix, const std::string& ind) {
-  auto stride = [](size_t a, const std::string& d) {
-    return "IX(P[" + S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) + " + " + d + "])";
-  };
-  std::string s = ind + "if (" + hi + " - " + lo + " == 1) {\n";
-  for (size_t a = 0; a < used.size(); ++a)
-    if (used[a]) s += ind + "  " + prefix + S(int64_t(a)) + " += " + idx + " * " + stride(a, lo) + ";\n";
-  s += ind + "} else {\n" + ind + "  IX rem = " + idx + ";\n" + ind + "  for (int d = " + hi + " - 1; d >= " + lo +
-       "; --d) {\n" + ind + "    const IX n = IX(P[" + S(W::kShape) + " + d]);\n" + ind + "    const IX i = rem % n;\n" +
-       ind + "    rem /= n;\n";
-  for (size_t a = 0; a < used.size(); ++a)
-    if (used[a]) s += ind + "    " + prefix + S(int64_t(a)) + " += i * " + stride(a, "d") + ";\n";
-  return s + ind + "  }\n" + ind + "}\n";
-}
-
 std::string acc_init(const CudaTable& t, uint16_t op, uint8_t dt) {
   const std::string T = t.reg_type(dt);
   const bool fl = is_float(dt) || is_half(dt);
@@ -195,16 +173,6 @@ std::string combine(const ember_kir_inst& in, const std::string& x, const std::s
   }
 }
 
-// Whether the pair (b2, i2, n2) beats (b1, i1, n1) in an arg reduction: a valid index over none,
-// then the first NaN, then the extreme value, then (equal values) the first index. A strict
-// order, so both lanes of a shuffle pair pick the same one.
-std::string arg_wins(bool mx, const std::string& b2, const std::string& i2, const std::string& n2, const std::string& b1,
-                     const std::string& i1, const std::string& n1) {
-  return "(" + i2 + " >= 0 && (" + i1 + " < 0 || ((" + n1 + " || " + n2 + ") ? (" + n2 + " && (!" + n1 + " || " + i2 +
-         " < " + i1 + ")) : (" + b2 + (mx ? " > " : " < ") + b1 + " || (" + b2 + " == " + b1 + " && " + i2 + " < " +
-         i1 + ")))))";
-}
-
 }  // namespace
 
 bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std::string& src, bool* can_fail,
@@ -216,27 +184,12 @@ bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std:
   };
   if (target.block < 32 || (target.block & (target.block - 1)) != 0)
     return fail("block size " + S(target.block) + " is not a power of two of at least 32");
-  int max_phase = 0;
-  bool fails = false;
-  std::vector<uint8_t> used(size_t(p.n_args), 0);
-  for (int32_t a = 0; a < p.n_args; ++a)
-    if (!t.storage_type(p.arg_dtypes[a])) return fail("argument " + S(a) + " has an unknown dtype");
-  for (int32_t k = 0; k < p.n_insts; ++k) {
-    const ember_kir_inst& in = p.insts[k];
-    if (in.op >= EMBER_KIR_NUM_OPS) return fail("unknown op " + S(in.op));
-    if (!t.reg_type(in.dtype)) return fail("instruction " + S(k) + " has an unknown dtype");
-    max_phase = std::max(max_phase, int(in.phase));
-    if (uses_arg(in.op)) used[size_t(in.arg)] = 1;
-    const bool integer = !is_float(in.dtype) && !is_half(in.dtype);
-    fails |= in.op == EMBER_KIR_LOAD_GATHER ||
-             (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
-                          in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
-    if (is_acc(in.op) && (in.phase % 2 != 1 || in.a < 0 || in.a >= k ||
-                          (!is_arg_reduction(in.op) && p.insts[in.a].dtype != in.dtype)))
-      return fail("malformed accumulation at instruction " + S(k));
-  }
-  if (can_fail) *can_fail = fails;
-  const bool reduce = p.has_reduction || max_phase > 0;
+  KernelSurvey survey;
+  if (!survey_kernel(p, t, survey, why)) return false;
+  if (can_fail) *can_fail = survey.can_fail;
+  const int max_phase = survey.max_phase;
+  const bool reduce = survey.reduce;
+  const std::vector<uint8_t>& used = survey.used;
   const ArgRefs refs{[](int a) { return "g" + S(a) + "[o" + S(a) + "]"; }, [](int a) { return "o" + S(a); }};
   const ArgRefs odd_refs{[](int a) { return "g" + S(a) + "[b" + S(a) + "]"; }, [](int a) { return "b" + S(a); }};
   for (int32_t k = 0; k < p.n_insts; ++k)
@@ -265,7 +218,7 @@ bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std:
     src += "  const IX nthreads = IX(gridDim.x) * " + B + ";\n";
     src += "  for (IX id = IX(blockIdx.x) * " + B + " + IX(threadIdx.x); id < IX(P[" + S(W::kPoints) +
            "]); id += nthreads) {\n";
-    src += offsets("o") + unravel(used, "id", "0", "R", "o", "    ");
+    src += offsets("o") + unravel_offsets(used, "id", "0", "R", "o", "    ");
     for (int32_t k = 0; k < p.n_insts; ++k) src += "    " + render(p, t, refs, k) + "\n";
     src += "  }\n}\n";
     return true;
@@ -292,7 +245,7 @@ bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std:
   src += "  const IX r_start = tree ? IX(lid) : 0, r_step = tree ? " + B + " : 1;\n";
   src += "  for (IX id = tree ? IX(blockIdx.x) : IX(blockIdx.x) * " + B + " + IX(lid); id < IX(P[" + S(W::kPoints) +
          "]); id += id_step) {\n";
-  src += offsets("b") + unravel(used, "id", "0", "ro", "b", "    ");
+  src += offsets("b") + unravel_offsets(used, "id", "0", "ro", "b", "    ");
   for (int pass = 0; 2 * pass <= max_phase; ++pass) {
     std::vector<int32_t> accs;
     bool has_even = false;
@@ -314,7 +267,7 @@ bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std:
       src += "    for (IX r = r_start; r < nred; r += r_step) {\n";
       for (int32_t a = 0; a < p.n_args; ++a)
         if (used[size_t(a)]) src += "      IX o" + S(a) + " = b" + S(a) + ";\n";
-      src += unravel(used, "r", "ro", "R", "o", "      ");
+      src += unravel_offsets(used, "r", "ro", "R", "o", "      ");
       for (int32_t k = 0; k < p.n_insts; ++k)
         if (p.insts[k].phase == 2 * pass) src += "      " + render(p, t, refs, k) + "\n";
       for (int32_t k : accs) {
@@ -347,12 +300,12 @@ bool emit_cuda_kernel(const ember_kir_program& p, const CudaTarget& target, std:
           src += "        const int64_t i2 = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";
           src += "        const auto b2 = __shfl_xor_sync(0xffffffffu, " + b + ", o);\n";
           src += "        const bool n2 = __shfl_xor_sync(0xffffffffu, int(" + n + "), o) != 0;\n";
-          src += "        if (" + arg_wins(mx, "b2", "i2", "n2", b, v, n) + ") { " + b + " = b2; " + v + " = i2; " + n +
+          src += "        if (" + arg_reduction_wins(mx, "b2", "i2", "n2", b, v, n) + ") { " + b + " = b2; " + v + " = i2; " + n +
                  " = n2; }\n      }\n";
           src += "      if (lane == 0u) { shb" + K + "[warp] = " + b + "; shi" + K + "[warp] = " + v + "; shn" + K +
                  "[warp] = " + n + "; }\n      __syncthreads();\n";
           src += "      for (unsigned s = " + NW + "u / 2u; s > 0u; s >>= 1) {\n        if (lid < s && " +
-                 arg_wins(mx, "shb" + K + "[lid + s]", "shi" + K + "[lid + s]", "shn" + K + "[lid + s]", "shb" + K + "[lid]",
+                 arg_reduction_wins(mx, "shb" + K + "[lid + s]", "shi" + K + "[lid + s]", "shn" + K + "[lid + s]", "shb" + K + "[lid]",
                           "shi" + K + "[lid]", "shn" + K + "[lid]") +
                  ") { shb" + K + "[lid] = shb" + K + "[lid + s]; shi" + K + "[lid] = shi" + K + "[lid + s]; shn" + K +
                  "[lid] = shn" + K + "[lid + s]; }\n        __syncthreads();\n      }\n";

@@ -5,9 +5,9 @@
 // The kernel every program becomes:
 //   extern "C" __global__ void ember_kernel(const ember_kernel_launch L, unsigned int* E, T0* g0, T1* g1, ...)
 // - L: the launch words, passed by value as a kernel argument (`long long P[]`, the layout of
-//   GlslLaunchWords in emit_glsl.h, shared by both GPU targets): point count, rank, outer rank,
+//   GpuLaunchWords in emit_gpu.h, shared by both GPU targets): point count, rank, outer rank,
 //   launch id, reduction mode, shape, and per argument its offset, strides and gather stride/size;
-// - E: the error word (uint[kErrWords], the codes of emit_glsl.h), written by the first failing
+// - E: the error word (uint[kErrWords], the codes of emit_gpu.h), written by the first failing
 //   point (a gather index out of range, an integer division by zero);
 // - g<i>: argument i's buffer, typed by its storage dtype.
 // One kernel serves every shape; the launch may have as many blocks as the plugin likes (points

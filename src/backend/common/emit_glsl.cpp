@@ -27,7 +27,7 @@ using W = GlslLaunchWords;
 
 bool is_float(uint8_t dt) { return dt == EMBER_F32 || dt == EMBER_F64; }
 bool is_half(uint8_t dt) { return dt == EMBER_F16 || dt == EMBER_BF16; }
-bool is_acc(uint16_t op) { return op >= EMBER_KIR_ACC_SUM && op <= EMBER_KIR_ACC_ARGMIN; }
+bool is_acc(uint16_t op) { return is_acc_op(op); }
 std::string S(int64_t v) { return std::to_string(v); }
 std::string var(int32_t k) { return "v" + S(k); }
 
@@ -350,32 +350,8 @@ std::string render(const ember_kir_program& p, const GlslTable& t, const ArgRefs
   return std::string(fl ? "precise " : "") + T + " " + var(k) + " = " + e + ";";
 }
 
-bool uses_arg(uint16_t op) {
-  return op == EMBER_KIR_LOAD || op == EMBER_KIR_LOAD_GATHER || op == EMBER_KIR_IOTA || op == EMBER_KIR_STORE;
-}
-
 std::string arg_word(int arg, int field, int dim = 0) {
   return "IX(P[" + S(W::kArgs + W::kPerArg * arg + field + dim) + "])";
-}
-
-// Offsets `prefix<arg>` advanced over dims [lo, hi) of the flat index `idx`.
-std::string unravel(const std::vector<uint8_t>& used, const std::string& idx, const std::string& lo,
-                    const std::string& hi, const std::string& prefix, const std::string& ind) {
-  // One dim (the common case once the plugin has merged dims): no division.
-  std::string one = ind + "if (" + hi + " - " + lo + " == 1) {\n";
-  for (size_t a = 0; a < used.size(); ++a)
-    if (used[a])
-      one += ind + "  " + prefix + S(int64_t(a)) + " += " + idx + " * IX(P[" +
-             S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) + " + " + lo + "]);\n";
-  one += ind + "} else ";
-  std::string s = one + "{\n" + ind + "  IX rem = " + idx + ";\n" + ind + "  for (int d = " + hi + " - 1; d >= " +
-                  lo + "; --d) {\n" + ind + "    IX n = IX(P[" + S(W::kShape) + " + d]);\n" + ind +
-                  "    IX i = rem % n;\n" + ind + "    rem /= n;\n";
-  for (size_t a = 0; a < used.size(); ++a)
-    if (used[a])
-      s += ind + "    " + prefix + S(int64_t(a)) + " += i * IX(P[" + S(W::kArgs + W::kPerArg * int64_t(a) + W::kStrides) +
-           " + d]);\n";
-  return s + ind + "  }\n" + ind + "}\n";
 }
 
 std::string acc_init(const GlslTable& t, uint16_t op, uint8_t dt) {
@@ -449,16 +425,6 @@ bool emit_glsl_matmul(uint8_t dt, const GlslTarget& target, std::string& src, st
   return true;
 }
 
-const char* glsl_error_text(uint32_t code) {
-  switch (code) {
-    case kErrGather: return "index out of range";
-    case kErrDivZero: return "integer division by zero";
-    case kErrRemZero: return "integer remainder by zero";
-    case kErrNegativePow: return "integer raised to a negative power";
-    default: return "kernel error";
-  }
-}
-
 bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype) {
   GlslTable t(target);
   if (!t.reg_type(dtype)) return false;
@@ -488,35 +454,18 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
     if (why) *why = reason;
     return false;
   };
-  bool need8 = false, need16 = false, fails = false;
-  int max_phase = 0;
-  std::vector<uint8_t> used(size_t(p.n_args), 0);
+  KernelSurvey survey;
+  if (!survey_kernel(p, t, survey, why)) return false;
+  bool need8 = false, need16 = false;
   for (int32_t a = 0; a < p.n_args; ++a) {
     const uint8_t dt = p.arg_dtypes[a];
-    if (!t.storage_type(dt)) return fail("argument " + S(a) + " has a dtype the device cannot store");
     need8 |= dt == EMBER_U8 || dt == EMBER_BOOL || dt == EMBER_I8;
     need16 |= is_half(dt) || dt == EMBER_I16 || dt == EMBER_U16;
   }
-  for (int32_t k = 0; k < p.n_insts; ++k) {
-    const ember_kir_inst& in = p.insts[k];
-    if (in.op >= EMBER_KIR_NUM_OPS) return fail("unknown op " + S(in.op));
-    if (!t.reg_type(in.dtype)) return fail("instruction " + S(k) + " has a dtype the device lacks");
-    max_phase = std::max(max_phase, int(in.phase));
-    if (uses_arg(in.op)) used[size_t(in.arg)] = 1;
-    const bool integer = !is_float(in.dtype) && !is_half(in.dtype);
-    fails |= in.op == EMBER_KIR_LOAD_GATHER ||
-             (integer && (in.op == EMBER_KIR_DIV || in.op == EMBER_KIR_FLOORDIV || in.op == EMBER_KIR_REM ||
-                          in.op == EMBER_KIR_FMOD || in.op == EMBER_KIR_POW));
-    if (is_acc(in.op)) {
-      if (in.phase % 2 != 1 || in.a < 0 || in.a >= k || p.insts[in.a].dtype != in.dtype)
-        if (!(in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) || in.phase % 2 != 1 || in.a < 0 ||
-            in.a >= k)
-          return fail("malformed accumulation at instruction " + S(k));
-      continue;
-    }
-  }
-  if (can_fail) *can_fail = fails;
-  const bool reduce = p.has_reduction || max_phase > 0;
+  if (can_fail) *can_fail = survey.can_fail;
+  const int max_phase = survey.max_phase;
+  const bool reduce = survey.reduce;
+  const std::vector<uint8_t>& used = survey.used;
 
   // Argument references: `o<arg>` is the element offset of the current point.
   ArgRefs refs{[](int a) { return "g" + S(a) + ".d[uint(o" + S(a) + ")]"; }, [](int a) { return "o" + S(a); }};
@@ -549,7 +498,7 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
     src += grid_loop_begin(target);
     for (int32_t a = 0; a < p.n_args; ++a)
       if (used[size_t(a)]) src += "  IX o" + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
-    src += unravel(used, "id", "0", "R", "o", "  ");
+    src += unravel_offsets(used, "id", "0", "R", "o", "  ");
     for (int32_t k = 0; k < p.n_insts; ++k) src += "  " + render(p, t, refs, k) + "\n";
     src += "  }\n}\n";
     return true;
@@ -588,7 +537,7 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
   src += "  for (IX id = tree ? wg : wg * " + WG + " + IX(lid); id < IX(P[" + S(W::kPoints) + "]); id += id_step) {\n";
   for (int32_t a = 0; a < p.n_args; ++a)
     if (used[size_t(a)]) src += "  IX b" + S(a) + " = " + arg_word(a, W::kOffset) + ";\n";
-  src += unravel(used, "id", "0", "ro", "b", "  ");
+  src += unravel_offsets(used, "id", "0", "ro", "b", "  ");
   for (int pass = 0; 2 * pass <= max_phase; ++pass) {
     std::vector<int32_t> accs;
     for (int32_t k = 0; k < p.n_insts; ++k)
@@ -625,7 +574,7 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
       src += "  for (IX r = r_start; r < nred; r += r_step) {\n";
       for (int32_t a = 0; a < p.n_args; ++a)
         if (used[size_t(a)]) src += "    IX o" + S(a) + " = b" + S(a) + ";\n";
-      src += unravel(used, "r", "ro", "R", "o", "    ");
+      src += unravel_offsets(used, "r", "ro", "R", "o", "    ");
       for (int32_t k = 0; k < p.n_insts; ++k)
         if (p.insts[k].phase == 2 * pass) {
           std::string line = render(p, t, refs, k);
@@ -658,15 +607,12 @@ bool emit_glsl_kernel(const ember_kir_program& p, const GlslTarget& target, std:
         const ember_kir_inst& in = p.insts[k];
         const std::string K = S(k);
         if ((in.op == EMBER_KIR_ACC_ARGMAX || in.op == EMBER_KIR_ACC_ARGMIN) && butterfly(k)) {
-          // The pair (value, index) that wins: a valid index over none, then the first NaN, then
-          // the extreme value, then (equal values) the first index. A strict order, so both lanes
-          // of a shuffle pair pick the same one.
+          // The pair (value, index) that wins (emit_gpu.h: a strict order, so both lanes of a
+          // shuffle pair pick the same one).
           const bool mx = in.op == EMBER_KIR_ACC_ARGMAX;
           auto wins = [&](const std::string& b2, const std::string& i2, const std::string& n2, const std::string& b1,
                           const std::string& i1, const std::string& n1) {
-            return "(" + i2 + " >= 0 && (" + i1 + " < 0 || ((" + n1 + " || " + n2 + ") ? (" + n2 + " && (!" + n1 +
-                   " || " + i2 + " < " + i1 + ")) : (" + b2 + (mx ? " > " : " < ") + b1 + " || (" + b2 + " == " +
-                   b1 + " && " + i2 + " < " + i1 + ")))))";
+            return arg_reduction_wins(mx, b2, i2, n2, b1, i1, n1);
           };
           const std::string v = var(k), b = "best" + K, n = "nan" + K;
           src += "    for (uint o = gl_SubgroupSize / 2u; o > 0u; o >>= 1) {\n";

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/common/emit_gpu.h"
 
 namespace ember::emit {
 
@@ -50,29 +51,9 @@ struct GlslTarget {
   bool index32 = false;
 };
 
-// Layout of the launch parameters (int64 words at binding 0).
-struct GlslLaunchWords {
-  static constexpr int kPoints = 0;      // elementwise: all points; reductions: outer points
-  static constexpr int kRank = 1;        // outer + reduce dims
-  static constexpr int kOuterRank = 2;
-  static constexpr int kLaunchId = 3;    // written to the error word by a failing point
-  static constexpr int kMode = 4;        // reductions: 0 = an invocation per outer point, 1 = a workgroup
-  static constexpr int kZero = 5;        // always 0: hides special float constants from the compiler
-  static constexpr int kShape = 6;       // [EMBER_MAX_ITER_RANK]
-  static constexpr int kArgs = kShape + EMBER_MAX_ITER_RANK;
-  static constexpr int kPerArg = EMBER_MAX_ITER_RANK + 4;
-  // Within an argument's words: offset, strides[EMBER_MAX_ITER_RANK], gather stride, gather size.
-  static constexpr int kOffset = 0, kStrides = 1, kGatherStride = 1 + EMBER_MAX_ITER_RANK,
-                       kGatherSize = 2 + EMBER_MAX_ITER_RANK;
-  static constexpr int words(int n_args) { return kArgs + kPerArg * n_args; }
-};
-
-// The error word (uint[8] at binding 1): [0] code (0 = none), [1] launch id, [2..3] value (lo, hi),
-// [4..5] extra (lo, hi). The first failing point wins (atomicCompSwap on [0]).
-enum : uint32_t { kErrNone = 0, kErrGather = 1, kErrDivZero = 2, kErrRemZero = 3, kErrNegativePow = 4 };
-constexpr int kErrWords = 8;
-// "index out of range" and so on: the interpreter's wording of each code.
-const char* glsl_error_text(uint32_t code);
+// The launch words (binding 0) and the error word (binding 1): emit_gpu.h, shared with CUDA.
+using GlslLaunchWords = GpuLaunchWords;
+inline const char* glsl_error_text(uint32_t code) { return gpu_error_text(code); }
 
 // Whether instruction `op` with result dtype `dtype` has a GLSL expression on `target`.
 bool glsl_supports(const GlslTarget& target, uint16_t op, uint8_t dtype);
