@@ -22,6 +22,7 @@
 
 #include "backend/common/emit_cuda.h"
 #include "backend/common/emit_gpu.h"
+#include "backend/cuda_test_util.h"
 #include "backend/kir_program_gen.h"
 
 namespace ember::testing {
@@ -89,28 +90,6 @@ const char* c_type(uint8_t dt) {
 using SetupFn = void (*)(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block);
 using CallFn = void (*)(const long long* words, unsigned* err, void* const* args);
 
-// The launch words (emit_gpu.h's layout, shared by both GPU targets) for a harness launch.
-std::vector<long long> launch_words(const HLaunch& h, bool tree) {
-  using W = emit::GpuLaunchWords;
-  std::vector<long long> w(size_t(W::words(int(h.args.size()))), 0);
-  const int rank = h.outer_rank + h.reduce_rank;
-  long long points = 1;
-  for (int d = 0; d < (h.reduce_rank > 0 ? h.outer_rank : rank); ++d) points *= h.shape[size_t(d)];
-  w[W::kPoints] = points;
-  w[W::kRank] = rank;
-  w[W::kOuterRank] = h.outer_rank;
-  w[W::kLaunchId] = 7;
-  w[W::kMode] = tree ? 1 : 0;
-  for (int d = 0; d < rank; ++d) w[size_t(W::kShape + d)] = h.shape[size_t(d)];
-  for (size_t a = 0; a < h.args.size(); ++a) {
-    const size_t base = size_t(W::kArgs + W::kPerArg * int(a));
-    w[base + W::kOffset] = h.args[a].offset;
-    for (size_t d = 0; d < h.args[a].strides.size(); ++d) w[base + W::kStrides + d] = h.args[a].strides[d];
-    w[base + W::kGatherStride] = h.args[a].gather_stride;
-    w[base + W::kGatherSize] = h.args[a].gather_size;
-  }
-  return w;
-}
 
 // Generated kernels compiled together by the host compiler under kShim, and run block by block
 // on real threads.
@@ -173,7 +152,7 @@ class Emulator {
     std::vector<void*> ptrs;
     for (const HArg& a : h.args) bytes.push_back(a.bytes);
     for (size_t a = 0; a < bytes.size(); ++a) ptrs.push_back(h.args[a].no_buffer ? nullptr : bytes[a].data());
-    const std::vector<long long> words = launch_words(h, tree);
+    const std::vector<long long> words = cuda_launch_words(h, tree);
     const long long points = words[emit::GpuLaunchWords::kPoints];
     const unsigned grid = unsigned(std::clamp<long long>(tree ? points : (points + kBlock - 1) / kBlock, 1, 3));
     auto call = reinterpret_cast<CallFn>(dlsym(lib_, (name + "_call").c_str()));
@@ -226,8 +205,7 @@ TEST(CudaEmulationTest, RandomKirProgramsMatchTheReference) {
     const auto want = run_kir(ref, g.b, name, g.L, &err_ref);
     // A block per outer point where there are few of them (the emulated block's barriers cost
     // about 3 ms per outer point on two cores), else a thread per outer point.
-    long long outer = 1;
-    for (int d = 0; d < g.L.outer_rank; ++d) outer *= g.L.shape[size_t(d)];
+    const long long outer = cuda_outer_points(g.L);
     const bool tree = g.L.reduce_rank > 0 && (outer <= 300 || (seed % 4 == 0 && outer <= 1000));
     trees += tree ? 1 : 0;
     const auto got = (seed % 3 == 0 ? emu32 : emu64).run(name, g.L, tree, &err_emu);

@@ -50,7 +50,7 @@ Nvrtc::Nvrtc() {
 }
 
 bool Nvrtc::compile(const std::string& src, const std::string& name, const std::string& arch, std::string& binary,
-                    std::string& log) const {
+                    std::string& log, const std::vector<std::string>& extra) const {
   log.clear();
   binary.clear();
   if (!available_) {
@@ -63,8 +63,9 @@ bool Nvrtc::compile(const std::string& src, const std::string& name, const std::
     return false;
   }
   const std::string arch_opt = "--gpu-architecture=" + arch;
-  const char* opts[] = {arch_opt.c_str(), "--fmad=false", "--std=c++17"};
-  const int r = compile_(prog, 3, opts);
+  std::vector<const char*> opts = {arch_opt.c_str(), "--fmad=false", "--std=c++17"};
+  for (const std::string& o : extra) opts.push_back(o.c_str());
+  const int r = compile_(prog, int(opts.size()), opts.data());
   size_t n = 0;
   if (log_size_(prog, &n) == 0 && n > 1) {
     std::vector<char> text(n);

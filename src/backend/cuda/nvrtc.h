@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ember::cuda {
 
@@ -21,9 +22,10 @@ class Nvrtc {
 
   // Compiles CUDA C `src` (named `name` in messages) for `arch`: "sm_90" gives a cubin, "compute_90"
   // PTX, in `binary`. Options: --fmad=false (no contraction of a * b + c: the reference rounds
-  // twice) and C++17. False on a compile error, with NVRTC's log in `log`.
+  // twice), C++17, and `extra` (e.g. "--Ofast-compile=max" for checks that only need the code
+  // accepted: 5x faster). False on a compile error, with NVRTC's log in `log`.
   bool compile(const std::string& src, const std::string& name, const std::string& arch, std::string& binary,
-               std::string& log) const;
+               std::string& log, const std::vector<std::string>& extra = {}) const;
 
  private:
   Nvrtc();

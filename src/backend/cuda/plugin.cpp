@@ -4,35 +4,63 @@
 // backend.cuda.nvrtc) and run under a host emulation of CUDA against the reference backend
 // (tests/backend/cuda_emulation_test.cpp). Buffers, streams and launches through the driver API
 // are not written yet, so the plugin reports no device and says why: which of the driver, NVRTC,
-// cuBLASLt and cuDNN this machine has (`ember info`). Everything is loaded with dlopen, so Ember
-// starts on machines without any of them.
+// cuBLASLt and cuDNN this machine has (`ember info`). Nothing is linked: the driver is loaded with
+// dlopen, the libraries only looked for, so Ember starts on machines without any of them.
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <string_view>
 
 #include "backend/abi.h"
 #include "backend/common/plugin_status.h"
-#include "backend/cuda/nvrtc.h"
 
 namespace ember::cuda {
 namespace {
 
-// "name found (soname)" or "name missing (why)" for a library found by dlopen. Probed libraries
-// stay loaded (the plugin's later stages call them; unloaded, what their initializers allocated
-// would also look leaked to LeakSanitizer).
-std::string probe_library(const char* what, std::initializer_list<const char*> sonames) {
-  std::string why;
-  for (const char* so : sonames) {
-    if (dlopen(so, RTLD_LAZY | RTLD_LOCAL)) return std::string(what) + " found (" + so + ")";
-    why = dlerror();
+// Where the loader would find library `soname`, without loading it: LD_LIBRARY_PATH, then the
+// loader's cache (/etc/ld.so.cache holds the full path of every library it knows, as a string),
+// then the usual folders. Loading cuBLASLt or cuDNN only to say that they are there would map
+// hundreds of MB, run their initializers and leave thread-specific data that LeakSanitizer reports.
+std::string find_library_file(const std::string& soname) {
+  std::error_code ec;
+  if (const char* env = std::getenv("LD_LIBRARY_PATH"))
+    for (std::string_view rest = env; !rest.empty();) {
+      const size_t colon = rest.find(':');
+      const std::filesystem::path file = std::filesystem::path(std::string(rest.substr(0, colon))) / soname;
+      if (!file.parent_path().empty() && std::filesystem::exists(file, ec)) return file.string();
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  std::ifstream cache("/etc/ld.so.cache", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(cache)), std::istreambuf_iterator<char>());
+  const std::string needle = "/" + soname + std::string(1, '\0');
+  for (size_t at = bytes.find(needle); at != std::string::npos; at = bytes.find(needle, at + 1)) {
+    const size_t start = bytes.rfind('\0', at) + 1;  // npos + 1 = 0: the file's first string
+    const std::string path = bytes.substr(start, at + needle.size() - 1 - start);
+    if (!path.empty() && path[0] == '/' && std::filesystem::exists(path, ec)) return path;
   }
-  return std::string(what) + " missing (" + why + ")";
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64", "/usr/local/lib"})
+    if (std::filesystem::exists(std::filesystem::path(dir) / soname, ec)) return std::string(dir) + "/" + soname;
+  return "";
+}
+
+// "name found (path)" or "name missing (sonames looked for)".
+std::string probe_library(const char* what, std::initializer_list<const char*> sonames) {
+  std::string tried;
+  for (const char* so : sonames) {
+    if (std::string path = find_library_file(so); !path.empty()) return std::string(what) + " found (" + path + ")";
+    tried += tried.empty() ? so : std::string(", ") + so;
+  }
+  return std::string(what) + " missing (no " + tried + " where the loader looks)";
 }
 
 // The CUDA driver: whether libcuda.so.1 loads, initializes, and how many GPUs it sees.
 std::string probe_driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!lib) return std::string("no CUDA driver (libcuda.so.1: ") + dlerror() + ")";
+  if (!lib) return std::string("no CUDA driver (") + dlerror() + ")";
   using InitFn = int (*)(unsigned);
   using IntFn = int (*)(int*);
   auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
@@ -53,9 +81,8 @@ std::string probe_driver() {
 
 const std::string& reason() {
   static const std::string text = [] {
-    const Nvrtc& nvrtc = Nvrtc::get();
-    return probe_driver() + "; NVRTC " + (nvrtc.available() ? nvrtc.version() + " found" : "missing (" + nvrtc.why() + ")") +
-           "; " + probe_library("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) + "; " +
+    return probe_driver() + "; " + probe_library("NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) + "; " +
+           probe_library("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) + "; " +
            probe_library("cuDNN", {"libcudnn.so.9", "libcudnn.so"});
   }();
   return text;
