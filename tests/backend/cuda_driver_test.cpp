@@ -168,18 +168,7 @@ TEST(CudaDriverTest, RandomKirProgramsMatchTheReference) {
       if (bufs[a]) CU_OK(drv.mem_free(bufs[a]));
     }
     CU_OK(drv.mem_free(err));
-    const std::string context = name + (tree ? " (a block per outer point)" : "") + "\n" +
-                                kir::to_string(g.b.program(name)) + g.describe();
-    if (word[0] != 0) {
-      ADD_FAILURE() << "the kernel reports '" << emit::gpu_error_text(word[0]) << "'\n" << context;
-      ++failures;
-      continue;
-    }
-    ++compared;
-    if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
-      ADD_FAILURE() << m << "\n" << context;
-      ++failures;
-    }
+    expect_kernel_matches(g, name, tree, word[0] ? emit::gpu_error_text(word[0]) : "", got, want, compared, failures);
   }
   CU_OK(drv.module_unload(module));
   std::printf("[ info ] %d random programs compared on sm_%d%d (%d reductions by a block per outer point)\n", compared,

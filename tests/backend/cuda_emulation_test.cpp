@@ -209,19 +209,8 @@ TEST(CudaEmulationTest, RandomKirProgramsMatchTheReference) {
     const bool tree = g.L.reduce_rank > 0 && (outer <= 300 || (seed % 4 == 0 && outer <= 1000));
     trees += tree ? 1 : 0;
     const auto got = (seed % 3 == 0 ? emu32 : emu64).run(name, g.L, tree, &err_emu);
-    const std::string context = name + (tree ? " (a block per outer point)" : "") + "\n" +
-                                kir::to_string(g.b.program(name)) + g.describe();
-    ASSERT_TRUE(err_ref.empty()) << "the generator's programs do not fail: " << err_ref << "\n" << context;
-    if (!err_emu.empty()) {
-      ADD_FAILURE() << "emulated CUDA reports '" << err_emu << "'\n" << context;
-      ++failures;
-      continue;
-    }
-    ++compared;
-    if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
-      ADD_FAILURE() << m << "\n" << context;
-      ++failures;
-    }
+    ASSERT_TRUE(err_ref.empty()) << "the generator's programs do not fail: " << err_ref << "\n" << name;
+    expect_kernel_matches(g, name, tree, err_emu, got, want, compared, failures);
   }
   std::printf("[ info ] %d random programs compared with the reference (%d reductions by a block per outer point)\n",
               compared, trees);

@@ -1,12 +1,14 @@
 // What the CUDA kernel tests share (cuda_emulation_test.cpp: the kernels on the CPU under a shim;
 // cuda_driver_test.cpp: the same kernels on a GPU through the driver API): the launch words of a
-// harness launch, and the choice of reduction mode for a generated program.
+// harness launch, the outer points of a reduction, and the comparison of a generated program's
+// results with the reference's.
 #pragma once
 
 #include <vector>
 
 #include "backend/common/emit_gpu.h"
 #include "backend/kir_harness.h"
+#include "backend/kir_program_gen.h"
 
 namespace ember::testing {
 
@@ -39,6 +41,26 @@ inline long long cuda_outer_points(const HLaunch& h) {
   long long outer = 1;
   for (int d = 0; d < h.outer_rank; ++d) outer *= h.shape[size_t(d)];
   return outer;
+}
+
+// One generated program run as a CUDA kernel (`got`, and the text of its error word, empty when
+// none) against the reference's results (`want`): counts it as compared, or adds a failure that
+// shows the program, its launch and the reduction mode.
+inline void expect_kernel_matches(ProgramGen& g, const std::string& name, bool tree, const std::string& kernel_error,
+                                  const std::vector<std::vector<uint8_t>>& got,
+                                  const std::vector<std::vector<uint8_t>>& want, int& compared, int& failures) {
+  const std::string context = name + (tree ? " (a block per outer point)" : "") + "\n" +
+                              kir::to_string(g.b.program(name)) + g.describe();
+  if (!kernel_error.empty()) {
+    ADD_FAILURE() << "the kernel reports '" << kernel_error << "'\n" << context;
+    ++failures;
+    return;
+  }
+  ++compared;
+  if (const std::string m = first_output_mismatch(g, got, want); !m.empty()) {
+    ADD_FAILURE() << m << "\n" << context;
+    ++failures;
+  }
 }
 
 }  // namespace ember::testing
