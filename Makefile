@@ -63,6 +63,14 @@ asan-test: asan
 	  --gtest_filter='$(VULKAN_FILTER):-VulkanTest.RandomKir*:VulkanTest.TensorsLarger*'
 	@$(LSAN_ENV) EMBER_TEST_DEVICE=vulkan:0 EMBER_VULKAN_MAX_BINDING=4096 ./build/asan/bin/ember_tests \
 	  --gtest_brief=1 --gtest_filter='$(VULKAN_FILTER)'
+	@cache=$$(mktemp -d) && $(NO_VULKAN_DRIVER) $(LSAN_ENV) $(FAKE_CUDA_ENV) EMBER_CACHE_DIR=$$cache \
+	  ./build/asan/bin/ember_tests --gtest_brief=1 --gtest_filter='$(CUDA_FILTER)'; rc=$$?; rm -rf $$cache; exit $$rc
+# The CUDA plugin on the host emulation of a GPU (tests/backend/fake_cuda/; ctest
+# backend.cuda.emulated runs every conformance suite on it): its own tests, the thread-stress
+# tests, captures and the error paths on cuda:0.
+FAKE_CUDA_ENV = EMBER_CUDA_DRIVER=$(CURDIR)/build/asan/lib/libember_fake_cuda.so \
+  EMBER_NVRTC=$(CURDIR)/build/asan/lib/libember_fake_cuda.so EMBER_REQUIRE_CUDA_DEVICE=1 EMBER_TEST_DEVICE=cuda:0
+CUDA_FILTER ?= CudaPluginTest.*:ThreadStressTest.*:Devices/CaptureTest.*/cuda_0:Devices/OpError*/cuda_0:Devices/OpIndexing*/cuda_0:Devices/OpMatmul*/cuda_0
 # The asynchronous test device (tests/CMakeLists.txt, backend.async_device) under the sanitizers:
 # its worker threads, queued copies of launches and poisoned buffers. Under TSan the test that
 # reads without waiting on purpose is left out (appended after the filter's '-': it is a data

@@ -3,11 +3,13 @@
 # what the machine has (GPU, driver, CUDA libraries, build tools), a build of what the checks need,
 # then the CUDA tests with a GPU required (tests/backend/cuda_driver_test.cpp: the generated
 # kernels compiled for the device's architecture and run against the reference interpreter, in
-# both reduction modes; the emulation and KIR text tests beside it) and `ember info`.
+# both reduction modes; tests/backend/cuda_plugin_test.cpp: the plugin's buffers, queues, events
+# and deferred errors; the emulation and KIR text tests beside them), `ember info`, and the whole
+# conformance suite on cuda:0 against the reference (library calls on the host fallback).
 # Each step prints its time; the script stops at the first failure, naming the step.
 #   bash scripts/gpu-check.sh [build-dir]    (default build/gpu; OUT=dir keeps the logs there)
-# Not yet here (the plugin runs no kernels so far): the conformance suite on cuda:0, a
-# Fashion-MNIST epoch on the GPU and the benchmarks against PyTorch on the same card.
+# Not yet here (the plugin has no library calls on the GPU so far): a Fashion-MNIST epoch on the
+# GPU and the benchmarks against PyTorch on the same card.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/gpu}
@@ -37,6 +39,9 @@ step machine machine
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BACKEND_VULKAN=OFF \
   -DEMBER_ONNX=OFF -DEMBER_DIST_MPI=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF
 step build cmake --build "$build" -j"$(nproc)" --target ember_tests ember-cli ember-cuda-compile-check
-step cuda-tests env EMBER_REQUIRE_CUDA=1 "$build/bin/ember_tests" --gtest_filter='Cuda*:KirText*:PluginAbi*'
+step cuda-tests env EMBER_REQUIRE_CUDA=1 EMBER_REQUIRE_CUDA_DEVICE=1 "$build/bin/ember_tests" \
+  --gtest_filter='Cuda*:KirText*:PluginAbi*'
 step info "$build/bin/ember" info
+step conformance env EMBER_REQUIRE_CUDA_DEVICE=1 EMBER_TEST_DEVICE=cuda:0 "$build/bin/ember_tests" --gtest_brief=1 \
+  --gtest_filter='Devices/*/cuda_0:ThreadStressTest.*'
 echo "::: gpu check passed"

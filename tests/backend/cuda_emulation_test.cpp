@@ -22,6 +22,7 @@
 
 #include "backend/common/emit_cuda.h"
 #include "backend/common/emit_gpu.h"
+#include "backend/cuda_host_shim.h"
 #include "backend/cuda_test_util.h"
 #include "backend/kir_program_gen.h"
 
@@ -29,47 +30,6 @@ namespace ember::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// What the generated code needs from CUDA, for a host compiler. Blocks run one after another, so
-// `static` plays __shared__; the barrier and shuffle slots belong to the running block.
-const char* kShim = R"(#include <atomic>
-#include <barrier>
-#include <cmath>
-#include <cstring>
-namespace cuda_emu {
-struct Dim3 { unsigned x = 0, y = 1, z = 1; };
-inline thread_local Dim3 threadIdx, blockIdx, gridDim, blockDim;
-inline std::barrier<>* block_barrier = nullptr;
-inline unsigned long long shuffle_slots[1024];
-inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-template <class T> T __shfl_xor_sync(unsigned, T v, int lane_mask) {
-  unsigned long long bits = 0;
-  std::memcpy(&bits, &v, sizeof v);
-  shuffle_slots[threadIdx.x] = bits;
-  __syncthreads();
-  bits = shuffle_slots[threadIdx.x ^ unsigned(lane_mask)];
-  __syncthreads();
-  T r;
-  std::memcpy(&r, &bits, sizeof r);
-  return r;
-}
-inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {
-  std::atomic_ref<unsigned>(*p).compare_exchange_strong(expected, desired);
-  return expected;
-}
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
-inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((unsigned long long)a * b >> 32); }
-}  // namespace cuda_emu
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __noinline__
-#define __launch_bounds__(n)
-#define __shared__ static
-)";
 
 const char* c_type(uint8_t dt) {
   switch (dt) {
@@ -87,7 +47,6 @@ const char* c_type(uint8_t dt) {
 }
 
 // The emulator's entry points in the compiled library.
-using SetupFn = void (*)(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block);
 using CallFn = void (*)(const long long* words, unsigned* err, void* const* args);
 
 
@@ -99,7 +58,7 @@ class Emulator {
 
   explicit Emulator(bool index32 = false)
       : target_{.block = kBlock, .index32 = index32},
-        unit_(std::string(kShim) + "namespace cuda_emu {\n" + emit::cuda_prelude(target_)) {}
+        unit_(std::string(kCudaHostShim) + "namespace cuda_emu {\n" + emit::cuda_prelude(target_)) {}
   ~Emulator() {
     if (lib_) dlclose(lib_);
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -121,12 +80,7 @@ class Emulator {
   }
 
   ::testing::AssertionResult build() {
-    unit_ += R"(extern "C" void emu_setup(void* barrier, unsigned tid, unsigned bid, unsigned grid, unsigned block) {
-  block_barrier = static_cast<std::barrier<>*>(barrier);
-  threadIdx.x = tid; blockIdx.x = bid; gridDim.x = grid; blockDim.x = block;
-}
-}  // namespace cuda_emu
-)";
+    unit_ += "}  // namespace cuda_emu\n";
     dir_ = fs::temp_directory_path() / ("ember_cuda_emu_" + std::to_string(::getpid()) + "_" + std::to_string(serial_++));
     fs::create_directories(dir_);
     const fs::path cpp = dir_ / "kernels.cpp", so = dir_ / "kernels.so";
@@ -139,7 +93,8 @@ class Emulator {
       return ::testing::AssertionFailure() << "the host compiler rejects the emulated kernels: " << cmd;
     lib_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib_) return ::testing::AssertionFailure() << dlerror();
-    setup_ = reinterpret_cast<SetupFn>(dlsym(lib_, "emu_setup"));
+    setup_ = reinterpret_cast<CudaEmuSetupFn>(dlsym(lib_, "cuda_emu_setup"));
+    if (!setup_) return ::testing::AssertionFailure() << "the emulated kernels have no cuda_emu_setup";
     return ::testing::AssertionSuccess();
   }
 
@@ -162,7 +117,7 @@ class Emulator {
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < unsigned(kBlock); ++t)
         threads.emplace_back([&, t] {
-          setup_(&barrier, t, b, grid, kBlock);
+          setup_(cuda_emu_barrier_wait, &barrier, t, b, grid, kBlock);
           call(words.data(), err, ptrs.data());
         });
       for (auto& th : threads) th.join();
@@ -177,7 +132,7 @@ class Emulator {
   std::string unit_;
   fs::path dir_;
   void* lib_ = nullptr;
-  SetupFn setup_ = nullptr;
+  CudaEmuSetupFn setup_ = nullptr;
   static inline int serial_ = 0;
 };
 

@@ -26,6 +26,15 @@ const char* gpu_error_text(uint32_t code) {
   }
 }
 
+std::string gpu_error_message(const uint32_t* e) {
+  const int64_t value = int64_t(uint64_t(e[2]) | (uint64_t(e[3]) << 32));
+  const int64_t extra = int64_t(uint64_t(e[4]) | (uint64_t(e[5]) << 32));
+  std::string s = gpu_error_text(e[0]);
+  if (e[0] == kErrGather)
+    s += " (" + std::to_string(value) + " for a dimension of size " + std::to_string(extra) + ")";
+  return s;
+}
+
 bool survey_kernel(const ember_kir_program& p, const ExprTable& t, KernelSurvey& out, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;

@@ -38,6 +38,8 @@ enum : uint32_t { kErrNone = 0, kErrGather = 1, kErrDivZero = 2, kErrRemZero = 3
 constexpr int kErrWords = 8;
 // "index out of range" and so on: the interpreter's wording of each code.
 const char* gpu_error_text(uint32_t code);
+// The text of a written error word: "index out of range (5 for a dimension of size 3)".
+std::string gpu_error_message(const uint32_t* word);
 
 inline bool is_acc_op(uint16_t op) { return op >= EMBER_KIR_ACC_SUM && op <= EMBER_KIR_ACC_ARGMIN; }
 inline bool is_arg_reduction(uint16_t op) { return op == EMBER_KIR_ACC_ARGMAX || op == EMBER_KIR_ACC_ARGMIN; }

@@ -1,13 +1,19 @@
-// The CUDA plugin's C table (abi.h, v2), at its first stage: code generation without execution.
-// KIR programs render as CUDA C (backend/common/emit_cuda.h) and compile with NVRTC
-// (nvrtc.h); every kernel of the conformance suite is compiled for sm_90 in CI (ctest
-// backend.cuda.nvrtc) and run under a host emulation of CUDA against the reference backend
-// (tests/backend/cuda_emulation_test.cpp). Buffers, streams and launches through the driver API
-// are not written yet, so the plugin reports no device and says why: which of the driver, NVRTC,
-// cuBLASLt and cuDNN this machine has (`ember info`). Nothing is linked: the driver is loaded with
-// dlopen, the libraries only looked for, so Ember starts on machines without any of them.
+// The CUDA plugin's C table (abi.h, v2). Every GPU the driver lists is a device (cuda:0, ...):
+// KIR programs run as CUDA C kernels compiled by NVRTC (runtime.h, kernels.cpp), on streams with
+// stream-ordered memory and events (queue.cpp). Of the library calls only matmul is on the GPU so
+// far (library.cpp); supports_op refuses the others (convolution, pooling, attention, sorting,
+// scans) and the core runs them through the host fallback (scheduler/host_fallback.h).
+// Nothing is linked: the driver and NVRTC are loaded with dlopen, cuBLASLt and cuDNN only looked
+// for, so Ember starts on machines without any of them, and without a device the plugin says
+// which piece is missing (`ember info`).
+//
+//   EMBER_CUDA_DRIVER=FILE  the driver library to load instead of libcuda.so.1 (the tests' host
+//                           emulation of a GPU: tests/backend/fake_cuda/)
+//   EMBER_NVRTC=FILE        the NVRTC library to load instead of libnvrtc.so.13
+//   EMBER_CUDA_DUMP=DIR     write every generated kernel's source to DIR
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +22,10 @@
 #include <string_view>
 
 #include "backend/abi.h"
+#include "backend/common/host_services.h"
 #include "backend/common/plugin_status.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/runtime.h"
 
 namespace ember::cuda {
 namespace {
@@ -57,58 +66,71 @@ std::string probe_library(const char* what, std::initializer_list<const char*> s
   return std::string(what) + " missing (no " + tried + " where the loader looks)";
 }
 
-// The CUDA driver: whether libcuda.so.1 loads, initializes, and how many GPUs it sees.
-std::string probe_driver() {
-  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!lib) return std::string("no CUDA driver (") + dlerror() + ")";
-  using InitFn = int (*)(unsigned);
-  using IntFn = int (*)(int*);
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
-  auto version = reinterpret_cast<IntFn>(dlsym(lib, "cuDriverGetVersion"));
-  auto count = reinterpret_cast<IntFn>(dlsym(lib, "cuDeviceGetCount"));
-  std::string s;
-  int v = 0, n = 0;
-  if (!init || !version || !count) s = "a CUDA driver without cuInit/cuDeviceGetCount";
-  else if (int rc = init(0); rc != 0) s = "the CUDA driver fails to initialize (cuInit: error " + std::to_string(rc) + ")";
-  else {
-    version(&v);
-    count(&n);
-    s = "CUDA driver " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) + " with " + std::to_string(n) +
-        " GPU(s), but this plugin does not run kernels yet (issue 19: code generation and NVRTC compile checks only)";
+// Why there is no device: the driver's state (loaded, initialized, GPUs listed), then NVRTC,
+// cuBLASLt and cuDNN as files found or not. NVRTC is loaded only where the driver has a GPU.
+std::string missing_pieces() {
+  std::string why;
+  const auto& list = devices(&why);
+  const Driver& drv = Driver::get();
+  std::string s = why;
+  if (!list.empty()) {
+    const Nvrtc& nvrtc = Nvrtc::get();
+    s = "CUDA driver " + std::to_string(drv.version / 1000) + "." + std::to_string(drv.version % 1000 / 10) + " with " +
+        std::to_string(list.size()) + " GPU(s), but NVRTC does not load (" + nvrtc.why() + ")";
+  } else if (drv.available()) {
+    s = "CUDA driver " + std::to_string(drv.version / 1000) + "." + std::to_string(drv.version % 1000 / 10) + ": " + why;
   }
-  return s;  // the driver stays loaded, as the libraries above
+  return s + "; " + probe_library("NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) + "; " +
+         probe_library("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) + "; " +
+         probe_library("cuDNN", {"libcudnn.so.9", "libcudnn.so"});
+}
+
+bool usable() {
+  static const bool ok = !devices().empty() && Nvrtc::get().available();
+  return ok;
 }
 
 const std::string& reason() {
-  static const std::string text = [] {
-    return probe_driver() + "; " + probe_library("NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) + "; " +
-           probe_library("cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) + "; " +
-           probe_library("cuDNN", {"libcudnn.so.9", "libcudnn.so"});
-  }();
+  static const std::string text = missing_pieces();
   return text;
 }
 
-int32_t device_count() { return 0; }
-const char* no_device_reason() { return reason().c_str(); }
+int32_t device_count() { return usable() ? int32_t(devices().size()) : 0; }
+const char* no_device_reason() { return usable() ? nullptr : reason().c_str(); }
 
-// With no device the core calls none of these; each refuses, naming the plugin.
-int32_t no_device(ember_status* st) { return plugin::set_status(st, EMBER_ERR_INVALID, "cuda: no device (%s)", reason().c_str()); }
-int32_t device_properties(int32_t, ember_device_properties*, ember_status* st) { return no_device(st); }
-int32_t supports_op(int32_t, int32_t, int32_t, int32_t) { return 0; }
-int32_t queue_create(int32_t, ember_queue*, ember_status* st) { return no_device(st); }
-void queue_destroy(ember_queue) {}
-int32_t queue_synchronize(ember_queue, ember_status* st) { return no_device(st); }
-int32_t buffer_alloc(int32_t, size_t, ember_buffer*, ember_status* st) { return no_device(st); }
-void buffer_free(ember_queue, ember_buffer) {}
-int32_t buffer_write(ember_queue, ember_buffer, size_t, const void*, size_t, ember_status* st) { return no_device(st); }
-int32_t buffer_read(ember_queue, ember_buffer, size_t, void*, size_t, ember_status* st) { return no_device(st); }
-int32_t program_create(int32_t, const ember_kir_program*, ember_program*, ember_status* st) { return no_device(st); }
-void program_destroy(ember_program) {}
-int32_t program_run(ember_queue, ember_program, const ember_kir_launch*, uint64_t, ember_status* st) { return no_device(st); }
-int32_t library_call(ember_queue, int32_t, const ember_tensor_desc*, int32_t, const ember_tensor_desc*, int32_t,
-                     const void*, uint64_t, ember_status* st) {
-  return no_device(st);
+int32_t device_properties(int32_t index, ember_device_properties* out, ember_status* st) {
+  DeviceContext* d = usable() ? device(index) : nullptr;
+  if (!d) return plugin::set_status(st, EMBER_ERR_INVALID, "cuda: no device %d", index);
+  bind(d);
+  ember_device_properties p{};
+  p.struct_size = sizeof p;
+  std::snprintf(p.name, sizeof p.name, "%s", d->name.c_str());
+  std::snprintf(p.kind, sizeof p.kind, "gpu");
+  size_t free = 0, total = 0;
+  if (Driver::get().mem_get_info(&free, &total) == 0) p.memory_free = free;
+  p.memory_total = d->memory_total;
+  for (int dt = 0; dt < EMBER_NUM_DTYPES; ++dt) p.dtypes |= EMBER_DTYPE_BIT(dt);
+  p.index_bits = 64;
+  p.max_buffer_bytes = d->memory_total;
+  p.max_binding_bytes = UINT64_MAX;  // pointers: no binding limit
+  p.max_workgroup_size = uint32_t(d->block);
+  p.subgroup_size = 32;
+  p.host_visible = 0;
+  p.async = 1;
+  // Kernel parameters: the launch words, the error word and a pointer per argument within the
+  // 4 KiB every CUDA device accepts.
+  p.max_kernel_args = uint32_t((4096 - 8 * emit::GpuLaunchWords::words(0) - 8) / (8 * emit::GpuLaunchWords::kPerArg + 8));
+  return plugin::copy_properties(p, out, st);
 }
+
+int32_t supports_op(int32_t index, int32_t kind, int32_t op, int32_t dtype) {
+  if (!usable() || !device(index) || dtype < 0 || dtype >= EMBER_NUM_DTYPES) return 0;
+  // Every KIR instruction in every dtype (emit_cuda.h); of the library calls, those library.cpp
+  // has (the rest take the host fallback).
+  if (kind == EMBER_SUPPORT_KIR) return op >= 0 && op < EMBER_KIR_NUM_OPS ? 1 : 0;
+  return kind == EMBER_SUPPORT_LIBRARY && library_supported(op) ? 1 : 0;
+}
+
 
 const ember_backend_v2 table = {
     .abi_version = EMBER_BACKEND_ABI_VERSION,
@@ -128,7 +150,16 @@ const ember_backend_v2 table = {
     .program_destroy = program_destroy,
     .program_run = program_run,
     .library_call = library_call,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .queue_wait_event = queue_wait_event,
+    .event_synchronize = event_synchronize,
+    .event_query = event_query,
+    .buffer_copy = buffer_copy,
     .no_device_reason = no_device_reason,
+    .buffer_host_address = nullptr,
+    .attach_host = plugin::attach_host,
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/common/host_services.h"
+#include "backend/common/launch_coalesce.h"
 #include "backend/vulkan/access_ranges.h"
 #include "backend/vulkan/launch_pieces.h"
 
@@ -300,45 +301,6 @@ void program_destroy(ember_program p) { delete p; }  // batches still running ho
 
 namespace {
 
-// The launch with adjacent dims merged where every argument's strides allow it (d and d + 1
-// merge when stride[d] == stride[d + 1] * shape[d + 1] for all arguments, those without a
-// buffer too: an IOTA reads its argument's offsets) and size-1 dims dropped, separately among
-// the outer and the reduce dims: the shaders then divide less.
-ember_kir_launch coalesce(const ember_kir_launch& in, std::vector<ember_kir_arg>& args) {
-  ember_kir_launch out = in;
-  args.assign(in.args, in.args + in.n_args);
-  out.args = args.data();
-  int rank = 0;
-  auto merge_range = [&](int lo, int hi) {
-    const int start = rank;
-    for (int d = lo; d < hi; ++d) {
-      if (in.shape[d] == 1 && hi - lo > 1) continue;  // contributes nothing
-      if (rank > start) {
-        bool ok = true;
-        for (int32_t a = 0; a < in.n_args && ok; ++a)
-          ok = args[size_t(a)].strides[rank - 1] == in.args[a].strides[d] * in.shape[d];  // IOTA args have no buffer
-        if (ok) {
-          out.shape[rank - 1] *= in.shape[d];
-          for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank - 1] = in.args[a].strides[d];
-          continue;
-        }
-      }
-      out.shape[rank] = in.shape[d];
-      for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank] = in.args[a].strides[d];
-      ++rank;
-    }
-    if (rank == start && hi > lo) {  // all dims were size 1: keep one
-      out.shape[rank] = 1;
-      for (int32_t a = 0; a < in.n_args; ++a) args[size_t(a)].strides[rank] = 0;
-      ++rank;
-    }
-    return rank - start;
-  };
-  out.outer_rank = merge_range(0, in.outer_rank);
-  out.reduce_rank = merge_range(in.outer_rank, in.outer_rank + in.reduce_rank);
-  return out;
-}
-
 // One launch whose argument windows fit the device's bindings (launch_pieces.h): its launch words
 // (offsets counted from each window's start), the 32- or 64-bit pipeline, then the dispatch.
 int32_t run_piece(ember_queue q, ember_program p, const ember_kir_launch* l, uint64_t tag, ember_status* st) {
@@ -444,7 +406,7 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
     return set_status(st, EMBER_ERR_INVALID, "vulkan: %s: launch has %d arguments, the program %d", p->name.c_str(),
                       launch_in->n_args, p->pipeline->n_args);
   std::vector<ember_kir_arg> merged_args;
-  const ember_kir_launch merged = coalesce(*launch_in, merged_args);
+  const ember_kir_launch merged = plugin::coalesce(*launch_in, merged_args);
   std::vector<ArgLayout> layout(size_t(merged.n_args));
   for (int32_t a = 0; a < merged.n_args; ++a) {
     const ember_kir_arg& arg = merged.args[a];

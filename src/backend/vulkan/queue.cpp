@@ -44,17 +44,11 @@ void release_buffer(ember_buffer b) {
 
 // The message of an error word (kErrWords uints) written by launch `launch` of this queue.
 ember_status error_status(ember_queue q, const uint32_t* e) {
-  const int64_t value = int64_t(uint64_t(e[2]) | (uint64_t(e[3]) << 32));
-  const int64_t extra = int64_t(uint64_t(e[4]) | (uint64_t(e[5]) << 32));
   auto it = q->checked.find(e[1]);
   const std::string name = it != q->checked.end() ? it->second.name : "a kernel";
   ember_status s{};
   s.tag = it != q->checked.end() ? it->second.tag : 0;
-  if (e[0] == emit::kErrGather)
-    set_status(&s, EMBER_ERR_INVALID, "%s: %s (%lld for a dimension of size %lld)", name.c_str(),
-               emit::glsl_error_text(e[0]), (long long)value, (long long)extra);
-  else
-    set_status(&s, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::glsl_error_text(e[0]));
+  set_status(&s, EMBER_ERR_INVALID, "%s: %s", name.c_str(), emit::gpu_error_message(e).c_str());
   return s;
 }
 
