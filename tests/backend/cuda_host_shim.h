@@ -25,7 +25,10 @@ inline constexpr const char* kCudaHostShim = R"(#include <cmath>
 #include <cstring>
 namespace cuda_emu {
 struct Dim3 { unsigned x = 0, y = 1, z = 1; };
-inline thread_local Dim3 threadIdx, blockIdx, gridDim, blockDim;
+#ifndef CUDA_EMU_THREAD_LOCAL  // real threads per CUDA thread; the emulated driver's fibers share one
+#define CUDA_EMU_THREAD_LOCAL thread_local
+#endif
+inline CUDA_EMU_THREAD_LOCAL Dim3 threadIdx, blockIdx, gridDim, blockDim;
 inline void (*block_sync)(void*) = nullptr;  // waits for the block's other threads
 inline void* block_sync_arg = nullptr;
 inline unsigned long long shuffle_slots[1024];

@@ -63,7 +63,7 @@ inline int32_t buffer_write(ember_buffer dst, size_t off, const void* src, size_
     return set_status(st, EMBER_ERR_INVALID, "write of %zu bytes at %zu past the end of a %zu-byte buffer", n,
                       off, dst->bytes);
   mark_written(dst);
-  std::memcpy(static_cast<char*>(dst->data) + off, src, n);
+  if (n > 0) std::memcpy(static_cast<char*>(dst->data) + off, src, n);  // an empty write may pass null
   return EMBER_OK;
 }
 
@@ -71,7 +71,7 @@ inline int32_t buffer_read(ember_buffer src, size_t off, void* dst, size_t n, em
   if (off + n > src->bytes)
     return set_status(st, EMBER_ERR_INVALID, "read of %zu bytes at %zu past the end of a %zu-byte buffer", n,
                       off, src->bytes);
-  std::memcpy(dst, static_cast<const char*>(src->data) + off, n);
+  if (n > 0) std::memcpy(dst, static_cast<const char*>(src->data) + off, n);
   return EMBER_OK;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/common/deferred_errors.h"
 #include "backend/common/host_memory.h"
 #include "backend/library_attrs.h"
 
@@ -56,7 +57,7 @@ struct ember_queue_s {
   bool stop = false;
   // Errors found while running, oldest first, until reported (at most settings.max_deferred:
   // the last kept then says that later ones were lost, EMBER_STATUS_ERRORS_LOST).
-  std::deque<ember_status> deferred;
+  ember::plugin::DeferredErrors deferred;
   // Device timing (abi.h queue_set_timing): while `timing`, each call with a tag is timed around
   // its work on the worker (after its random delay), and its record kept until taken.
   static constexpr size_t kMaxTimings = 65536;
@@ -64,7 +65,7 @@ struct ember_queue_s {
   std::deque<ember_timing> timings;
   std::thread worker;
 
-  ember_queue_s(int32_t dev, ember::host::AsyncSettings s) : device(dev), settings(s) {
+  ember_queue_s(int32_t dev, ember::host::AsyncSettings s) : device(dev), settings(s), deferred(s.max_deferred) {
     if (settings.async) worker = std::thread([this] { loop(); });
   }
   ~ember_queue_s() {
@@ -112,11 +113,7 @@ struct ember_queue_s {
     if (!settings.async) return EMBER_OK;
     std::unique_lock lock(m);
     progressed.wait(lock, [&] { return completed >= p; });
-    if (deferred.empty()) return EMBER_OK;
-    const ember_status oldest = deferred.front();
-    deferred.pop_front();
-    if (st) *st = oldest;
-    return oldest.code;
+    return deferred.take(st);
   }
   int32_t synchronize(ember_status* st) { return wait(point(), st); }
   // Blocks until the first `p` operations are done, without touching the deferred error.
@@ -149,11 +146,9 @@ struct ember_queue_s {
       int32_t rc = w(&s);
       {
         std::lock_guard lock(m);
-        if (rc != EMBER_OK && (deferred.size() < settings.max_deferred || deferred.empty())) {
+        if (rc != EMBER_OK) {
           s.code = rc;
-          deferred.push_back(s);
-        } else if (rc != EMBER_OK) {
-          deferred.back().reserved |= EMBER_STATUS_ERRORS_LOST;
+          deferred.add(s);
         }
         ++completed;
       }

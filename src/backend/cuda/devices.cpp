@@ -83,9 +83,11 @@ DeviceList list_devices() {
   return list;
 }
 
+// Never destroyed: the devices' streams and memory belong to the driver until the process ends
+// (releasing them from a static destructor would race with the driver's own teardown).
 const DeviceList& device_list() {
-  static const DeviceList list = list_devices();
-  return list;
+  static const DeviceList* list = new DeviceList(list_devices());
+  return *list;
 }
 
 }  // namespace

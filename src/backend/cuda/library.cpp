@@ -5,6 +5,7 @@
 // 19). Every other library call is refused by supports_op, and the core runs it on the host
 // fallback.
 #include <map>
+#include <mutex>
 
 #include "backend/common/plugin_status.h"
 #include "backend/cuda/runtime.h"
@@ -35,9 +36,11 @@ ember_kir_program matmul_program(uint8_t dt, std::vector<ember_kir_inst>& insts,
 // The device's matmul program for dtype `dt`, built once.
 int32_t matmul_kernel(DeviceContext* d, uint8_t dt, ember_program* out, ember_status* st) {
   static std::mutex mutex;
-  static std::map<std::pair<int, uint8_t>, ember_program> programs;  // kept for the process
+  // Kept for the process, never destroyed: unloading modules while the process exits would race
+  // with the driver's own teardown.
+  static auto* programs = new std::map<std::pair<int, uint8_t>, ember_program>;
   std::lock_guard lock(mutex);
-  ember_program& p = programs[{d->index, dt}];
+  ember_program& p = (*programs)[{d->index, dt}];
   if (!p) {
     std::vector<ember_kir_inst> insts;
     std::vector<uint8_t> dtypes;

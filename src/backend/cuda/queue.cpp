@@ -12,11 +12,6 @@ using plugin::set_status;
 
 const Driver& drv() { return Driver::get(); }
 
-void defer(ember_queue q, const ember_status& s) {
-  if (q->deferred.size() < ember_queue_s::kMaxDeferred) q->deferred.push_back(s);
-  else q->deferred.back().reserved |= EMBER_STATUS_ERRORS_LOST;
-}
-
 // After the stream is done (q->mutex held): reads the used error slots back, defers an error for
 // each written one (in launch order), and zeroes them for reuse (ordered before later launches).
 int32_t collect_errors(ember_queue q, ember_status* st) {
@@ -29,21 +24,12 @@ int32_t collect_errors(ember_queue q, ember_status* st) {
   if (CUresult rc = drv().stream_synchronize(q->stream); rc != 0) return cuda_fail(st, rc, "cuStreamSynchronize");
   for (size_t i = 0; i < n; ++i) {
     const uint32_t* word = words.data() + i * emit::kErrWords;
-    if (word[0] != emit::kErrNone) defer(q, error_status(word, q->checked[i].name, q->checked[i].tag));
+    if (word[0] != emit::kErrNone) q->deferred.add(error_status(word, q->checked[i].name, q->checked[i].tag));
   }
   q->checked.clear();
   if (CUresult rc = drv().memset_d32_async(q->error_slab, 0, words.size(), q->stream); rc != 0)
     return cuda_fail(st, rc, "clearing the kernels' error words");
   return EMBER_OK;
-}
-
-// Returns (and forgets) the oldest deferred error (q->mutex held).
-int32_t take_deferred(ember_queue q, ember_status* st) {
-  if (q->deferred.empty()) return EMBER_OK;
-  const ember_status oldest = q->deferred.front();
-  q->deferred.pop_front();
-  if (st) *st = oldest;
-  return oldest.code;
 }
 
 // Waits for the stream, then collects its launches' errors and returns the oldest deferred one.
@@ -52,7 +38,7 @@ int32_t finish(ember_queue q, ember_status* st) {
   if (CUresult rc = drv().stream_synchronize(q->stream); rc != 0) return cuda_fail(st, rc, "cuStreamSynchronize");
   std::lock_guard lock(q->mutex);
   if (int32_t rc = collect_errors(q, st); rc != EMBER_OK) return rc;
-  return take_deferred(q, st);
+  return q->deferred.take(st);
 }
 
 bool in_bounds(ember_buffer b, size_t offset, size_t bytes) { return offset <= b->bytes && bytes <= b->bytes - offset; }
@@ -198,10 +184,11 @@ int32_t queue_wait_event(ember_queue q, ember_event e, ember_status* st) {
 int32_t event_synchronize(ember_event e, ember_status* st) {
   bind(e->device);
   if (CUresult rc = drv().event_synchronize(e->event); rc != 0) return cuda_fail(st, rc, "cuEventSynchronize");
-  if (!e->recorded_on) return EMBER_OK;
+  ember_queue q = e->recorded_on.load();
+  if (!q) return EMBER_OK;
   // The launches before the recorded point are done; their errors are collected with the rest of
   // the queue's, which is why the queue is waited for (its later work as well).
-  return finish(e->recorded_on, st);
+  return finish(q, st);
 }
 
 int32_t event_query(ember_event e) {

@@ -20,14 +20,15 @@
 //   the core's on-disk cache of compiled programs and loaded as a module.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/abi.h"
+#include "backend/common/deferred_errors.h"
 #include "backend/common/emit_cuda.h"
 #include "backend/common/emit_gpu.h"
 #include "backend/cuda/driver.h"
@@ -71,7 +72,6 @@ struct ember_buffer_s {
 
 struct ember_queue_s {
   static constexpr uint32_t kErrorSlots = 1024;
-  static constexpr size_t kMaxDeferred = 4096;
   struct Checked {
     uint64_t tag;
     std::string name;
@@ -81,13 +81,13 @@ struct ember_queue_s {
   ember::cuda::CUdeviceptr error_slab = 0;  // kErrorSlots records of kErrWords words, zero when free
   std::mutex mutex;                         // guards what follows
   std::vector<Checked> checked;             // the launch of each used slot, in order
-  std::deque<ember_status> deferred;
+  ember::plugin::DeferredErrors deferred;
 };
 
 struct ember_event_s {
   ember::cuda::DeviceContext* device = nullptr;
   ember::cuda::CUevent event = nullptr;
-  ember_queue recorded_on = nullptr;  // the last queue it was recorded on
+  std::atomic<ember_queue> recorded_on{nullptr};  // the last queue it was recorded on
 };
 
 struct ember_program_s {

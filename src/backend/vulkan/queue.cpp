@@ -52,11 +52,6 @@ ember_status error_status(ember_queue q, const uint32_t* e) {
   return s;
 }
 
-void defer(ember_queue q, const ember_status& s) {
-  if (q->deferred.size() < ember_queue_s::kMaxDeferred) q->deferred.push_back(s);
-  else q->deferred.back().reserved |= EMBER_STATUS_ERRORS_LOST;
-}
-
 // Takes the errors of finished batch `b` when it retires: each checked launch's own error word,
 // then the queue's shared word (library shaders). A shader takes a word with an atomic
 // compare-and-swap on word 0 and then writes the details (launch id, values), so an error in the
@@ -66,24 +61,15 @@ void defer(ember_queue q, const ember_status& s) {
 void collect_errors(ember_queue q, const Batch& b) {
   for (const Batch::ErrorSlot& slot : b.error_slots) {
     const auto* e = reinterpret_cast<const uint32_t*>(static_cast<const char*>(slot.chunk->block.mapped) + slot.offset);
-    if (e[0] != emit::kErrNone) defer(q, error_status(q, e));
+    if (e[0] != emit::kErrNone) q->deferred.add(error_status(q, e));
   }
   auto* e = static_cast<uint32_t*>(q->error_word.mapped);
   if (e[0] == emit::kErrNone) return;
   const bool from_b = std::any_of(b.error_slots.begin(), b.error_slots.end(),
                                   [&](const Batch::ErrorSlot& slot) { return slot.launch == e[1]; });
   if (!from_b && q->in_flight.size() > 1) return;
-  defer(q, error_status(q, e));
+  q->deferred.add(error_status(q, e));
   std::memset(e, 0, sizeof(uint32_t) * emit::kErrWords);
-}
-
-// Returns (and forgets) the oldest deferred error.
-int32_t take_deferred(ember_queue q, ember_status* st) {
-  if (q->deferred.empty()) return EMBER_OK;
-  const ember_status oldest = q->deferred.front();
-  q->deferred.pop_front();
-  if (st) *st = oldest;
-  return oldest.code;
 }
 
 // Releases what finished batches held, and frees whose work is done.
@@ -369,7 +355,7 @@ int32_t queue_synchronize(ember_queue q, ember_status* st) {
   if (rc != EMBER_OK) return rc;
   if (std::string v = take_validation_error(); !v.empty())
     return set_status(st, EMBER_ERR_INTERNAL, "vulkan validation layer: %.400s", v.c_str());
-  return take_deferred(q, st);
+  return q->deferred.take(st);
 }
 
 int32_t buffer_alloc(int32_t device_index, size_t bytes, ember_buffer* out, ember_status* st) {
@@ -524,7 +510,7 @@ int32_t event_synchronize(ember_event e, ember_status* st) {
   ember_queue q = e->queue;
   std::lock_guard lock(q->mutex);
   retire(q);
-  return take_deferred(q, st);
+  return q->deferred.take(st);
 }
 
 int32_t event_query(ember_event e) {

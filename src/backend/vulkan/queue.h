@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/common/deferred_errors.h"
 #include "backend/vulkan/context.h"
 #include "backend/vulkan/hazards.h"
 #include "backend/vulkan/small_buffers.h"
@@ -90,10 +91,8 @@ struct ember_queue_s {
     std::string name;
   };
   std::unordered_map<uint32_t, Checked> checked;
-  // Kernel errors found when batches retired, oldest first, until reported (abi.h); at most
-  // kMaxDeferred, the last kept then flagged EMBER_STATUS_ERRORS_LOST.
-  static constexpr size_t kMaxDeferred = 4096;
-  std::deque<ember_status> deferred;
+  // Kernel errors found when batches retired, oldest first, until reported (abi.h).
+  ember::plugin::DeferredErrors deferred;
   // Reused by each launch's descriptor writes (under mutex), so that a dispatch allocates nothing.
   std::vector<VkDescriptorBufferInfo> binding_infos;
   std::vector<VkWriteDescriptorSet> binding_writes;

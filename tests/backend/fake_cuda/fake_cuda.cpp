@@ -155,7 +155,10 @@ void precompile_shim() {
   static std::once_flag once;
   std::call_once(once, [] {
     const fs::path header = scratch_dir() / "cuda_emu_shim.h";
-    std::ofstream(header) << ember::testing::kCudaHostShim;
+    // The fibers of a block share the calling thread, which sets each one's indices when it
+    // resumes: plain globals (a module with thread-local storage would also leave glibc's TLS
+    // bookkeeping behind at dlclose, which LeakSanitizer reports).
+    std::ofstream(header) << "#define CUDA_EMU_THREAD_LOCAL\n" << ember::testing::kCudaHostShim;
     const std::string cmd = compiler() + " -x c++-header " + header.string() + " -o " + header.string() + ".gch > /dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "fake_cuda: the shim does not precompile; going on without\n");
   });
