@@ -181,8 +181,11 @@ int32_t program_run(ember_queue q, ember_program p, const ember_kir_launch* laun
   CUfunction fn = nullptr;
   if (int32_t rc = function_for(p, fits32 ? 0 : 1, &fn, st); rc != EMBER_OK) return rc;
   CUdeviceptr error_word = q->device->dummy_error;
-  if (p->can_fail)
+  std::unique_lock<std::mutex> slot_lock;  // held until the launch is enqueued (take_error_slot)
+  if (p->can_fail) {
+    slot_lock = std::unique_lock(q->mutex);
     if (int32_t rc = take_error_slot(q, tag, p->name, &error_word, st); rc != EMBER_OK) return rc;
+  }
   // The parameters as cuLaunchKernel takes them: a pointer to each argument's value (the launch
   // struct's bytes are the words).
   std::vector<void*> params{words.data(), &error_word};

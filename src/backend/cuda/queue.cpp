@@ -75,7 +75,6 @@ void queue_destroy(ember_queue q) {
 int32_t queue_synchronize(ember_queue q, ember_status* st) { return finish(q, st); }
 
 int32_t take_error_slot(ember_queue q, uint64_t tag, const std::string& name, CUdeviceptr* slot, ember_status* st) {
-  std::lock_guard lock(q->mutex);
   if (q->checked.size() == ember_queue_s::kErrorSlots) {
     if (CUresult rc = drv().stream_synchronize(q->stream); rc != 0) return cuda_fail(st, rc, "cuStreamSynchronize");
     if (int32_t rc = collect_errors(q, st); rc != EMBER_OK) return rc;

@@ -124,7 +124,9 @@ int32_t queue_wait_event(ember_queue q, ember_event e, ember_status* st);
 int32_t event_synchronize(ember_event e, ember_status* st);
 int32_t event_query(ember_event e);
 // An error slot for a launch that can fail (tag, name), in *slot (a device pointer); may
-// synchronize the queue first when the slab is full.
+// synchronize the queue first when the slab is full. The caller holds q->mutex until the launch
+// is enqueued, so that a synchronize on another thread cannot read (and recycle) the slot before
+// the launch that writes it is on the stream.
 int32_t take_error_slot(ember_queue q, uint64_t tag, const std::string& name, CUdeviceptr* slot, ember_status* st);
 
 // kernels.cpp
