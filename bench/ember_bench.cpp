@@ -261,6 +261,13 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
                     .padding = p.at("pad").get<int64_t>()};
     return std::make_unique<Fn>([x, o] { return max_pool2d(x, o); });
   }
+  if (kind == "max_pool2d_backward") {  // the gradient alone (bench/ab; not a suite row)
+    Array x = input(sh("x"), 1);
+    Pool2dOptions o{.kernel = p.at("k").get<int64_t>(), .stride = p.at("stride").get<int64_t>(),
+                    .padding = p.at("pad").get<int64_t>()};
+    Array dy = input(max_pool2d(x, o).shape(), 2);
+    return std::make_unique<Fn>([x, dy, o] { return max_pool2d_backward(dy, x, o); });
+  }
   if (kind == "gelu_prims") { Array x = input({n()}, 1, 3.0); return std::make_unique<Fn>([x] { return gelu_prims(x); }); }
   if (kind == "gelu_prims_grad") return std::make_unique<GeluGrad>(n());
   if (kind == "gelu") { Array x = input({n()}, 1, 3.0); return std::make_unique<Fn>([x] { return gelu(x); }); }

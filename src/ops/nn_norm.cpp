@@ -39,7 +39,9 @@ Array layer_norm(const Array& x_in, int normalized_dims, const Array& weight, co
   Array mu = mean(x, dims, true);
   Array centered = sub(x, mu);
   Array var = mean(mul(centered, centered), dims, true);
-  Array y = div(centered, sqrt(add(var, eps)));
+  // Times 1 / sqrt(var + eps), computed once per row, as PyTorch does: a division per element
+  // made the fused kernel bound by the divider (8192 x 1024: 7.2 ms, the memory traffic 3).
+  Array y = mul(centered, rsqrt(add(var, eps)));
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
   return y;
@@ -49,7 +51,7 @@ Array rms_norm(const Array& x_in, int normalized_dims, const Array& weight, doub
   UserCall call("rms_norm", loc);
   const Array x = autocast_f32(x_in);
   std::vector<int> dims = trailing_dims(x, normalized_dims, "rms_norm");
-  Array y = div(x, sqrt(add(mean(mul(x, x), dims, true), eps)));
+  Array y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), eps)));
   if (weight.defined()) y = mul(y, weight);
   return y;
 }
@@ -99,7 +101,7 @@ Array group_norm(const Array& x_in, int64_t groups, const Array& weight, const A
   Array mu = mean(g, {2}, true);
   Array centered = sub(g, mu);
   Array var = mean(mul(centered, centered), {2}, true);
-  Array y = reshape(div(centered, sqrt(add(var, eps))), x.shape());
+  Array y = reshape(mul(centered, rsqrt(add(var, eps))), x.shape());
   return affine(y, x, weight, bias);
 }
 
@@ -111,7 +113,7 @@ Array instance_norm(const Array& x, const Array& weight, const Array& bias, doub
   Array mu = mean(x, dims, true);
   Array centered = sub(x, mu);
   Array var = mean(mul(centered, centered), dims, true);
-  return affine(div(centered, sqrt(add(var, eps))), x, weight, bias);
+  return affine(mul(centered, rsqrt(add(var, eps))), x, weight, bias);
 }
 
 
@@ -192,7 +194,7 @@ BatchNormResult batch_norm(const Array& x_in, const Array& running_mean, const A
   };
   rule.composed = [dims, count, eps, group_sum, channel_shape](const std::vector<Array>& in) {
     BatchStatistics st = batch_statistics(in[0], dims, count, group_sum);
-    Array out = div(sub(in[0], st.mean), sqrt(add(st.var, eps)));
+    Array out = mul(sub(in[0], st.mean), rsqrt(add(st.var, eps)));  // as the forward computes it
     if (in[1].defined()) out = mul(out, reshape(in[1], channel_shape));
     if (in[2].defined()) out = add(out, reshape(in[2], channel_shape));
     return out;

@@ -64,6 +64,23 @@ inline std::array<int64_t, 3> reduce_schemes() {
   return v;
 }
 
+// Streaming stores (emit_c.h) from `bytes` of output per launch for one scope (0: every launch
+// that can; -1: none); the plugin's default afterwards.
+class StreamScope {
+ public:
+  explicit StreamScope(int64_t bytes) { set(bytes); }
+  ~StreamScope() { set(INT64_MIN); }
+  static void set(int64_t bytes) {
+    auto fn = reinterpret_cast<void (*)(int64_t)>(cpu_plugin_symbol("ember_cpu_set_stream_bytes"));
+    if (fn) fn(bytes);
+  }
+};
+// Tier-1 launches so far that streamed their stores.
+inline int64_t streamed_launches() {
+  auto fn = reinterpret_cast<int64_t (*)()>(cpu_plugin_symbol("ember_cpu_tier_streamed"));
+  return fn ? fn() : -1;
+}
+
 // Tier mode, a private kernel cache and source dump folder for one test; restored afterwards.
 class Tier1Scope {
  public:

@@ -545,7 +545,10 @@ TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
   const std::vector<Pool2dOptions> windows = {
       {.kernel = 3, .stride = 2, .padding = 1}, {.kernel = 3, .stride = 1, .padding = 1},
       {.kernel = {2, 3}, .stride = {1, 3}, .padding = {1, 1}}, {.kernel = 4, .stride = 3, .padding = 2},
-      {.kernel = {1, 2}, .stride = {1, 1}}, {.kernel = 2}};
+      {.kernel = {1, 2}, .stride = {1, 1}}, {.kernel = 2},
+      // Rows exactly stride x OW wide take the plane-wide row pass (pool_max.cpp, plane_rows_max)
+      // with its edge columns: 3x3/2/1 and 3x3/1/1 above, a 5-wide window half in padding here.
+      {.kernel = 5, .stride = 2, .padding = 2}, {.kernel = {3, 1}, .stride = 2}};
   for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16})
     for (size_t w = 0; w < windows.size(); ++w) {
       SCOPED_TRACE(shape.str());
@@ -561,9 +564,10 @@ TEST(LibraryCrossBackend, MaxPoolNonFiniteAndSignedZeroBitForBit) {
         ASSERT_TRUE(same_bits) << dtype_name(t) << " window " << w << " at " << i << ": cpu " << a[i]
                                << ", reference " << b[i];
       }
-      // The inputs did reach the cases: some windows' maximum is NaN, some -0.
+      // The inputs did reach the cases: some windows' maximum is NaN, some -0 (not in 25-element
+      // windows, where a positive value nearly always appears).
       EXPECT_GT(nan, 0u) << dtype_name(t) << " window " << w;
-      if (w != 4) {
+      if (w != 4 && w != 6) {
         EXPECT_GT(neg_zero, 0u) << dtype_name(t) << " window " << w;
       }
       if (t != DType::F64 && t != DType::F32) continue;

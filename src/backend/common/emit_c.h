@@ -29,7 +29,8 @@ extern "C" {
 typedef struct ember_c_launch {
   int32_t rank;           // >= 1
   int32_t contiguous;     // 1: every loaded/stored argument has innermost stride 1; 2: stored
-                          // ones have 1, loaded ones 1 or 0 (a value per row)
+                          // ones have 1, loaded ones 1 or 0 (a value per row); 3: as 1, with
+                          // streaming stores (below)
   int64_t block, nblk;
   const int64_t* shape;   // [rank]
   void* const* data;      // per argument (null if unused)
@@ -54,7 +55,7 @@ typedef void (*ember_c_kernel_fn)(const ember_c_launch* launch, int64_t t0, int6
 typedef struct ember_c_reduce_launch {
   int32_t outer_rank, reduce_rank;
   int32_t columns;
-  int32_t unused;
+  int32_t stream;         // rows: the passes that only store use streaming stores (below)
   int64_t block, nblk;
   const int64_t* shape;   // [outer_rank + reduce_rank]
   void* const* data;      // per argument (null if unused)
@@ -63,6 +64,12 @@ typedef struct ember_c_reduce_launch {
 } ember_c_reduce_launch;
 
 typedef void (*ember_c_reduce_fn)(const ember_c_reduce_launch* launch, int64_t t0, int64_t t1);
+
+// Streaming stores (contiguous == 3, stream = 1): the kernel computes a chunk of its outputs into
+// a stack buffer and writes it with non-temporal stores (the prelude's e_stream), so an output far
+// larger than the cache is written without first reading each of its lines from memory. The
+// caller asks for it by output size (src/backend/cpu/tier1.cpp); a kernel whose stored arguments
+// are also loaded ignores the request (a buffered store must not be read back).
 }
 
 namespace ember::emit {

@@ -112,6 +112,9 @@ struct Analysis {
   std::vector<uint8_t> splat;         // per argument: rows may read it from a splat (emit_c.h)
   std::vector<std::vector<int32_t>> phase;  // non-uniform instructions of each phase, in order
   int point_values = 0;               // non-store, non-uniform instructions of odd phases
+  // Rows, L->stream: arguments the store-only passes write through chunk buffers and e_stream
+  // (stored in an even phase, never loaded: a buffered store must not be read back).
+  std::vector<uint8_t> streamed;
 };
 
 constexpr int kMaxKept = 2;      // values kept per kernel, each in a stack array of
@@ -234,6 +237,15 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
   if (a.point_values > kMaxPointValues) return "more than " + S(kMaxPointValues) + " per-outer-point values";
   a.splat = reduce_row_splat_args(p);
   find_reuse(p, a);
+  a.streamed.assign(size_t(p.n_args), 0);
+  std::vector<uint8_t> loaded(size_t(p.n_args), 0);
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    if (in.op == EMBER_KIR_STORE && in.phase % 2 == 0) a.streamed[size_t(in.arg)] = 1;
+    else if (uses_arg(in.op) && in.op != EMBER_KIR_STORE) loaded[size_t(in.arg)] = 1;
+  }
+  for (int32_t r = 0; r < p.n_args; ++r)
+    if (loaded[size_t(r)] && a.streamed[size_t(r)]) a.streamed.assign(size_t(p.n_args), 0);
   return "";
 }
 
@@ -317,6 +329,13 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
                     ") {\n" + I4 + "  for (int64_t j = 0; j < j1 - j0; ++j) splat" + R + "[j] = p" + R + "[o" + R + "];\n" +
                     I4 + "  q" + R + " = splat" + R + ";\n" + I4 + "}\n";
   }
+  // L->stream: the store-only passes write their chunk into w<r> and stream it out (emit_c.h).
+  bool any_streamed = false;
+  for (size_t r = 0; r < a.streamed.size(); ++r)
+    if (a.streamed[r]) {
+      s += I1 + "alignas(64) " + t.storage_type(p.arg_dtypes[r]) + " w" + S(int64_t(r)) + "[" + S(kRowChunk) + "];\n";
+      any_streamed = true;
+    }
   s += I1 + "for (int64_t t = t0; t < t1; ++t) {\n";
   // IOTA arguments are not among those whose stride the launch checks: use their real strides.
   const std::vector<uint8_t>& sp = a.splat;
@@ -325,6 +344,11 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
   ArgRefs even_h{[&sp](int r) { return sp[size_t(r)] ? "q" + S(r) + "[j + h - j0]" : "p" + S(r) + "[o" + S(r) + " + j + h]"; },
                  [](int r) { return "o" + S(r) + " + (j + h) * st" + S(r) + "[R - 1]"; }};
   ArgRefs odd{[](int r) { return "p" + S(r) + "[b" + S(r) + "]"; }, [](int r) { return "b" + S(r); }};
+  const std::vector<uint8_t>& sw = a.streamed;
+  auto buffered = [&sw](const ArgRefs& refs, const std::string& at) {
+    return ArgRefs{[&sw, refs, at](int r) { return sw[size_t(r)] ? "w" + S(r) + "[" + at + " - j0]" : refs.ref(r); }, refs.index};
+  };
+  const ArgRefs even_w = buffered(even, "j"), even_hw = buffered(even_h, "j + h");
   for (int pass = 0; 2 * pass <= a.max_phase; ++pass) {
     const std::vector<int32_t> accs = accs_of(p, a, 2 * pass + 1);
     const std::vector<int32_t>& row = a.phase[size_t(2 * pass)];
@@ -426,25 +450,40 @@ std::string rows_body(const ember_kir_program& p, const ExprTable& t, const Anal
         if (p.insts[k].op == EMBER_KIR_LOAD && a.splat[size_t(p.insts[k].arg)]) reads[size_t(p.insts[k].arg)] = 1;
       for (size_t r = 0; r < reads.size(); ++r)
         if (reads[r]) s += splat_fill[r];
-      auto chunk = [&](bool reuse) {
+      bool pass_stores = false;
+      for (int32_t k : row) pass_stores = pass_stores || (p.insts[k].op == EMBER_KIR_STORE && sw[size_t(p.insts[k].arg)]);
+      auto chunk = [&](bool reuse, bool stream = false) {
         std::string c;
         if (accs.empty()) {
           // A pass that only stores (softmax's last): two independent points per iteration, half
           // the chunk apart, as in the elementwise kernels (emit_c.cpp): the math is latency-bound.
+          const ArgRefs& lo = stream ? even_w : even;
+          const ArgRefs& hi = stream ? even_hw : even_h;
           c += I4 + "const int64_t h = (j1 - j0) / 2;\n#pragma omp simd\n";
           c += I4 + "for (int64_t j = j0; j < j0 + h; ++j) {\n" + I4 + "  {\n" +
-               body(even, I4 + "    ", true, "j", reuse, reuse) + I4 + "  }\n" + I4 + "  {\n" +
-               body(even_h, I4 + "    ", true, "j + h", reuse, reuse) + I4 + "  }\n" + I4 + "}\n";
+               body(lo, I4 + "    ", true, "j", reuse, reuse) + I4 + "  }\n" + I4 + "  {\n" +
+               body(hi, I4 + "    ", true, "j + h", reuse, reuse) + I4 + "  }\n" + I4 + "}\n";
           c += I4 + "if ((j1 - j0) % 2 != 0) {\n" + I4 + "  const int64_t j = j1 - 1;\n" +
-               body(even, I4 + "  ", true, "j", reuse, reuse) + I4 + "}\n";
+               body(lo, I4 + "  ", true, "j", reuse, reuse) + I4 + "}\n";
+          if (stream)
+            for (size_t r = 0; r < sw.size(); ++r)
+              if (sw[r])
+                c += I4 + "e_stream(p" + S(int64_t(r)) + " + o" + S(int64_t(r)) + " + j0, w" + S(int64_t(r)) +
+                     ", (j1 - j0) * int64_t(sizeof(" + t.storage_type(p.arg_dtypes[r]) + ")));\n";
         } else {
           c += "#pragma omp simd" + clauses + "\n";
           c += I4 + "for (int64_t j = j0; j < j1; ++j) {\n" + body(even, I4 + "  ", true, "j", reuse, reuse) + fold + I4 + "}\n";
         }
         return c;
       };
-      if (reuses) s += I4 + "if (reuse) {\n" + chunk(true) + I4 + "} else {\n" + chunk(false) + I4 + "}\n";
-      else s += chunk(false);
+      auto both = [&](bool stream) {
+        return reuses ? I4 + "if (reuse) {\n" + chunk(true, stream) + I4 + "} else {\n" + chunk(false, stream) + I4 + "}\n"
+                      : chunk(false, stream);
+      };
+      if (any_streamed && accs.empty() && pass_stores)
+        s += I4 + "if (L->stream) {\n" + both(true) + I4 + "} else {\n" + both(false) + I4 + "}\n";
+      else
+        s += both(false);
       s += combine + I3 + "}\n" + I2 + "}\n";
     }
     s += finish;
@@ -573,7 +612,7 @@ bool emit_cpu_reduce_kernel(const ember_kir_program& p, std::string& src, std::s
         "', generated by ember (src/backend/common/emit_c_reduce.cpp).\n";
   src += t.prelude();
   src += R"(typedef struct ember_c_reduce_launch {
-  int32_t outer_rank, reduce_rank, columns, unused;
+  int32_t outer_rank, reduce_rank, columns, stream;
   int64_t block, nblk;
   const int64_t* shape;
   void* const* data;
@@ -600,7 +639,7 @@ extern "C" __attribute__((visibility("default"))) void ember_kernel_reduce(const
     src += "  (void)cs" + A + ";\n";
   }
   src += "  if (!L->columns) {\n" + rows_body(p, t, a) + "  } else if (L->columns == 1) {\n" + columns_body(p, t, a, false) +
-         "  } else {\n" + columns_body(p, t, a, true) + "  }\n}\n";
+         "  } else {\n" + columns_body(p, t, a, true) + "  }\n" + "  if (L->stream) e_stream_fence();\n}\n";
   return true;
 }
 

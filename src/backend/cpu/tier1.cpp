@@ -58,8 +58,43 @@ int64_t last_level_cache_bytes() {
   return bytes;
 }
 
+// Streaming stores (emit_c.h) for launches that write at least this many bytes. Measured here
+// (Xeon, 2 cores, 48 MiB L3 shared with other machines; docs/performance.md): a copy that
+// writes 8 MiB took 1.30 ms with plain stores and 0.64 ms with streaming ones, and reading the
+// output back afterwards cost 0.16 ms more; at 4 MiB the two were within 20 %. Settable with
+// EMBER_CPU_STREAM_BYTES (0: always, -1: never) and by the tests' hook below.
+constexpr int64_t kStreamBytes = int64_t(8) << 20;
+std::atomic<int64_t> g_stream_bytes{INT64_MIN};  // INT64_MIN: not read from the environment yet
+
+int64_t stream_bytes() {
+  int64_t v = g_stream_bytes.load(std::memory_order_relaxed);
+  if (v == INT64_MIN) {
+    const char* e = std::getenv("EMBER_CPU_STREAM_BYTES");
+    v = e && *e ? std::strtoll(e, nullptr, 10) : kStreamBytes;
+    int64_t expected = INT64_MIN;
+    g_stream_bytes.compare_exchange_strong(expected, v);
+  }
+  return v;
+}
+
+// Whether a launch that writes `bytes` streams its stores.
+bool streams(int64_t bytes) {
+  const int64_t limit = stream_bytes();
+  return limit >= 0 && bytes >= limit;
+}
+
+// Bytes the launch's points write: points x the element sizes of the arguments stored in
+// phase 0 (the rows' passes).
+int64_t row_store_bytes(const Program& p, int64_t points) {
+  int64_t per_point = 0;
+  for (size_t a = 0; a < p.arg_stored.size(); ++a)
+    if (p.arg_stored[a] && p.arg_in_phase[0][a]) per_point += int64_t(ember_dtype_bytes(p.arg_dtypes[a]));
+  return points * per_point;
+}
+
 // ---- statistics (exported for tests and benchmarks) -------------------------------------------
 std::atomic<int64_t> g_compiles{0}, g_cache_hits{0}, g_failures{0}, g_launches{0};
+std::atomic<int64_t> g_streamed{0};  // launches that asked for streaming stores
 // Reduce launches by scheme (emit_c.h): rows, columns, strided columns.
 std::atomic<int64_t> g_reduce_schemes[3] = {0, 0, 0};
 
@@ -503,6 +538,9 @@ bool run_reduce_kernel(const Program& p, const Tier1& t, const ember_kir_launch&
   cl.outer_rank = ro;
   cl.reduce_rank = rr;
   cl.columns = columns;
+  // Rows stream only when long (a 64-point row's copy through the buffer cost more than it saved:
+  // softmax over 65536 x 64, 5.7 -> 6.0 ms).
+  cl.stream = columns == 0 && inner >= 256 && streams(row_store_bytes(p, n_outer * std::max<int64_t>(n_reduce, 1)));
   cl.shape = c.shape();
   cl.data = c.data();
   cl.offset = c.offset();
@@ -526,6 +564,7 @@ bool run_reduce_kernel(const Program& p, const Tier1& t, const ember_kir_launch&
   }
   run_tasks(tasks, n_outer * std::max<int64_t>(n_reduce, 1), [&](int64_t t0, int64_t t1) { fn(&cl, t0, t1); });
   ++g_launches;
+  if (cl.stream) ++g_streamed;
   ++g_reduce_schemes[columns];
   return true;
 }
@@ -628,7 +667,7 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
   const int64_t inner = c.dim(r - 1);
   ember_c_launch cl{};
   cl.rank = r;
-  cl.contiguous = contiguous ? 1 : rowwise ? 2 : 0;
+  cl.contiguous = contiguous ? (streams(row_store_bytes(p, points)) ? 3 : 1) : rowwise ? 2 : 0;
   cl.block = std::min<int64_t>(inner, 16384);
   cl.nblk = (inner + cl.block - 1) / cl.block;
   cl.shape = c.shape();
@@ -638,6 +677,7 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
   const int64_t tasks = points / inner * cl.nblk;
   run_tasks(tasks, points, [&](int64_t t0, int64_t t1) { fn(&cl, t0, t1); });
   ++g_launches;
+  if (cl.contiguous == 3) ++g_streamed;
   return true;
 }
 
@@ -647,6 +687,15 @@ bool tier1_try_run(const Program& p, const ember_kir_launch& l, ember_status* st
 // {kernels compiled, kernels loaded from the disk cache, failed compiles, tier-1 launches}.
 extern "C" __attribute__((visibility("default"))) void ember_cpu_set_tier(int mode) {
   ember::cpu::set_tier_mode(mode);
+}
+// Streaming stores from this many bytes of output per launch (-1: never; INT64_MIN: back to the
+// environment's, else the default).
+extern "C" __attribute__((visibility("default"))) void ember_cpu_set_stream_bytes(int64_t bytes) {
+  ember::cpu::g_stream_bytes.store(bytes);
+}
+// Tier-1 launches so far that asked their kernel for streaming stores.
+extern "C" __attribute__((visibility("default"))) int64_t ember_cpu_tier_streamed() {
+  return ember::cpu::g_streamed.load();
 }
 // Number of background compiles queued or running (tests wait for 0 before counting).
 extern "C" __attribute__((visibility("default"))) int64_t ember_cpu_tier_pending() {
