@@ -85,6 +85,92 @@ TEST(ConvDnnlTest, F32MatchesReferenceAroundWinogradShapes) {
   }
 }
 
+// One input channel (src/backend/cpu/conv_small_c.cpp: NCHW loops over whole 16-float vectors,
+// stride 1): output rows of 28 (one vector and a tail), 69 (four vectors and a tail), 16 and 33
+// columns, asymmetric padding, 5x5 and 1x1 windows (and 3 channels, which oneDNN serves);
+// forward, forward + ReLU (the epilogue applied per plane), without bias, and the weight gradient
+// (sums over thousands of terms) against the reference's f64.
+TEST(ConvDnnlTest, FewInputChannelsMatchTheReference) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  struct Case {
+    const char* name;
+    int64_t N, C, H, W, O, K;
+    Conv2dOptions opts;
+  };
+  const Case cases[] = {
+      {"mnist_first_layer", 3, 1, 28, 28, 8, 3, {.padding = 1}},
+      {"unpadded_odd_planes", 2, 1, 17, 18, 5, 3, {}},
+      {"wide_5x5_asymmetric", 2, 1, 9, 70, 6, 5, {.padding = Padding2d(2, 1, 0, 3)}},
+      {"1x1_rows_of_33", 2, 1, 7, 33, 3, 1, {}},
+      {"rgb_stays_with_onednn", 2, 3, 16, 18, 5, 3, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Shape xs{c.N, c.C, c.H, c.W}, ws{c.O, c.C, c.K, c.K};
+    auto run = [&](Device d, DType dt) {
+      Array x = det_on(xs, 0.37, 0.1, d, dt), w = mul(det_on(ws, 0.53, 0.7, d, dt), 0.2);
+      Array b = det_on({c.O}, 0.9, 0.4, d, dt);
+      Array y = conv2d(x, w, b, c.opts);
+      Array dy = det_on(y.shape(), 0.29, 0.4, d, dt);
+      return std::vector<Array>{y, relu(conv2d(x, w, b, c.opts)), conv2d(x, w, c.opts),
+                                conv2d_backward_weights(x, dy, ws, c.opts)};
+    };
+    const std::vector<Array> want = run(Device::reference(), DType::F64), got = run(Device::cpu(), DType::F32);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape());
+      EXPECT_LT(scaled_error(got[k], want[k]), 3e-6) << "result " << k << " (forward, + relu, no bias, weights)";
+    }
+  }
+}
+
+// The padding's products are +-0: where a sum is -0 (bias -0, every product -0), adding them
+// would give +0; the reference skips the padding and keeps -0. And the weight gradient with a
+// NaN or infinite output gradient (a product with the padding would be NaN: the f64 loops).
+TEST(ConvDnnlTest, FewInputChannelsKeepNegativeZeroAndNonFiniteGradients) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  const Shape xs{2, 1, 6, 20}, ws{3, 1, 3, 3};
+  auto forward = [&](Device d) {
+    Array x = full(xs, -0.0, {.dtype = DType::F32, .device = d}), w = full(ws, 0.5, {.dtype = DType::F32, .device = d});
+    Array b = full({3}, -0.0, {.dtype = DType::F32, .device = d});
+    return conv2d(x, w, b, {.padding = 1}).to_vector<float>();
+  };
+  const std::vector<float> y = forward(Device::cpu()), y_ref = forward(Device::reference());
+  ASSERT_EQ(y.size(), size_t(2 * 3 * 6 * 20));
+  ASSERT_EQ(y_ref.size(), y.size());
+  int negative = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_TRUE(y[i] == 0.0f && std::signbit(y[i]) == std::signbit(y_ref[i])) << "output " << i << ": " << y[i];
+    negative += std::signbit(y_ref[i]);
+  }
+  EXPECT_GT(negative, 0);
+
+  std::vector<double> dyv(2 * 3 * 6 * 20), xv(size_t(xs.numel()));
+  for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = std::sin(0.3 * double(i));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(0.7 * double(i));
+  dyv[1 * 120 + 5] = INFINITY;  // dy[0, 1, 0, 5]: a border row, so padded taps meet it
+  dyv[2 * 120 + 119] = NAN;     // dy[0, 2, 5, 19]
+  auto grad = [&](Device d, DType dt) {
+    return conv2d_backward_weights(cast(from_vector(xv, xs, d), dt), cast(from_vector(dyv, {2, 3, 6, 20}, d), dt), ws,
+                                   {.padding = 1})
+        .to_vector<double>();
+  };
+  const std::vector<double> want = grad(Device::reference(), DType::F64), got = grad(Device::cpu(), DType::F32);
+  ASSERT_EQ(got.size(), want.size());
+  int specials = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ++specials;
+      EXPECT_TRUE(std::isnan(got[i])) << "weight " << i;
+    } else if (std::isinf(want[i])) {
+      ++specials;
+      EXPECT_EQ(got[i], want[i]) << "weight " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "weight " << i;
+    }
+  }
+  EXPECT_GT(specials, 0);
+}
+
 // oneDNN 2.6's AVX-512 convolutions gave NaN for outputs whose sum is -inf or +inf when a weight
 // is infinite (694 of these 1568 outputs): operands with a non-finite value take the f64 loops.
 // Expected values are summed here in f64, one output at a time.

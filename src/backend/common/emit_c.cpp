@@ -549,13 +549,37 @@ bool emit_body(const ember_kir_program& p, const ExprTable& t, const ArgRefs& re
   return true;
 }
 
+ArgUse arg_use(const ember_kir_program& p) {
+  ArgUse u;
+  for (auto* v : {&u.stored, &u.stored_even, &u.read, &u.loaded_even}) v->assign(size_t(p.n_args), 0);
+  for (int32_t k = 0; k < p.n_insts; ++k) {
+    const ember_kir_inst& in = p.insts[k];
+    const size_t a = size_t(in.arg);
+    if (in.op == EMBER_KIR_STORE) {
+      u.stored[a] = 1;
+      if (in.phase % 2 == 0) u.stored_even[a] = 1;
+    } else if (in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_LOAD_GATHER) {
+      u.read[a] = 1;
+      if (in.op == EMBER_KIR_LOAD && in.phase % 2 == 0) u.loaded_even[a] = 1;
+    }
+  }
+  return u;
+}
+
+bool ArgUse::stored_and_read() const {
+  for (size_t a = 0; a < stored.size(); ++a)
+    if (stored[a] && read[a]) return true;
+  return false;
+}
+
 bool emit_cpu_kernel(const ember_kir_program& p, std::string& src, std::string* why) {
   const ExprTable& t = cpp_table();
-  std::vector<uint8_t> used(size_t(p.n_args), 0), iota(size_t(p.n_args), 0), stored(size_t(p.n_args), 0);
+  const ArgUse use = arg_use(p);
+  const std::vector<uint8_t>& stored = use.stored;
+  std::vector<uint8_t> used(size_t(p.n_args), 0), iota(size_t(p.n_args), 0);
   for (int32_t k = 0; k < p.n_insts; ++k) {
     const ember_kir_inst& in = p.insts[k];
     if (in.op == EMBER_KIR_LOAD || in.op == EMBER_KIR_STORE) used[size_t(in.arg)] = 1;
-    if (in.op == EMBER_KIR_STORE) stored[size_t(in.arg)] = 1;
     if (in.op == EMBER_KIR_IOTA) iota[size_t(in.arg)] = 1;
   }
   // Rows with per-row values (contiguous == 2): a loaded argument of stride 0 along the row (a
@@ -585,14 +609,9 @@ bool emit_cpu_kernel(const ember_kir_program& p, std::string& src, std::string* 
   // point would read memory the buffer has not reached yet). Otherwise 3 runs as 1.
   // Nor where the body is bound by its math (exp, erf, tanh...): there the chunked loop costs
   // more than the stores save (tanh over 16M floats: 10.2 -> 15.1 ms at 1 thread).
-  bool streamable = true;
+  bool streamable = !use.stored_and_read();
   for (int32_t k = 0; k < p.n_insts; ++k)
     if (math_name(p.insts[k].op) || p.insts[k].op == EMBER_KIR_POW) streamable = false;
-  for (int32_t a = 0; a < p.n_args; ++a) {
-    bool loaded = false;
-    for (int32_t k = 0; k < p.n_insts; ++k) loaded = loaded || (p.insts[k].op == EMBER_KIR_LOAD && p.insts[k].arg == a);
-    if (stored[size_t(a)] && loaded) streamable = false;
-  }
   const std::string kStreamChunk = "512";
   std::string streamed, streamed2, stream_bufs, stream_out;
   if (streamable) {

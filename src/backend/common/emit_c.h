@@ -132,6 +132,18 @@ bool emit_cpu_kernel(const ember_kir_program& prog, std::string& src, std::strin
 // false and *why if unsupported (argmax/argmin, gathers, 16-bit floats).
 bool emit_cpu_reduce_kernel(const ember_kir_program& prog, std::string& src, std::string* why);
 
+// How a program uses each of its arguments, one flag per argument: `stored` where a STORE writes
+// it (`stored_even`: one of an even phase, the passes of the rows scheme that only write), `read`
+// where a LOAD or LOAD_GATHER reads its memory (`loaded_even`: a LOAD of an even phase). IOTA
+// reads only an argument's shape. An argument both stored and read rules out what assumes its
+// memory does not change within a launch or is read only after the launch: streaming stores
+// through chunk buffers and the reuse of one loaded value in two passes.
+struct ArgUse {
+  std::vector<uint8_t> stored, stored_even, read, loaded_even;
+  bool stored_and_read() const;  // some argument is both
+};
+ArgUse arg_use(const ember_kir_program& prog);
+
 // Per argument: 1 where the rows scheme of emit_cpu_reduce_kernel takes a stride of 0 along the
 // innermost reduce dim: arguments loaded in an even phase and never stored. Such a row value is
 // read from a splat filled once per row chunk; a launch may have up to kRowSplatSlots of them

@@ -132,14 +132,7 @@ void find_reuse(const ember_kir_program& p, Analysis& a) {
   a.twin.assign(size_t(p.n_insts), -1);
   a.kept.assign(size_t(p.n_insts), 0);
   // A program that stores into an argument it also loads could read different values in two passes.
-  std::vector<uint8_t> loaded(size_t(p.n_args), 0), stored(size_t(p.n_args), 0);
-  for (int32_t k = 0; k < p.n_insts; ++k) {
-    const ember_kir_inst& in = p.insts[k];
-    if (in.op == EMBER_KIR_STORE) stored[size_t(in.arg)] = 1;
-    else if (uses_arg(in.op)) loaded[size_t(in.arg)] = 1;
-  }
-  for (int32_t r = 0; r < p.n_args; ++r)
-    if (loaded[size_t(r)] && stored[size_t(r)]) return;
+  if (arg_use(p).stored_and_read()) return;
   // Loads of different arguments of one dtype may be the same input (checked at run time).
   auto arg_key = [&](const ember_kir_inst& in) { return in.op == EMBER_KIR_LOAD ? -1 - int32_t(p.arg_dtypes[in.arg]) : in.arg; };
   // Canonical instruction: the first with the same operation on the same canonical operands.
@@ -237,15 +230,8 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
   if (a.point_values > kMaxPointValues) return "more than " + S(kMaxPointValues) + " per-outer-point values";
   a.splat = reduce_row_splat_args(p);
   find_reuse(p, a);
-  a.streamed.assign(size_t(p.n_args), 0);
-  std::vector<uint8_t> loaded(size_t(p.n_args), 0);
-  for (int32_t k = 0; k < p.n_insts; ++k) {
-    const ember_kir_inst& in = p.insts[k];
-    if (in.op == EMBER_KIR_STORE && in.phase % 2 == 0) a.streamed[size_t(in.arg)] = 1;
-    else if (uses_arg(in.op) && in.op != EMBER_KIR_STORE) loaded[size_t(in.arg)] = 1;
-  }
-  for (int32_t r = 0; r < p.n_args; ++r)
-    if (loaded[size_t(r)] && a.streamed[size_t(r)]) a.streamed.assign(size_t(p.n_args), 0);
+  const ArgUse use = arg_use(p);
+  a.streamed = use.stored_and_read() ? std::vector<uint8_t>(size_t(p.n_args), 0) : use.stored_even;
   return "";
 }
 
@@ -590,14 +576,9 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
 }  // namespace
 
 std::vector<uint8_t> reduce_row_splat_args(const ember_kir_program& p) {
-  std::vector<uint8_t> loaded(size_t(p.n_args), 0), stored(size_t(p.n_args), 0);
-  for (int32_t k = 0; k < p.n_insts; ++k) {
-    const ember_kir_inst& in = p.insts[k];
-    if (in.op == EMBER_KIR_STORE) stored[size_t(in.arg)] = 1;
-    if (in.op == EMBER_KIR_LOAD && in.phase % 2 == 0) loaded[size_t(in.arg)] = 1;
-  }
-  for (int32_t r = 0; r < p.n_args; ++r) loaded[size_t(r)] = loaded[size_t(r)] && !stored[size_t(r)];
-  return loaded;
+  ArgUse use = arg_use(p);
+  for (int32_t r = 0; r < p.n_args; ++r) use.loaded_even[size_t(r)] = use.loaded_even[size_t(r)] && !use.stored[size_t(r)];
+  return use.loaded_even;
 }
 
 bool emit_cpu_reduce_kernel(const ember_kir_program& p, std::string& src, std::string* why) {

@@ -1,6 +1,7 @@
 // Small-M f32 products (gemv.h).
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/target_clones.h"
 
 #include <omp.h>
 
@@ -11,11 +12,6 @@ namespace ember::cpu {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
-#else
-#define EMBER_CLONES
-#endif
 
 // Dot product of two contiguous vectors, 16 independent partial sums (vectorizes without
 // reassociation flags).

@@ -19,6 +19,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/target_clones.h"
 #include "ember/dtype.h"
 
 namespace ember::cpu {
@@ -32,9 +33,8 @@ struct Geom {
 };
 
 // The loop bodies that the per-plane functions below compile once per instruction set
-// (EMBER_CLONES): always inlined, since a body GCC calls out of line is compiled for the
-// baseline only (the 3x3 stride-2 forward ran SSE2 code: 7.1 ms for [8, 64, 112, 112]).
-#define EMBER_BODY __attribute__((always_inline)) inline
+// (EMBER_CLONES, target_clones.h): always inlined, since a body GCC calls out of line is compiled
+// for the baseline only (the 3x3 stride-2 forward ran SSE2 code: 7.1 ms for [8, 64, 112, 112]).
 
 // Used only in OpenMP clauses (unused where the compiler generates no OpenMP code, e.g. clang 14).
 [[maybe_unused]] bool worth_threads(int64_t work) { return work >= (int64_t(1) << 15) && !omp_in_parallel(); }
@@ -98,11 +98,6 @@ EMBER_BODY void plane_max_backward_2x2_body(const T* xp, const T* gp, const Geom
 // gradient from 3.8 to 0.73 ms at 1 thread (the forward stayed at 0.5 ms, the speed of reading
 // its input); the AVX-512 clones then took 2 threads from 0.42 to 0.23 ms forward and from 0.62
 // to 0.34 ms for the gradient.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
-#else
-#define EMBER_CLONES
-#endif
 EMBER_CLONES void plane_max_2x2(const float* xp, const Geom& g, float* h, float* yp) {
   plane_max_2x2_body(xp, g, h, yp);
 }
