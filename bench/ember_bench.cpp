@@ -214,6 +214,8 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
   }
   if (kind == "matmul") {
     Array a = input(sh("a"), 1, 0.1), b = input(sh("b"), 2, 0.1);
+    if (p.value("transpose_b", 0))  // b given as [N, K] and read transposed (a linear layer's weight)
+      return std::make_unique<Fn>([a, b] { return matmul(a, transpose(b, 0, 1)); });
     return std::make_unique<Fn>([a, b] { return matmul(a, b); });
   }
   if (kind == "matmul_epilogue") {

@@ -89,7 +89,9 @@ TEST(CpuConvert, TwoByTwoMaxPoolOn16BitBitsPicksTheFirstMaximum) {
           const int64_t o = p * 4096 + oh * 64 + ow;
           ASSERT_EQ(y[size_t(o)], narrow(dt, v[k])) << "window " << o;
           for (int e = 0; e < 4; ++e) {
-            const uint16_t want = e == k ? narrow(dt, widen(dt, gbits[size_t(o)])) : uint16_t(0);
+            // The winner gets dy + 0 (a -0 gradient arrives as +0, as the reference's sum into
+            // zeros gives it), every other entry +0.
+            const uint16_t want = e == k ? narrow(dt, widen(dt, gbits[size_t(o)]) + 0.0f) : uint16_t(0);
             ASSERT_EQ(dx[size_t(at[e])], want) << "window " << o << " entry " << e;
           }
         }

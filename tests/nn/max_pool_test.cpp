@@ -5,6 +5,7 @@
 // the second derivative and bad arguments.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -142,6 +143,46 @@ TEST(MaxPoolBackwardTest, SecondDerivativeMatchesTorch) {
     EXPECT_TRUE(all_close(d[0], want("maxpool.second.du"), 1e-12, 1e-14));
     EXPECT_TRUE(all_close(d[1], std::vector<double>(size_t(c.shape.numel()), 0.0), 0, 0));
   }
+}
+
+// The 2x2 / stride-2 f32 path combines rows of pairs with masked 16-lane vectors on AVX-512
+// (src/backend/cpu/pool_max.cpp): rows of 7, 14, 16, 20 and 33 outputs (one partial vector, one
+// full one, a full one and a part, three), odd input sizes, and values drawn from a small set
+// with NaN, infinities and both zeros, so that windows tie often. The CPU's forward values and
+// gradients must equal the reference backend's bit for bit (the first maximum in row-major
+// order: -0 against +0 shows which entry won).
+TEST(MaxPoolBackwardTest, RowsOfAnyWidthMatchTheReferenceBitForBit) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> pool = {1.0, -0.0, 0.0, 2.0, -1.0, 0.0, nan, inf, -inf, 2.0, -0.0, 0.5};
+  auto bits = [](const Array& a) {
+    std::vector<uint32_t> out;
+    for (float v : a.to_vector<float>()) out.push_back(std::bit_cast<uint32_t>(v));
+    return out;
+  };
+  const std::vector<Pool2dOptions> windows = {{.kernel = 2}, {.kernel = 3, .stride = 2, .padding = 1}};
+  for (const Pool2dOptions& opts : windows)
+    for (int64_t ow : {7, 14, 16, 20, 33})
+      for (int64_t extra : {0, 1}) {  // odd sizes: the 2x2 windows leave the last row and column out
+        const Shape shape{2, 3, 2 * 5 + extra, 2 * ow + extra};
+        std::vector<double> xv(size_t(shape.numel()));
+        for (size_t i = 0; i < xv.size(); ++i) xv[i] = pool[(i * 7 + i / 5) % pool.size()];
+        std::vector<std::vector<uint32_t>> y, dx;
+        for (Device dev : {Device::reference(), Device::cpu()}) {
+          Array x = cast(from_vector(xv, shape, dev), DType::F32);
+          Array yv = max_pool2d(x, opts);
+          std::vector<double> gv(size_t(yv.shape().numel()));
+          for (size_t i = 0; i < gv.size(); ++i) gv[i] = i % 5 == 0 ? -0.0 : 0.25 * double(i % 13) - 1.0;
+          gv[3] = nan;
+          Array dy = cast(from_vector(gv, yv.shape(), dev), DType::F32);
+          y.push_back(bits(yv));
+          dx.push_back(bits(max_pool2d_backward(dy, x, opts)));
+        }
+        SCOPED_TRACE("kernel " + std::to_string(opts.kernel.h) + ", OW " + std::to_string(ow) +
+                     (extra ? ", odd sizes" : ""));
+        EXPECT_EQ(y[1], y[0]);
+        EXPECT_EQ(dx[1], dx[0]);
+      }
 }
 
 TEST(MaxPoolBackwardTest, BadArguments) {

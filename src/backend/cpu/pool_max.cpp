@@ -16,6 +16,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/parallel_for.h"
@@ -53,15 +57,84 @@ EMBER_BODY bool replaces(T m, T v) {
   return (v > m) | ((v != v) & (m == m));
 }
 
+// The second pass of the 2x2 paths combines rows of pairs OW long: 7 or 14 in a small CNN, where
+// GCC's vector loop never ran and the pass took most of the forward's time (and GCC's vector
+// extensions in target clones came out scalar too). On AVX-512, f32 rows take masked 16-lane
+// vectors instead; rows_of_pairs_max and route_rows_of_pairs below hold the plain loops.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define EMBER_POOL_AVX512 1
+bool has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") != 0;
+  return has;
+}
+__attribute__((target("avx512f"))) inline __mmask16 replaces_avx512(__m512 m, __m512 v) {
+  return _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) |
+         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(m, m, _CMP_ORD_Q));
+}
+// y row oh = the first maximum of h rows 2 oh and 2 oh + 1.
+__attribute__((target("avx512f"))) void rows_of_pairs_max_avx512(const float* h, const Geom& g, float* y) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* top = h + 2 * oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ow += 16) {
+      const __mmask16 in = g.OW - ow >= 16 ? __mmask16(0xffff) : __mmask16((1u << (g.OW - ow)) - 1);
+      const __m512 m = _mm512_maskz_loadu_ps(in, top + ow), v = _mm512_maskz_loadu_ps(in, top + g.OW + ow);
+      _mm512_mask_storeu_ps(y + oh * g.OW + ow, in, _mm512_mask_blend_ps(replaces_avx512(m, v), m, v));
+    }
+  }
+}
+// dy + 0 to the winning row of each pair (rows 2 oh, 2 oh + 1 of routed), +0 to the other.
+__attribute__((target("avx512f"))) void route_rows_of_pairs_avx512(const float* h, const float* dy, const Geom& g,
+                                                                    uint32_t* routed) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* top = h + 2 * oh * g.OW;
+    float* rt = reinterpret_cast<float*>(routed + 2 * oh * g.OW);
+    for (int64_t ow = 0; ow < g.OW; ow += 16) {
+      const __mmask16 in = g.OW - ow >= 16 ? __mmask16(0xffff) : __mmask16((1u << (g.OW - ow)) - 1);
+      const __mmask16 bottom =
+          replaces_avx512(_mm512_maskz_loadu_ps(in, top + ow), _mm512_maskz_loadu_ps(in, top + g.OW + ow));
+      // dy + 0: the reference adds dy to a zero, so a -0 gradient arrives as +0 (NaN stays NaN).
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(in, dy + oh * g.OW + ow), _mm512_setzero_ps());
+      _mm512_mask_storeu_ps(rt + ow, in, _mm512_maskz_mov_ps(__mmask16(~bottom), v));
+      _mm512_mask_storeu_ps(rt + g.OW + ow, in, _mm512_maskz_mov_ps(bottom, v));
+    }
+  }
+}
+#endif
+
 // One plane: every column pair's first maximum into h (H x OW), then each output row's maximum
 // of its two rows' pairs.
 template <class T>
 EMBER_BODY void plane_max_2x2_body(const T* xp, const Geom& g, T* h, T* yp) {
   const int64_t n = g.H * g.OW;
   for (int64_t i = 0; i < n; ++i) h[i] = take_max(xp[2 * i], xp[2 * i + 1]);
+#if EMBER_POOL_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (has_avx512()) return rows_of_pairs_max_avx512(h, g, yp);
+#endif
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const T* top = h + 2 * oh * g.OW;
     for (int64_t ow = 0; ow < g.OW; ++ow) yp[oh * g.OW + ow] = take_max(top[ow], top[g.OW + ow]);
+  }
+}
+
+// routed rows 2 oh and 2 oh + 1 = dy row oh + 0 where that row's pair won (h rows 2 oh and
+// 2 oh + 1 of pair maxima), +0 in the other. The reference adds dy to a zero, so a -0 gradient
+// arrives as +0 there; so it does here.
+template <class T, class U>
+EMBER_BODY void route_rows_of_pairs(const T* h, const T* gp, const Geom& g, U* routed) {
+#if EMBER_POOL_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (has_avx512()) return route_rows_of_pairs_avx512(h, gp, g, routed);
+#endif
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const T* top = h + 2 * oh * g.OW;
+    U* rt = routed + 2 * oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const U bottom = U(0) - U(replaces(top[ow], top[g.OW + ow]));
+      const U v = std::bit_cast<U>(T(gp[oh * g.OW + ow] + T(0)));  // -0 arrives as +0, as in the reference
+      rt[ow] = v & ~bottom;
+      rt[g.OW + ow] = v & bottom;
+    }
   }
 }
 
@@ -76,16 +149,7 @@ EMBER_BODY void plane_max_backward_2x2_body(const T* xp, const T* gp, const Geom
     h[i] = r ? b : a;
     second[i] = U(0) - U(r);
   }
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    const T* top = h + 2 * oh * g.OW;
-    U* rt = routed + 2 * oh * g.OW;
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const U bottom = U(0) - U(replaces(top[ow], top[g.OW + ow]));
-      const U v = std::bit_cast<U>(gp[oh * g.OW + ow]);
-      rt[ow] = v & ~bottom;
-      rt[g.OW + ow] = v & bottom;
-    }
-  }
+  route_rows_of_pairs(h, gp, g, routed);
   for (int64_t i = 0; i < n; ++i) {
     out[2 * i] = std::bit_cast<T>(routed[i] & ~second[i]);
     out[2 * i + 1] = std::bit_cast<T>(routed[i] & second[i]);
@@ -381,7 +445,7 @@ void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
         const int64_t c = 2 * ow;
         const int k = arg4(r0[c], r0[c + 1], r1[c], r1[c + 1]);
         // dy at entry k, +0 elsewhere, by bit masks (compilers turn selects into branches here).
-        const U v = std::bit_cast<U>(gp[oh * g.OW + ow]);
+        const U v = std::bit_cast<U>(T(gp[oh * g.OW + ow] + T(0)));  // -0 arrives as +0, as in the reference
         auto at = [&](int e) { return std::bit_cast<T>(v & (U(0) - U(k == e))); };
         o0[c] = at(0);
         o0[c + 1] = at(1);
@@ -495,7 +559,7 @@ void max_backward_2x2_bits(const uint16_t* dy, const uint16_t* x, const Geom& g,
         const int64_t c = 2 * ow;
         const int k = arg4(B::value(r0[c]), B::value(r0[c + 1]), B::value(r1[c]), B::value(r1[c + 1]));
         // dy at entry k, +0 elsewhere, by bit masks (as max_backward_2x2).
-        const uint16_t v = B::bits(B::value(gp[oh * g.OW + ow]));
+        const uint16_t v = B::bits(B::value(gp[oh * g.OW + ow]) + 0.0f);  // -0 arrives as +0, as in the reference
         auto at = [&](int e) { return uint16_t(v & uint16_t(0u - unsigned(k == e))); };
         o0[c] = at(0);
         o0[c + 1] = at(1);
