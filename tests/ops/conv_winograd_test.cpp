@@ -212,6 +212,58 @@ TEST(ConvDnnlTest, InfiniteAndNaNOperandsGiveTheSumsInfinitiesAndNaNs) {
   }
 }
 
+// The gradients scan their result, not their operands (conv_dnnl.cpp): a result that is not
+// finite sends the call to the f64 loops. Each gradient with an infinite or NaN operand (in the
+// middle and at a border, where oneDNN and the one-channel loops multiply the padding that the
+// reference skips) against the reference backend's sums: the same infinities and NaN, the same
+// finite values up to rounding. One and 16 input channels (the one-channel loops and oneDNN).
+TEST(ConvDnnlTest, GradientsOfInfiniteAndNaNOperandsMatchTheReference) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  for (const int64_t channels : {1, 16}) {
+    const Shape xs{2, channels, 9, 9}, ws{16, channels, 3, 3}, ys{2, 16, 9, 9};
+    const Conv2dOptions opts{.padding = 1};
+    for (int special = 0; special < 5; ++special) {
+      const char* names[] = {"+inf output gradient at a corner", "NaN output gradient", "-inf input at a border",
+                             "+inf weight", "finite"};
+      SCOPED_TRACE(std::string(names[special]) + ", " + std::to_string(channels) + " channels");
+      std::vector<double> x(size_t(xs.numel())), w(size_t(ws.numel())), dy(size_t(ys.numel()));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * double(i) + 0.1);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.53 * double(i) + 0.2);
+      for (size_t i = 0; i < dy.size(); ++i) dy[i] = std::sin(0.29 * double(i) + 0.4);
+      if (special == 0) dy[size_t((1 * 16 + 3) * 81)] = INFINITY;             // dy[1, 3, 0, 0]
+      if (special == 1) dy[size_t((0 * 16 + 9) * 81 + 4 * 9 + 4)] = NAN;     // dy[0, 9, 4, 4]
+      if (special == 2) x[size_t((1 * channels + channels - 1) * 81 + 8 * 9 + 3)] = -INFINITY;  // last row
+      if (special == 3) w[size_t((5 * channels + 0) * 9 + 2 * 3 + 1)] = INFINITY;               // w[5, 0, 2, 1]
+      std::vector<std::vector<double>> dx, dw;
+      for (Device d : {Device::reference(), Device::cpu()}) {
+        const DType dt = d == Device::reference() ? DType::F64 : DType::F32;
+        Array xa = cast(from_vector(x, xs, d), dt), wa = cast(from_vector(w, ws, d), dt);
+        Array ga = cast(from_vector(dy, ys, d), dt);
+        dx.push_back(conv2d_backward_data(ga, wa, xs, opts).to_vector<double>());
+        dw.push_back(conv2d_backward_weights(xa, ga, ws, opts).to_vector<double>());
+      }
+      int64_t not_finite = 0;
+      for (int which = 0; which < 2; ++which) {
+        const std::vector<double>& want = which == 0 ? dx[0] : dw[0];
+        const std::vector<double>& got = which == 0 ? dx[1] : dw[1];
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (std::isnan(want[i])) {
+            ++not_finite;
+            ASSERT_TRUE(std::isnan(got[i])) << (which ? "dw " : "dx ") << i;
+          } else if (std::isinf(want[i])) {
+            ++not_finite;
+            ASSERT_EQ(got[i], want[i]) << (which ? "dw " : "dx ") << i;
+          } else {
+            ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << (which ? "dw " : "dx ") << i;
+          }
+        }
+      }
+      EXPECT_EQ(not_finite > 0, special < 4);
+    }
+  }
+}
+
 // The forward and backward-data convolutions keep their weights in oneDNN's layout between calls
 // (src/backend/cpu/reordered_weights.h), reused only for the same bytes at the same address. Here
 // the weights change between calls in every pattern that matters: fresh arrays (whose memory the
