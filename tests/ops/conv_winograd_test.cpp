@@ -264,6 +264,34 @@ TEST(ConvDnnlTest, GradientsOfInfiniteAndNaNOperandsMatchTheReference) {
   }
 }
 
+// A training step's x and dy are kept in oneDNN's layout for the next call that reorders the same
+// bytes (src/backend/cpu/reordered_activations.h: same address, layouts and write stamp). Here
+// every call gets fresh activations, which the buffer cache hands out at the addresses of the
+// last ones, then two pairs alternate and one is used again after other calls: each gradient and
+// forward must equal the reference's for its own operands. 16 channels: oneDNN's blocked layout.
+TEST(ConvDnnlTest, KeptActivationsAreNeverServedForOtherBytes) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  const Shape xs{2, 16, 8, 8}, ws{16, 16, 3, 3}, ys{2, 16, 8, 8};
+  const Conv2dOptions opts{.padding = 1};
+  const Array w32 = mul(det_on(ws, 0.53, 0.7, Device::cpu(), DType::F32), 0.2);
+  const Array w64 = mul(det_on(ws, 0.53, 0.7, Device::reference(), DType::F64), 0.2);
+  std::vector<int> sequence = {0, 1, 2, 3, 4, 5, 6, 5, 6, 5, 0, 2};
+  for (size_t call = 0; call < sequence.size(); ++call) {
+    const int k = sequence[call];
+    SCOPED_TRACE("call " + std::to_string(call) + ", activations " + std::to_string(k));
+    const Array x32 = det_on(xs, 0.37 + 0.01 * k, 0.1 * k, Device::cpu(), DType::F32);
+    const Array x64 = det_on(xs, 0.37 + 0.01 * k, 0.1 * k, Device::reference(), DType::F64);
+    const Array dy32 = det_on(ys, 0.29 - 0.01 * k, 0.4 * k, Device::cpu(), DType::F32);
+    const Array dy64 = det_on(ys, 0.29 - 0.01 * k, 0.4 * k, Device::reference(), DType::F64);
+    const double tol = 2e-5;  // Winograd rounds differently (above)
+    EXPECT_LT(scaled_error(conv2d(x32, w32, {}, opts), conv2d(x64, w64, {}, opts)), tol);
+    EXPECT_LT(scaled_error(conv2d_backward_data(dy32, w32, xs, opts), conv2d_backward_data(dy64, w64, xs, opts)), tol);
+    EXPECT_LT(scaled_error(conv2d_backward_weights(x32, dy32, ws, opts), conv2d_backward_weights(x64, dy64, ws, opts)),
+              tol);
+    if (HasFailure()) return;
+  }
+}
+
 // The forward and backward-data convolutions keep their weights in oneDNN's layout between calls
 // (src/backend/cpu/reordered_weights.h), reused only for the same bytes at the same address. Here
 // the weights change between calls in every pattern that matters: fresh arrays (whose memory the

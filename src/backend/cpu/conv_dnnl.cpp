@@ -39,6 +39,7 @@
 #include "backend/cpu/library.h"
 #include "backend/cpu/dnnl_scratchpad.h"
 #include "backend/cpu/post_ops.h"
+#include "backend/cpu/reordered_activations.h"
 #include "backend/cpu/reordered_weights.h"
 
 namespace ember::cpu {
@@ -403,23 +404,29 @@ bool weights_stay(uint64_t id, const void* plain, uint64_t stamp) {
   return same;
 }
 
-// `weights_stamp`: in1's write stamp (host_memory.h; 0 when unknown, as for a packed copy).
-// `weights_same_as_kept`: ReorderedWeights::holds() said yes for in1 in this call.
+// `in0_stamp`, `in1_stamp`: the inputs' write stamps (host_memory.h; 0 when unknown, as for a
+// packed copy). `weights_same_as_kept`: ReorderedWeights::holds() said yes for in1 in this call.
 void execute(const Entry& e, const void* in0, const void* in1, void* out, const float* bias,
-             uint64_t weights_stamp = 0, bool weights_same_as_kept = false) {
+             uint64_t in1_stamp = 0, bool weights_same_as_kept = false, uint64_t in0_stamp = 0) {
   thread_local std::array<GrowingBuffer, 3> operands;
   thread_local GrowingBuffer scratch;
+  thread_local ReorderedActivations kept_activations;
   ReorderedWeights& kept_weights = cpu::kept_weights();
   EntryMemories& m = memories_of(e);
   const void* data[3] = {in0, in1, out};
+  const uint64_t stamps[2] = {in0_stamp, in1_stamp};
   ReorderedWeights::Use weights;
+  std::array<ReorderedActivations::Use, 2> activations;
   for (size_t i = 0; i < 3; ++i) {
     m.user[i].set_data_handle(const_cast<void*>(data[i]));
     if (!m.want[i]) continue;
     if (i == 1 && e.args[1] == DNNL_ARG_WEIGHTS) {  // forward and backward-data
-      weights = kept_weights.use(e.id, in1, e.user[1].get_size(), weights_stamp, e.want[1].get_size(), operands[1],
+      weights = kept_weights.use(e.id, in1, e.user[1].get_size(), in1_stamp, e.want[1].get_size(), operands[1],
                                  weights_same_as_kept);
       m.want[1].set_data_handle(weights.data);
+    } else if (i < 2) {  // x or dy (reordered_activations.h)
+      activations[i] = kept_activations.use(data[i], stamps[i], e.user[i], e.want[i]);
+      m.want[i].set_data_handle(activations[i].data ? activations[i].data : operands[i].get(e.want[i].get_size()));
     } else {
       m.want[i].set_data_handle(operands[i].get(e.want[i].get_size()));
     }
@@ -429,7 +436,7 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     if (pad) pad.set_data_handle(scratch.get(d.get_size()));
   };
   for (size_t i = 0; i < 2; ++i)
-    if (m.want[i] && !(i == 1 && weights.ready)) {
+    if (m.want[i] && !(i == 1 && weights.ready) && !activations[i].ready) {
       point_scratchpad(m.reorder_scratchpad[i], e.reorder_scratchpad[i]);
       e.reorder[i]->execute(m.stream, m.reorder_args[i]);
     }
@@ -444,7 +451,10 @@ void execute(const Entry& e, const void* in0, const void* in1, void* out, const 
     e.reorder[2]->execute(m.stream, m.reorder_args[2]);
   }
   m.stream.wait();
-  if (weights.slot) ReorderedWeights::keep(weights.slot, in1, weights_stamp);
+  if (weights.slot) ReorderedWeights::keep(weights.slot, in1, in1_stamp);
+  for (size_t i = 0; i < 2; ++i)
+    if (activations[i].slot >= 0 && !activations[i].ready)
+      kept_activations.keep(activations[i].slot, data[i], stamps[i], e.user[i], e.want[i]);
 }
 
 // The post-ops over a 4-D output [N, O, OH, OW], one OH x OW block at a time (the blocks of a
@@ -651,7 +661,8 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     DenseF32 b;
     if (fwd && n_in == 3) b = dense_f32(in[2]);
     DenseOut<float> o(out);
-    execute(*e, i0.p, i1.p, o.data, b.p, weights_stamp, weights_known_finite);
+    const uint64_t in0_stamp = i0.own.empty() ? ember::host::write_stamp(in[0].buffer) : 0;
+    execute(*e, i0.p, i1.p, o.data, b.p, weights_stamp, weights_known_finite, in0_stamp);
     o.finish();
     if (!fwd) return redo_if_not_finite(o.data);
     if (post && !(in_dnnl && e->post)) post_ops_4d(*post, post_in, out);
