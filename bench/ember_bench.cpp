@@ -216,6 +216,8 @@ std::unique_ptr<Case> make_case(const std::string& kind, const json& p) {
     Array a = input(sh("a"), 1, 0.1), b = input(sh("b"), 2, 0.1);
     if (p.value("transpose_b", 0))  // b given as [N, K] and read transposed (a linear layer's weight)
       return std::make_unique<Fn>([a, b] { return matmul(a, transpose(b, 0, 1)); });
+    if (p.value("transpose_a", 0))  // a given as [K, M] and read transposed (a weight gradient's x^T dy)
+      return std::make_unique<Fn>([a, b] { return matmul(transpose(a, 0, 1), b); });
     return std::make_unique<Fn>([a, b] { return matmul(a, b); });
   }
   if (kind == "matmul_epilogue") {
