@@ -128,11 +128,19 @@ bool costly(uint16_t op) {
   }
 }
 
-void find_reuse(const ember_kir_program& p, Analysis& a) {
+// reduce_row_splat_args from the program's argument use: arguments loaded in even phases only,
+// never stored.
+std::vector<uint8_t> row_splat_args(const ArgUse& use) {
+  std::vector<uint8_t> out = use.loaded_even;
+  for (size_t r = 0; r < out.size(); ++r) out[r] = out[r] && !use.stored[r];
+  return out;
+}
+
+void find_reuse(const ember_kir_program& p, const ArgUse& use, Analysis& a) {
   a.twin.assign(size_t(p.n_insts), -1);
   a.kept.assign(size_t(p.n_insts), 0);
   // A program that stores into an argument it also loads could read different values in two passes.
-  if (arg_use(p).stored_and_read()) return;
+  if (use.stored_and_read()) return;
   // Loads of different arguments of one dtype may be the same input (checked at run time).
   auto arg_key = [&](const ember_kir_inst& in) { return in.op == EMBER_KIR_LOAD ? -1 - int32_t(p.arg_dtypes[in.arg]) : in.arg; };
   // Canonical instruction: the first with the same operation on the same canonical operands.
@@ -228,9 +236,9 @@ std::string analyze(const ember_kir_program& p, const ExprTable& t, Analysis& a)
     if (in.phase % 2 == 1 && in.op != EMBER_KIR_STORE) ++a.point_values;
   }
   if (a.point_values > kMaxPointValues) return "more than " + S(kMaxPointValues) + " per-outer-point values";
-  a.splat = reduce_row_splat_args(p);
-  find_reuse(p, a);
   const ArgUse use = arg_use(p);
+  a.splat = row_splat_args(use);
+  find_reuse(p, use, a);
   a.streamed = use.stored_and_read() ? std::vector<uint8_t>(size_t(p.n_args), 0) : use.stored_even;
   return "";
 }
@@ -575,11 +583,7 @@ std::string columns_body(const ember_kir_program& p, const ExprTable& t, const A
 
 }  // namespace
 
-std::vector<uint8_t> reduce_row_splat_args(const ember_kir_program& p) {
-  ArgUse use = arg_use(p);
-  for (int32_t r = 0; r < p.n_args; ++r) use.loaded_even[size_t(r)] = use.loaded_even[size_t(r)] && !use.stored[size_t(r)];
-  return use.loaded_even;
-}
+std::vector<uint8_t> reduce_row_splat_args(const ember_kir_program& p) { return row_splat_args(arg_use(p)); }
 
 bool emit_cpu_reduce_kernel(const ember_kir_program& p, std::string& src, std::string* why) {
   const ExprTable& t = cpp_table();
