@@ -5,6 +5,8 @@
 // the reference backend's f64 loops, on repeated calls (cached primitives, reused buffers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -208,6 +210,51 @@ TEST(ConvDnnlTest, InfiniteAndNaNOperandsGiveTheSumsInfinitiesAndNaNs) {
         }
       }
       EXPECT_GT(specials, 0);
+    }
+  }
+}
+
+// oneDNN adds a bias to a sum that starts at +0; the reference starts the sum at the bias, so an
+// output whose bias and products are all -0 is -0 there (conv_dnnl.cpp keep_negative_zero_sums).
+// 16 input channels (oneDNN, direct and Winograd geometries), a bias of -0, +0 and 1 in turn,
+// weights of -0, +0 or mixed signs by output channel, an input of zeros and positive values, with
+// padding; alone and under tanh (which keeps the sign of a zero): the bits of every
+// output must be the reference's.
+TEST(ConvDnnlTest, NegativeZeroBiasKeepsTheReferenceSign) {
+  if (!Device::cpu().available()) GTEST_SKIP() << "no cpu backend";
+  for (const int64_t hw : {5, 12}) {
+    SCOPED_TRACE("planes of " + std::to_string(hw));
+    const Shape xs{2, 16, hw, hw}, ws{16, 16, 3, 3};
+    std::vector<double> x(size_t(xs.numel())), w(size_t(ws.numel())), b(16);
+    // x >= 0 (no -0: a -0 input times a -0 weight is +0, and one such product makes a sum +0).
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 5 == 0 ? 0.0 : 0.5 + double(i % 3);
+    for (size_t i = 0; i < w.size(); ++i) {
+      const size_t o = i / (16 * 9);
+      w[i] = o % 4 == 0 ? -0.0 : o % 4 == 1 ? 0.0 : (i % 2 ? 0.25 : -0.25);
+    }
+    for (size_t o = 0; o < 16; ++o) b[o] = o % 3 == 0 ? -0.0 : o % 3 == 1 ? 0.0 : 1.0;
+    for (int with_tanh = 0; with_tanh < 2; ++with_tanh) {
+      std::vector<std::vector<float>> ys;
+      for (Device d : {Device::reference(), Device::cpu()}) {
+        Array y = conv2d(cast(from_vector(x, xs, d), DType::F32), cast(from_vector(w, ws, d), DType::F32),
+                         cast(from_vector(b, {16}, d), DType::F32), {.padding = 1});
+        ys.push_back((with_tanh ? tanh(y) : y).to_vector<float>());
+      }
+      SCOPED_TRACE(with_tanh ? "under tanh" : "alone");
+      ASSERT_EQ(ys[1].size(), ys[0].size());
+      int64_t negative_zeros = 0;
+      for (size_t i = 0; i < ys[0].size(); ++i) {
+        const float want = ys[0][i], got = ys[1][i];
+        // A -0 (every product -0) bit for bit, as any zero that comes out zero; the rest as Winograd
+        // rounds (a sum that cancels exactly may come out at 1e-7).
+        if ((want == 0.0f && std::signbit(want)) || (want == 0.0f && got == 0.0f)) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "output " << i;
+          negative_zeros += std::signbit(want);
+        } else {
+          ASSERT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << "output " << i;
+        }
+      }
+      EXPECT_GT(negative_zeros, 0);
     }
   }
 }

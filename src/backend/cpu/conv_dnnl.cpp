@@ -23,6 +23,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -518,6 +519,49 @@ void dims4(const ember_tensor_desc& d, int64_t out[4]) {
   for (int i = 0; i < 4; ++i) out[i] = d.shape[i];
 }
 
+bool has_negative_zero(const float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] == 0.0f && std::signbit(v[i])) return true;
+  return false;
+}
+
+// The reference sums a forward output from its bias, then the products in order, so an output is
+// -0 exactly when its bias and every product are -0 (a sum of zeros is +0 unless all are -0, and
+// no sum with a nonzero term is a zero of either sign but +0). oneDNN adds the bias to a sum that
+// starts at +0, which gives +0 there. For the channels whose bias is -0, each output that came out
+// zero is given the reference's sign by checking its products (the padding takes no part, as in
+// the reference). Dense NCHW x, OIHW w, bias [O], y.
+void keep_negative_zero_sums(const Geometry& g, const ember_conv_attrs& a, const float* x, const float* w,
+                             const float* bias, float* y) {
+  const int64_t group_out = g.O / a.groups, group_in = g.C / a.groups;
+  for (int64_t o = 0; o < g.O; ++o) {
+    if (!(bias[o] == 0.0f && std::signbit(bias[o]))) continue;
+    const int64_t c0 = o / group_out * group_in;
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          float& out = y[((n * g.O + o) * g.OH + oh) * g.OW + ow];
+          if (out != 0.0f) continue;
+          bool all_negative_zero = true;
+          for (int64_t c = 0; c < group_in && all_negative_zero; ++c)
+            for (int64_t kh = 0; kh < g.KH && all_negative_zero; ++kh) {
+              const int64_t ih = oh * a.stride[0] - a.pad_begin[0] + kh * a.dilation[0];
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const int64_t iw = ow * a.stride[1] - a.pad_begin[1] + kw * a.dilation[1];
+                if (iw < 0 || iw >= g.W) continue;
+                const float p = x[((n * g.C + c0 + c) * g.H + ih) * g.W + iw] * w[((o * group_in + c) * g.KH + kh) * g.KW + kw];
+                if (!(p == 0.0f && std::signbit(p))) {
+                  all_negative_zero = false;
+                  break;
+                }
+              }
+            }
+          out = all_negative_zero ? -0.0f : 0.0f;
+        }
+  }
+}
+
 int32_t conv_f64(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
                  const ember_conv_attrs& a) {
   std::vector<double> i0 = pack_dense<double>(in[0]), i1 = pack_dense<double>(in[1]);
@@ -602,6 +646,8 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       return EMBER_OK;
     }
     DenseF32 i0 = dense_f32(in[0]), i1 = dense_f32(in[1]);
+    DenseF32 b;
+    if (fwd && n_in == 3) b = dense_f32(in[2]);
     // The gradients scan their output, not their operands: a sum with an infinite or NaN term is
     // infinite or NaN, so an operand that is not finite (and takes part in a product) leaves a
     // result that is not finite, and then the f64 loops compute the reference's values (oneDNN's
@@ -628,8 +674,6 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       DenseOut<float> o(out);
       bool post_done = false;
       if (kind == kFwd) {
-        DenseF32 b;
-        if (n_in == 3) b = dense_f32(in[2]);
         // Post-ops without operands on each plane as it is computed, where the output is dense.
         bool planes = post != nullptr && o.copy.empty();
         for (int k = 0; planes && k < post->n_ops; ++k) planes = !ember_post_has_operand(post->ops[k].kind);
@@ -644,6 +688,9 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       if (post && !post_done) post_ops_4d(*post, post_in, out);
       return EMBER_OK;
     }
+    // A bias of exactly -0 (keep_negative_zero_sums): its post-ops run after that fix, in the loops.
+    const bool negative_zero_bias = b.p != nullptr && has_negative_zero(b.p, g.O);
+    if (negative_zero_bias) in_dnnl = false;
     auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     const uint64_t weights_stamp = i1.own.empty() ? ember::host::write_stamp(in[1].buffer) : 0;
     if (kind == kFwd && takes_winograd(g, a) && weights_stay(e->id, i1.p, weights_stamp))
@@ -658,11 +705,10 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       if (post && rc == EMBER_OK) post_ops_4d(*post, post_in, out);
       return rc;
     }
-    DenseF32 b;
-    if (fwd && n_in == 3) b = dense_f32(in[2]);
     DenseOut<float> o(out);
     const uint64_t in0_stamp = i0.own.empty() ? ember::host::write_stamp(in[0].buffer) : 0;
     execute(*e, i0.p, i1.p, o.data, b.p, weights_stamp, weights_known_finite, in0_stamp);
+    if (negative_zero_bias) keep_negative_zero_sums(g, a, i0.p, i1.p, b.p, o.data);
     o.finish();
     if (!fwd) return redo_if_not_finite(o.data);
     if (post && !(in_dnnl && e->post)) post_ops_4d(*post, post_in, out);
