@@ -550,7 +550,8 @@ void keep_negative_zero_sums(const Geometry& g, const ember_conv_attrs& a, const
               for (int64_t kw = 0; kw < g.KW; ++kw) {
                 const int64_t iw = ow * a.stride[1] - a.pad_begin[1] + kw * a.dilation[1];
                 if (iw < 0 || iw >= g.W) continue;
-                const float p = x[((n * g.C + c0 + c) * g.H + ih) * g.W + iw] * w[((o * group_in + c) * g.KH + kh) * g.KW + kw];
+                const float p =
+                    x[((n * g.C + c0 + c) * g.H + ih) * g.W + iw] * w[((o * group_in + c) * g.KH + kh) * g.KW + kw];
                 if (!(p == 0.0f && std::signbit(p))) {
                   all_negative_zero = false;
                   break;

@@ -60,7 +60,7 @@ EMBER_BODY bool replaces(T m, T v) {
 // The second pass of the 2x2 paths combines rows of pairs OW long: 7 or 14 in a small CNN, where
 // GCC's vector loop never ran and the pass took most of the forward's time (and GCC's vector
 // extensions in target clones came out scalar too). On AVX-512, f32 rows take masked 16-lane
-// vectors instead; rows_of_pairs_max and route_rows_of_pairs below hold the plain loops.
+// vectors instead; plane_max_2x2_body and route_rows_of_pairs below hold the plain loops.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_POOL_AVX512 1
 bool has_avx512() {

@@ -23,7 +23,7 @@ namespace ember::cpu {
 
 class ReorderedActivations {
  public:
-  static constexpr size_t kMaxBytes = size_t(16) << 20;  // larger reorders are not kept (4 slots: at most 64 MB per thread)
+  static constexpr size_t kMaxBytes = size_t(16) << 20;  // larger ones are not kept (at most 64 MB per thread)
   static constexpr int kSlots = 4;  // a layer's x and dy, with room for a second layer's
 
   // Where this call's reordered operand lives. `ready`: it is already there (skip the reorder).

@@ -46,9 +46,10 @@ class ReorderedWeights {
   };
 
   // Whether the slot of primitive `entry_id` and weights `plain` holds the reorder of exactly
-  // these bytes. The caller keeps only weights it scanned as finite (conv_dnnl.cpp), so a yes
-  // also says they are finite and spares that scan; it then passes `same_as_kept` to use(),
-  // which skips its own comparison.
+  // these bytes. A forward primitive's slot holds only weights its caller scanned as finite
+  // (conv_dnnl.cpp; the backward-data scans its result instead), so a yes for a forward also says
+  // they are finite and spares that scan; the caller then passes `same_as_kept` to use(), which
+  // skips its own comparison.
   // `stamp`: the weights buffer's write stamp, 0 when unknown.
   bool holds(uint64_t entry_id, const void* plain, size_t plain_bytes, uint64_t stamp) {
     auto it = slots_.find({entry_id, plain});
