@@ -530,7 +530,8 @@ bool has_negative_zero(const float* v, int64_t n) {
 // no sum with a nonzero term is a zero of either sign but +0). oneDNN adds the bias to a sum that
 // starts at +0, which gives +0 there. For the channels whose bias is -0, each output that came out
 // zero is given the reference's sign by checking its products (the padding takes no part, as in
-// the reference). Dense NCHW x, OIHW w, bias [O], y.
+// the reference; the one-channel loops multiply it, which can turn -0 into +0 the same way).
+// Dense NCHW x, OIHW w, bias [O], y.
 void keep_negative_zero_sums(const Geometry& g, const ember_conv_attrs& a, const float* x, const float* w,
                              const float* bias, float* y) {
   const int64_t group_out = g.O / a.groups, group_in = g.C / a.groups;
@@ -665,6 +666,10 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
     // One input channel: conv_small_c.cpp's loops on NCHW (no layout reorders). They sum in f32
     // in a fixed order, so infinities and NaN give what the reference's sums give, given finite
     // weights (forward; the weights are scanned, the input is not).
+    // A bias of exactly -0: the outputs that come out zero get the reference's sign afterwards
+    // (keep_negative_zero_sums), and the post-ops run after that, in Ember's loops.
+    const bool negative_zero_bias = b.p != nullptr && has_negative_zero(b.p, g.O);
+    if (negative_zero_bias) in_dnnl = false;
     const SmallConv sc{g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, a.pad_begin[0], a.pad_begin[1]};
     if (kind != kBwdData && small_channel_conv_fits(sc, a) && small_conv_enabled()) {
       if (kind == kFwd && !all_finite(EMBER_F32, i1.p, n1)) {
@@ -676,9 +681,10 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       bool post_done = false;
       if (kind == kFwd) {
         // Post-ops without operands on each plane as it is computed, where the output is dense.
-        bool planes = post != nullptr && o.copy.empty();
+        bool planes = post != nullptr && o.copy.empty() && !negative_zero_bias;
         for (int k = 0; planes && k < post->n_ops; ++k) planes = !ember_post_has_operand(post->ops[k].kind);
         small_channel_conv_forward(sc, i0.p, i1.p, b.p, o.data, planes ? post : nullptr);
+        if (negative_zero_bias) keep_negative_zero_sums(g, a, i0.p, i1.p, b.p, o.data);
         post_done = planes;
       } else {
         small_channel_conv_backward_weights(sc, i0.p, i1.p, o.data);
@@ -689,9 +695,6 @@ int32_t conv_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, cons
       if (post && !post_done) post_ops_4d(*post, post_in, out);
       return EMBER_OK;
     }
-    // A bias of exactly -0 (keep_negative_zero_sums): its post-ops run after that fix, in the loops.
-    const bool negative_zero_bias = b.p != nullptr && has_negative_zero(b.p, g.O);
-    if (negative_zero_bias) in_dnnl = false;
     auto e = entry(kind, g, a, fwd && n_in == 3, in_dnnl ? post : nullptr);
     const uint64_t weights_stamp = i1.own.empty() ? ember::host::write_stamp(in[1].buffer) : 0;
     if (kind == kFwd && takes_winograd(g, a) && weights_stay(e->id, i1.p, weights_stamp))

@@ -5,9 +5,10 @@
 // each at 1 thread), and its 1-channel kernels ran at about 12 GFLOP/s (forward 1.48 ms for 29
 // MFLOP). The loops handle any channel count up to kSmallConvMaxTaps taps.
 //
-// Operands: the forward needs finite weights, the weight gradient a finite input and output
-// gradient (conv_dnnl.cpp scans them; the f64 loops take the others), since a product with the
-// padding must not be NaN. Then both give what the reference's sums give for infinities and NaN.
+// Operands: the forward needs finite weights (conv_dnnl.cpp scans them; the f64 loops take the
+// others), since a product with the padding must not be NaN; the weight gradient's result is
+// scanned instead, and one that is not finite is computed again by the f64 loops. A bias of -0
+// whose window meets the padding: conv_dnnl.cpp's keep_negative_zero_sums, as for oneDNN.
 // Both passes read a zero-padded copy of the input whose rows are long enough for whole 16-float
 // vectors past the last output column, so every inner loop runs over whole vectors. Stride 1 and
 // no dilation (small_channel_conv_fits). The forward sums each output's C*KH*KW terms in
@@ -112,39 +113,6 @@ EMBER_BODY void forward_chunk(const SmallConv& s, const Padded& p, const float* 
   }
 }
 
-// Outputs of plane (n, o) whose window reaches into the padding and that came out as zero,
-// summed again skipping the padding, as the reference does: the padding's products are +-0, which
-// can turn a -0 sum into +0 (a nonzero sum, NaN or infinity does not change: the weights are
-// finite, so no product with the padding is NaN). A sum is -0 only if it starts at -0 (x + y is
-// -0 only for two -0 operands), so this runs only for channels whose bias is -0.
-void redo_padded_zeros(const SmallConv& s, const float* x, const float* w, const float* bias, float* y, int64_t n,
-                       int64_t o) {
-  const int64_t taps = s.C * s.KH * s.KW;
-  const int64_t col_lo = s.pad_left, col_hi = s.W - s.KW + 1 + s.pad_left;  // [col_lo, col_hi): inside
-  const int64_t row_lo = s.pad_top, row_hi = s.H - s.KH + 1 + s.pad_top;
-  float* yo = y + (n * s.O + o) * s.OH * s.OW;
-  for (int64_t oh = 0; oh < s.OH; ++oh) {
-    const bool row_inside = oh >= row_lo && oh < row_hi;
-    for (int64_t ow = 0; ow < s.OW; ++ow) {
-      if (row_inside && ow == col_lo) ow = std::max(col_lo, col_hi);  // skip the inside columns
-      if (ow >= s.OW) break;
-      if (yo[oh * s.OW + ow] != 0.0f) continue;
-      float acc = bias ? bias[o] : 0.0f;
-      for (int64_t c = 0; c < s.C; ++c)
-        for (int64_t kh = 0; kh < s.KH; ++kh) {
-          const int64_t ih = oh - s.pad_top + kh;
-          if (ih < 0 || ih >= s.H) continue;
-          for (int64_t kw = 0; kw < s.KW; ++kw) {
-            const int64_t iw = ow - s.pad_left + kw;
-            if (iw < 0 || iw >= s.W) continue;
-            acc += w[o * taps + (c * s.KH + kh) * s.KW + kw] * x[((n * s.C + c) * s.H + ih) * s.W + iw];
-          }
-        }
-      yo[oh * s.OW + ow] = acc;
-    }
-  }
-}
-
 // One row's columns in chunks of up to 4 vectors, for OB channels.
 template <int OB>
 EMBER_BODY void forward_row(const SmallConv& s, const Padded& p, const float* xp, const float* wo, int64_t taps,
@@ -161,7 +129,7 @@ EMBER_BODY void forward_row(const SmallConv& s, const Padded& p, const float* xp
 }
 
 // Output channels [o0, o1) of image n, four at a time.
-EMBER_CLONES void forward_rows(const SmallConv& s, const Padded& p, const float* x, const float* xp, const float* w,
+EMBER_CLONES void forward_rows(const SmallConv& s, const Padded& p, const float* xp, const float* w,
                                const float* bias, float* y, int64_t n, int64_t o0, int64_t o1,
                                const ember_epilogue_attrs* post, PostScratch<float>& scratch) {
   const int64_t taps = s.C * s.KH * s.KW, out_plane = s.OH * s.OW;
@@ -174,10 +142,7 @@ EMBER_CLONES void forward_rows(const SmallConv& s, const Padded& p, const float*
     for (int k = 0; k < count; ++k) b[k] = bias ? splat(bias[o + k]) : Vec{};
   };
   // The epilogue over planes [c0, c1) of image n while they are in cache.
-  const bool padded = s.pad_top > 0 || s.pad_left > 0 || s.OH > s.H - s.KH + 1 || s.OW > s.W - s.KW + 1;
   auto finish = [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; padded && bias && c < c1; ++c)
-      if (bias[c] == 0.0f && std::signbit(bias[c])) redo_padded_zeros(s, x, w, bias, y, n, c);
     for (int k = 0; post && k < post->n_ops; ++k)
       post_op_row(post->ops[k], y + (n * s.O + c0) * out_plane, (c1 - c0) * out_plane, nullptr, 0, scratch);
   };
@@ -278,7 +243,7 @@ void small_channel_conv_forward(const SmallConv& s, const float* x, const float*
       if (n != padded_n) pad_image(s, p, x, n, xp.data());
       padded_n = n;
       const int64_t o0 = ob * per_block, o1 = std::min(s.O, o0 + per_block);
-      if (o0 < o1) forward_rows(s, p, x, xp.data(), w, bias, y, n, o0, o1, post, scratch);
+      if (o0 < o1) forward_rows(s, p, xp.data(), w, bias, y, n, o0, o1, post, scratch);
     }
   });
 }
