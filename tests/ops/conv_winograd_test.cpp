@@ -1,7 +1,7 @@
 // The CPU backend's f32 convolutions at the shapes where it picks oneDNN's Winograd kernels (3x3,
 // stride 1, >= 16 input and output channels, >= 64 output pixels; src/backend/cpu/conv_dnnl.cpp:
 // the forward as inference, F(4x4, 3x3) kernels, or F(2x2, 3x3) at batch 1) and next to them
-// (too few channels, stride 2: direct kernels), forward / backward-data / backward-weights against
+// (too few channels, stride 2: direct kernels, as inference on small outputs), forward / backward-data / backward-weights against
 // the reference backend's f64 loops, on repeated calls (cached primitives, reused buffers).
 #include <gtest/gtest.h>
 
@@ -53,6 +53,9 @@ TEST(ConvDnnlTest, F32MatchesReferenceAroundWinogradShapes) {
       {"small_4x4", 1, 32, 4, 4, 32, {.padding = 1}},  // 16 output pixels: direct (its data pass 5.5e-6)
       {"direct_few_channels", 3, 3, 12, 10, 32, {.padding = 1}},
       {"direct_stride2", 2, 32, 12, 10, 32, {.stride = 2, .padding = 1}},
+      // 256 output pixels, 32 input channels: oneDNN's brgemm kernels as inference once the
+      // weights stay (the batch-1 ResNet's 32 -> 64 layer).
+      {"direct_stride2_batch1", 1, 32, 32, 32, 64, {.stride = 2, .padding = 1}},
   };
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -165,17 +165,18 @@ void make_reorders(Entry& e) {
 //    64 -> 128 at 16x16: 22.9 against 17.4 (32 -> 64 at 32x32: 18.6 against 23.4). Unstrided
 //    1x1 convolutions are the same or slower as inference (batch 8, 64 -> 256 at 56x56: 8693
 //    against 9607).
-//  - Direct convolutions with 64+ input channels and at most 256 output pixels (small planes at
+//  - Direct convolutions with 32+ input channels and at most 256 output pixels (small planes at
 //    small batches), brgemm kernels too: batch 1, 128 -> 128 at 4x4: 42.0 against 25.1; 64 -> 128
-//    at 16x16, stride 2: 68.4 against 62.0. Larger outputs are the same or slower (batch 8, 128 ->
-//    128 at 28x28, stride 2: 3028 against 3176), as are fewer channels (batch 32, 8 -> 8 at 8x8:
-//    31.4 against 50.5).
+//    at 16x16, stride 2: 68.4 against 62.0; 32 -> 64 at 32x32, stride 2 (bench/ab
+//    conv2d.b1.32x64x32.k3.s2, whole call): 106 against 65 at 1 thread, 61 against 41
+//    at 2. Larger outputs are the same or slower (batch 8, 128 -> 128 at 28x28, stride 2: 3028
+//    against 3176), as are fewer channels (batch 32, 8 -> 8 at 8x8: 31.4 against 50.5).
 // Grouped and bf16 convolutions stay training (not measured).
 bool forward_as_inference(Kind kind, const Geometry& g, const ember_conv_attrs& a, dnnl::algorithm alg, dt cdt) {
   if (alg == dnnl::algorithm::convolution_winograd) return kind == kFwdKept;
   if (a.groups != 1 || cdt != dt::f32) return false;
   if (g.KH == 1 && g.KW == 1) return a.stride[0] > 1 || a.stride[1] > 1;
-  return g.C >= 64 && g.N * g.OH * g.OW <= 256;
+  return g.C >= 32 && g.N * g.OH * g.OW <= 256;
 }
 
 // `post`: eltwise post-ops for the forward primitive (none with a tensor operand), or nullptr.
