@@ -19,8 +19,9 @@
 extern "C" {
 #endif
 
-#define EMBER_BACKEND_ABI_VERSION 4u  /* 3: multi-output library calls (fused attention);
-                                          4: launch-time scalar arguments (LOAD_SCALAR) */
+#define EMBER_BACKEND_ABI_VERSION 5u  /* 3: multi-output library calls (fused attention);
+                                          4: launch-time scalar arguments (LOAD_SCALAR);
+                                          5: MAX_POOL2D_BACKWARD_EPILOGUE, EMBER_POST_MASK_POSITIVE */
 #define EMBER_MAX_ITER_RANK 16 /* outer dims + reduced dims */
 
 /* ---- status -------------------------------------------------------------------------------- */
@@ -262,6 +263,11 @@ enum {
    * and rounded once. Floating dtypes. An index outside [0, S) fails the call (EMBER_ERR_INVALID)
    * before anything is written. Costs O(N * row) where the dense scatter costs O(S * N * row). */
   EMBER_LIB_INDEX_ADD = 24,
+  /* MAX_POOL2D_BACKWARD followed by attrs->ops (ember_epilogue_attrs; its `pool` holds the
+   * pooling's attrs) applied to each element of dx: a ReLU's gradient where the pooling's input
+   * is the ReLU's output (EMBER_POST_MASK_POSITIVE with that input as the operand). f32 and f64.
+   * in: dy, x (as MAX_POOL2D_BACKWARD), then the post-op operands; out: dx.                     */
+  EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE = 25,
   EMBER_LIB_NUM_OPS
 };
 
@@ -276,14 +282,18 @@ enum {
   EMBER_POST_GELU_ERF,  /* 0.5 y (1 + erf(y / sqrt 2))                                          */
   EMBER_POST_GELU_TANH, /* 0.5 y (1 + tanh(sqrt(2 / pi) (y + 0.044715 y^3)))                    */
   EMBER_POST_MUL,       /* y *= in[input] at the element (an operand as EMBER_POST_ADD's)       */
+  EMBER_POST_MASK_POSITIVE, /* y = in[input] > 0 ? y : +0 at the element (an operand as EMBER_POST_ADD's):
+                           where(gt(o, 0), y, 0), a ReLU's gradient from its output o; NaN o gives +0 */
   EMBER_POST_NUM_KINDS
 };
 /* Whether a post-op kind reads a tensor operand (ember_post_op.input). */
-static inline int ember_post_has_operand(int32_t kind) { return kind == EMBER_POST_ADD || kind == EMBER_POST_MUL; }
+static inline int ember_post_has_operand(int32_t kind) {
+  return kind == EMBER_POST_ADD || kind == EMBER_POST_MUL || kind == EMBER_POST_MASK_POSITIVE;
+}
 #define EMBER_MAX_POST_OPS 8
 typedef struct ember_post_op {
   int32_t kind;  /* EMBER_POST_* */
-  int32_t input; /* EMBER_POST_ADD / MUL: index of the operand in the call's inputs */
+  int32_t input; /* EMBER_POST_ADD / MUL / MASK_POSITIVE: index of the operand in the call's inputs */
   double alpha, beta;
 } ember_post_op;
 
@@ -295,13 +305,6 @@ typedef struct ember_conv_attrs {
   int64_t groups;
 } ember_conv_attrs;
 
-typedef struct ember_epilogue_attrs {
-  ember_conv_attrs conv; /* CONV2D_EPILOGUE only */
-  int32_t has_bias;      /* CONV2D_EPILOGUE: in[2] is a bias [O] added before the post-ops */
-  int32_t n_ops;         /* 1 .. EMBER_MAX_POST_OPS */
-  ember_post_op ops[EMBER_MAX_POST_OPS];
-} ember_epilogue_attrs;
-
 typedef struct ember_pool_attrs {
   int64_t kernel[2];
   int64_t stride[2];
@@ -309,6 +312,14 @@ typedef struct ember_pool_attrs {
   int64_t pad_end[2];
   int32_t count_include_pad; /* avg pool only */
 } ember_pool_attrs;
+
+typedef struct ember_epilogue_attrs {
+  ember_conv_attrs conv; /* CONV2D_EPILOGUE only */
+  int32_t has_bias;      /* CONV2D_EPILOGUE: in[2] is a bias [O] added before the post-ops */
+  int32_t n_ops;         /* 1 .. EMBER_MAX_POST_OPS */
+  ember_post_op ops[EMBER_MAX_POST_OPS];
+  ember_pool_attrs pool; /* MAX_POOL2D_BACKWARD_EPILOGUE only */
+} ember_epilogue_attrs;
 
 typedef struct ember_sort_attrs {
   int32_t dim;

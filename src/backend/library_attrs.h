@@ -23,7 +23,8 @@ inline size_t library_attrs_size(int32_t op) {
     case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD: case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
       return sizeof(ember_scan_attrs);
     case EMBER_LIB_FUSED_ATTENTION: case EMBER_LIB_FUSED_ATTENTION_BACKWARD: return sizeof(ember_attention_attrs);
-    case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: return sizeof(ember_epilogue_attrs);
+    case EMBER_LIB_MATMUL_EPILOGUE: case EMBER_LIB_CONV2D_EPILOGUE: case EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE:
+      return sizeof(ember_epilogue_attrs);
     case EMBER_LIB_LSTM_RECURRENCE: case EMBER_LIB_LSTM_RECURRENCE_BACKWARD: case EMBER_LIB_GRU_RECURRENCE:
     case EMBER_LIB_GRU_RECURRENCE_BACKWARD:
       return sizeof(ember_recurrence_attrs);

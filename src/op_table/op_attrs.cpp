@@ -98,7 +98,9 @@ std::string describe(const OpParams& p) {
           std::string s = fmt::format("bias {}, {} post-ops", a.has_bias, a.ops.size());
           for (const PostOp& o : a.ops)
             s += fmt::format(" [kind {} input {} alpha {} beta {}]", o.kind, o.input, o.alpha, o.beta);
-          return s + ", conv " + conv_str(a.conv);
+          return s + ", conv " + conv_str(a.conv) +
+                 fmt::format(", pool kernel {}, stride {}, padding {}", pair(a.pool.kernel), pair(a.pool.stride),
+                             pair(a.pool.padding));
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           return fmt::format("output {}", a.index);
         } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
@@ -146,6 +148,8 @@ void append_key(const OpParams& p, std::vector<int64_t>& k) {
           k.push_back(int64_t(a.ops.size()));
           for (const PostOp& o : a.ops)
             k.insert(k.end(), {o.kind, o.input, std::bit_cast<int64_t>(o.alpha), std::bit_cast<int64_t>(o.beta)});
+          k.insert(k.end(), {a.pool.kernel.h, a.pool.kernel.w, a.pool.stride.h, a.pool.stride.w, a.pool.padding.h,
+                             a.pool.padding.w});
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           k.push_back(a.index);
         } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
@@ -163,6 +167,10 @@ using json = nlohmann::json;
 
 json pair_json(const IntPair& p) { return json{p.h, p.w}; }
 json padding_json(const Padding2d& p) { return json{{"top", p.top}, {"left", p.left}, {"bottom", p.bottom}, {"right", p.right}}; }
+json pool_json(const Pool2dOptions& a) {
+  return {{"kernel", pair_json(a.kernel)}, {"stride", pair_json(a.stride)}, {"padding", pair_json(a.padding)},
+          {"count_include_pad", a.count_include_pad}};
+}
 json conv_json(const Conv2dOptions& c) {
   return json{{"stride", pair_json(c.stride)}, {"padding", padding_json(c.padding)}, {"dilation", pair_json(c.dilation)},
               {"groups", c.groups}};
@@ -192,6 +200,11 @@ Conv2dOptions conv_from(const json& j) {
           .groups = field<int64_t>(j, "groups")};
 }
 
+Pool2dOptions pool_from(const json& j) {
+  return {.kernel = pair_field(j, "kernel"), .stride = pair_field(j, "stride"), .padding = pair_field(j, "padding"),
+          .count_include_pad = field<bool>(j, "count_include_pad")};
+}
+
 }  // namespace
 
 std::string params_json(const OpParams& p) {
@@ -204,16 +217,14 @@ std::string params_json(const OpParams& p) {
         else if constexpr (std::is_same_v<T, SliceAttrs>) return {{"start", a.start}, {"step", a.step}};
         else if constexpr (std::is_same_v<T, AxisAttrs>) return {{"dim", a.dim}};
         else if constexpr (std::is_same_v<T, Conv2dOptions>) return conv_json(a);
-        else if constexpr (std::is_same_v<T, Pool2dOptions>)
-          return {{"kernel", pair_json(a.kernel)}, {"stride", pair_json(a.stride)}, {"padding", pair_json(a.padding)},
-                  {"count_include_pad", a.count_include_pad}};
+        else if constexpr (std::is_same_v<T, Pool2dOptions>) return pool_json(a);
         else if constexpr (std::is_same_v<T, SortAttrs>) return {{"dim", a.dim}, {"descending", a.descending}, {"k", a.k}};
         else if constexpr (std::is_same_v<T, ScanAttrs>) return {{"dim", a.dim}, {"reverse", a.reverse}};
         else if constexpr (std::is_same_v<T, AttentionAttrs>) return {{"scale", a.scale}, {"causal", a.causal}};
         else if constexpr (std::is_same_v<T, EpilogueAttrs>) {
           json ops = json::array();
           for (const PostOp& o : a.ops) ops.push_back({{"kind", o.kind}, {"input", o.input}, {"alpha", o.alpha}, {"beta", o.beta}});
-          return {{"has_bias", a.has_bias}, {"conv", conv_json(a.conv)}, {"ops", ops}};
+          return {{"has_bias", a.has_bias}, {"conv", conv_json(a.conv)}, {"ops", ops}, {"pool", pool_json(a.pool)}};
         } else if constexpr (std::is_same_v<T, OutputAttrs>) {
           return {{"index", a.index}};
         } else if constexpr (std::is_same_v<T, RecurrenceAttrs>) {
@@ -242,14 +253,13 @@ OpParams params_from_json(const std::string& text) {
   }
   if (type == "AxisAttrs") return AxisAttrs{field<int64_t>(j, "dim")};
   if (type == "Conv2dOptions") return conv_from(j);
-  if (type == "Pool2dOptions")
-    return Pool2dOptions{.kernel = pair_field(j, "kernel"), .stride = pair_field(j, "stride"),
-                         .padding = pair_field(j, "padding"), .count_include_pad = field<bool>(j, "count_include_pad")};
+  if (type == "Pool2dOptions") return pool_from(j);
   if (type == "SortAttrs") return SortAttrs{field<int64_t>(j, "dim"), field<bool>(j, "descending"), field<int64_t>(j, "k")};
   if (type == "ScanAttrs") return ScanAttrs{field<int64_t>(j, "dim"), field<bool>(j, "reverse")};
   if (type == "AttentionAttrs") return AttentionAttrs{field<double>(j, "scale"), field<bool>(j, "causal")};
   if (type == "EpilogueAttrs") {
-    EpilogueAttrs e{.has_bias = field<bool>(j, "has_bias"), .conv = conv_from(field<json>(j, "conv"))};
+    EpilogueAttrs e{.has_bias = field<bool>(j, "has_bias"), .conv = conv_from(field<json>(j, "conv")),
+                    .pool = pool_from(field<json>(j, "pool"))};
     for (const json& o : field<json>(j, "ops"))
       e.ops.push_back({field<int32_t>(o, "kind"), field<int32_t>(o, "input"), field<double>(o, "alpha"), field<double>(o, "beta")});
     return e;

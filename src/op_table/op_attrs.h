@@ -74,12 +74,14 @@ struct PostOp {
   double alpha = 0, beta = 0;
 };
 
-// MatmulEpilogue and Conv2dEpilogue (built by the scheduler, src/scheduler/epilogue.cpp): the
-// contraction's own attributes and the post-ops folded into it, in order.
+// MatmulEpilogue, Conv2dEpilogue and MaxPool2dBackwardEpilogue (built by the scheduler,
+// src/scheduler/epilogue.cpp): the head op's own attributes and the post-ops folded into it, in
+// order.
 struct EpilogueAttrs {
   bool has_bias = false;
   Conv2dOptions conv{};  // Conv2dEpilogue only
   std::vector<PostOp> ops;
+  Pool2dOptions pool{};  // MaxPool2dBackwardEpilogue only
 };
 
 // OutputOf: which output of its input's multi-output node it reads (>= 1; graph/node.h).

@@ -1,4 +1,4 @@
-// Contraction epilogues (epilogue.h): the rewrite pass over the pending nodes and the lowering of
+// Library-call epilogues (epilogue.h): the rewrite pass over the pending nodes and the lowering of
 // the rewritten nodes to one library call.
 #include "scheduler/epilogue.h"
 
@@ -45,13 +45,15 @@ constexpr size_t kMaxOperands = 4;
 // Ops that may be part of a chain (the head or a link).
 bool chain_op(Op op) {
   switch (op) {
-    case Op::Matmul: case Op::Conv2d: case Op::Add: case Op::Sub: case Op::Mul: case Op::Relu: case Op::Tanh:
-    case Op::Sigmoid: case Op::Gelu: case Op::GeluTanh:
+    case Op::Matmul: case Op::Conv2d: case Op::MaxPool2dBackward: case Op::Add: case Op::Sub: case Op::Mul:
+    case Op::Relu: case Op::Tanh: case Op::Sigmoid: case Op::Gelu: case Op::GeluTanh: case Op::Where:
       return true;
     default:
       return false;
   }
 }
+
+bool is_head(Op op) { return op == Op::Matmul || op == Op::Conv2d || op == Op::MaxPool2dBackward; }
 
 // The value of a Full node as the consumer computes with it.
 std::optional<double> constant_value(const Node& f) {
@@ -66,10 +68,18 @@ PostOp post(int32_t kind, double alpha = 0, double beta = 0, int32_t input = -1)
   return {.kind = kind, .input = input, .alpha = alpha, .beta = beta};
 }
 
+// Whether tensor `o` can be an operand of head's call (broadcast to the output).
+bool operand_fits(const Node& o, const Node& head, const std::vector<NodePtr>& operands) {
+  if (operands.size() >= kMaxOperands) return false;
+  if (o.dtype != head.dtype || o.device != head.device || o.shape.rank() > head.shape.rank()) return false;
+  return !(o.is_pending() && o.op == Op::Full);  // folded constants have no buffer
+}
+
 // The post-op that computes consumer c from the chain's value `cur`, or nullopt. An added tensor
-// operand is appended to `operands` (its input index: first_operand + position).
+// operand is appended to `operands` (its input index: first_operand + position); a node that only
+// c reads and that the post-op computes too (the mask's comparison) is appended to `side`.
 std::optional<PostOp> match(const Node& c, const Node* cur, const Node& head, std::vector<NodePtr>& operands,
-                                   int32_t first_operand) {
+                            int32_t first_operand, std::vector<Node*>& side) {
   switch (c.op) {
     case Op::Relu: return post(EMBER_POST_RELU);
     case Op::Tanh: return post(EMBER_POST_TANH);
@@ -91,12 +101,26 @@ std::optional<PostOp> match(const Node& c, const Node* cur, const Node& head, st
       }
       // A tensor operand (broadcast to the output: a bias, an inference batch norm's per-channel
       // scale and shift, a residual).
-      if (c.op == Op::Sub || operands.size() >= kMaxOperands) return std::nullopt;
-      if (other->dtype != head.dtype || other->device != head.device || other->shape.rank() > head.shape.rank())
-        return std::nullopt;
-      if (other->is_pending() && other->op == Op::Full) return std::nullopt;  // folded constants have no buffer
+      if (c.op == Op::Sub || !operand_fits(*other, head, operands)) return std::nullopt;
       operands.push_back(other);
       return post(c.op == Op::Add ? EMBER_POST_ADD : EMBER_POST_MUL, 0, 0, first_operand + int32_t(operands.size()) - 1);
+    }
+    case Op::Where: {
+      // where(gt(o, 0), cur, +0): ReLU's gradient from its output o (elementwise_ops.def). Only
+      // after a pooling gradient, the one head whose backends take this post-op.
+      if (head.op != Op::MaxPool2dBackward || c.inputs.size() != 3 || c.inputs[1].get() != cur) return std::nullopt;
+      const std::optional<double> zero = constant_value(*c.inputs[2]);
+      if (!zero || *zero != 0 || std::signbit(*zero)) return std::nullopt;
+      const NodePtr& cond = c.inputs[0];
+      // The comparison leaves with the chain: nothing else may read it.
+      if (cond->op != Op::Gt || cond.use_count() != 1 || !cond->is_pending() || cond->inputs.size() != 2)
+        return std::nullopt;
+      const std::optional<double> threshold = constant_value(*cond->inputs[1]);
+      const NodePtr& o = cond->inputs[0];
+      if (!threshold || *threshold != 0 || o.get() == cur || !operand_fits(*o, head, operands)) return std::nullopt;
+      operands.push_back(o);
+      side.push_back(cond.get());
+      return post(EMBER_POST_MASK_POSITIVE, 0, 0, first_operand + int32_t(operands.size()) - 1);
     }
     default:
       return std::nullopt;
@@ -129,8 +153,7 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
   if (!fusion_enabled() || !epilogue_flag()) return;
   // Cheap exit for the graphs without contractions (most realizations of a training step's
   // optimizer and loss).
-  if (std::none_of(order.begin(), order.end(), [](Node* n) { return n->op == Op::Matmul || n->op == Op::Conv2d; }))
-    return;
+  if (std::none_of(order.begin(), order.end(), [](Node* n) { return is_head(n->op); })) return;
   (void)roots;  // a root is held by the caller's handle: its use count excludes it below
   // The consumer of each single-use value: use_count() == 1 means the consumer's input slot is
   // the only reference (no user handle, nothing saved for backward, not a root).
@@ -144,21 +167,23 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
       if (in.use_count() == 1 && chain_op(in->op) && in->is_pending()) consumer[in.get()] = n;
   for (Node* head : order) {
     if (removed.find(head)) continue;
-    if (head->op != Op::Matmul && head->op != Op::Conv2d) continue;
+    if (!is_head(head->op)) continue;
     if (head->dtype != DType::F32 && head->dtype != DType::F64) continue;
-    const bool conv = head->op == Op::Conv2d;
-    const int32_t code = conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE;
+    const bool conv = head->op == Op::Conv2d, pool = head->op == Op::MaxPool2dBackward;
+    const int32_t code = conv ? EMBER_LIB_CONV2D_EPILOGUE
+                         : pool ? EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE
+                                : EMBER_LIB_MATMUL_EPILOGUE;
     const int32_t first_operand = int32_t(head->inputs.size());
     std::vector<PostOp> ops;
     std::vector<NodePtr> operands;
-    std::vector<Node*> absorbed;
+    std::vector<Node*> absorbed, side;
     Node* cur = head;
     while (ops.size() < EMBER_MAX_POST_OPS) {
       Node* const* found = consumer.find(cur);
       if (!found || !*found || removed.find(*found)) break;
       Node* c = *found;
       if (c->device != head->device || c->dtype != head->dtype || c->shape != head->shape || !c->is_pending()) break;
-      std::optional<PostOp> op = match(*c, cur, *head, operands, first_operand);
+      std::optional<PostOp> op = match(*c, cur, *head, operands, first_operand, side);
       if (!op) break;
       ops.push_back(*op);
       absorbed.push_back(cur);
@@ -170,6 +195,7 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     if (!fits_one_binding(*head, operands, *cur)) continue;
     EpilogueAttrs epilogue{.has_bias = conv && head->inputs.size() == 3, .ops = std::move(ops)};
     if (conv) epilogue.conv = head->attrs.get<Conv2dOptions>();
+    if (pool) epilogue.pool = head->attrs.get<Pool2dOptions>();
     if (log_fusion()) {
       std::string chain = op_name(head->op);
       for (Node* a : absorbed)
@@ -180,9 +206,10 @@ void fold_epilogues(std::vector<Node*>& order, const std::vector<Node*>& roots) 
     std::vector<NodePtr> inputs = head->inputs;
     inputs.insert(inputs.end(), operands.begin(), operands.end());
     for (Node* a : absorbed) removed.insert(a);
+    for (Node* a : side) removed.insert(a);
     for (const NodePtr& o : operands)  // now an input of the rewritten node
       if (Node** c = consumer.find(o.get())) *c = nullptr;
-    cur->op = conv ? Op::Conv2dEpilogue : Op::MatmulEpilogue;
+    cur->op = conv ? Op::Conv2dEpilogue : pool ? Op::MaxPool2dBackwardEpilogue : Op::MatmulEpilogue;
     cur->attrs = OpAttrs{.params = std::move(epilogue)};
     cur->inputs = std::move(inputs);  // releases the absorbed chain (nothing else holds it)
   }
@@ -196,11 +223,17 @@ ember_conv_attrs conv_call_attrs(const Conv2dOptions& c) {
           {c.dilation.h, c.dilation.w}, c.groups};
 }
 
+ember_pool_attrs pool_call_attrs(const Pool2dOptions& p) {
+  return {{p.kernel.h, p.kernel.w}, {p.stride.h, p.stride.w}, {p.padding.h, p.padding.w},
+          {p.padding.h, p.padding.w}, int32_t(p.count_include_pad)};
+}
+
 ember_epilogue_attrs epilogue_attrs(const Node& n) {
   const EpilogueAttrs& e = n.attrs.get<EpilogueAttrs>();
   ember_epilogue_attrs a{};
   a.has_bias = int32_t(e.has_bias);
   if (n.op == Op::Conv2dEpilogue) a.conv = conv_call_attrs(e.conv);
+  if (n.op == Op::MaxPool2dBackwardEpilogue) a.pool = pool_call_attrs(e.pool);
   a.n_ops = int32_t(e.ops.size());
   if (a.n_ops < 1 || a.n_ops > EMBER_MAX_POST_OPS)
     throw Error(fmt::format("{}: an epilogue of {} post-ops (1 to {})", n.where(), a.n_ops, EMBER_MAX_POST_OPS));
@@ -215,7 +248,7 @@ ember_epilogue_attrs epilogue_attrs(const Node& n) {
 }
 
 void run_epilogue(Node& n) {
-  const bool conv = n.op == Op::Conv2dEpilogue;
+  const bool conv = n.op == Op::Conv2dEpilogue, pool = n.op == Op::MaxPool2dBackwardEpilogue;
   const ember_epilogue_attrs attrs = epilogue_attrs(n);
   n.view = alloc_contiguous(n);
   if (n.shape.numel() == 0) return;
@@ -236,7 +269,7 @@ void run_epilogue(Node& n) {
   };
   const size_t n_base = conv ? size_t(2 + attrs.has_bias) : 2;
   std::vector<ember_tensor_desc> ins;
-  if (conv) {
+  if (conv || pool) {  // each input as it is (pool: dy, x)
     for (size_t k = 0; k < n_base; ++k) ins.push_back(desc(*n.inputs[k], n.inputs[k]->view, n.inputs[k]->shape));
   } else {  // as run_matmul: a [..., M, K] and b [..., K, N] with the batch dims broadcast to out's
     const Node& a = *n.inputs[0];
@@ -253,8 +286,10 @@ void run_epilogue(Node& n) {
   for (const NodePtr& in : n.inputs) buffers.push_back(in->view.buffer);
   try {
     // Through the launch checks: a tensor the device cannot bind takes the host fallback.
-    library_call(n.device, op_name(n.op), conv ? EMBER_LIB_CONV2D_EPILOGUE : EMBER_LIB_MATMUL_EPILOGUE, ins.data(),
-                 int(ins.size()), &out, 1, &attrs, buffers);
+    const int32_t code = conv ? EMBER_LIB_CONV2D_EPILOGUE
+                         : pool ? EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE
+                                : EMBER_LIB_MATMUL_EPILOGUE;
+    library_call(n.device, op_name(n.op), code, ins.data(), int(ins.size()), &out, 1, &attrs, buffers);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", n.where(), e.what()));
   }

@@ -64,10 +64,7 @@ ember_tensor_desc tensor_desc(const Node& x, const View& v) { return tensor_desc
 // The node's attrs struct (op_table/op_attrs.h) as the call's attrs struct of abi.h: one overload per
 // struct of the table's attrs column.
 ember_conv_attrs call_attrs(const Conv2dOptions& c) { return conv_call_attrs(c); }
-ember_pool_attrs call_attrs(const Pool2dOptions& p) {
-  return {{p.kernel.h, p.kernel.w}, {p.stride.h, p.stride.w}, {p.padding.h, p.padding.w},
-          {p.padding.h, p.padding.w}, int32_t(p.count_include_pad)};
-}
+ember_pool_attrs call_attrs(const Pool2dOptions& p) { return pool_call_attrs(p); }
 ember_sort_attrs call_attrs(const SortAttrs& s) { return {int32_t(s.dim), int32_t(s.descending), s.k}; }
 ember_scan_attrs call_attrs(const ScanAttrs& s) { return {int32_t(s.dim), int32_t(s.reverse)}; }
 ember_attention_attrs call_attrs(const AttentionAttrs& a) { return {a.scale, int32_t(a.causal)}; }
@@ -102,7 +99,7 @@ void call_library(Node& n, int32_t code, const CallAttrs& attrs) {
   }
 }
 
-// The table entry's call with its attrs struct; the contraction epilogues carry their post-ops
+// The table entry's call with its attrs struct; the epilogues carry their post-ops
 // (scheduler/epilogue.h), which run_epilogue spells out.
 template <class Attrs>
 void lower_library_op(Node& n, [[maybe_unused]] int32_t code) {

@@ -135,7 +135,8 @@ std::map<Op, Builder> non_elementwise_builders() {
 // off), the scheduler's epilogue rewrites and host data. Their policy must be Follow.
 const std::set<Op> kNotFromFrontEnd = {Op::FromData,          Op::Conv2dBackwardData, Op::Conv2dBackwardWeights,
                                        Op::MaxPool2dBackward, Op::AvgPool2dBackward,  Op::FusedAttentionBackward,
-                                       Op::MatmulEpilogue,    Op::Conv2dEpilogue,     Op::OutputOf,
+                                       Op::MatmulEpilogue,    Op::Conv2dEpilogue,     Op::MaxPool2dBackwardEpilogue,
+                                       Op::OutputOf,
                                        Op::LstmRecurrenceBackward, Op::GruRecurrenceBackward};
 
 // An elementwise op built directly from operands of dtype d (attributes at their defaults).

@@ -128,6 +128,8 @@ std::vector<OpParams> sample_params() {
       EpilogueAttrs{.ops = {PostOp{.kind = 1}}},
       EpilogueAttrs{.ops = {PostOp{.kind = 1, .alpha = 2}}},
       EpilogueAttrs{.has_bias = true, .conv = {.stride = 2}, .ops = {PostOp{.kind = 3, .input = 2, .beta = -1e-300}}},
+      EpilogueAttrs{.ops = {PostOp{.kind = 1}}, .pool = {.kernel = 2}},
+      EpilogueAttrs{.ops = {PostOp{.kind = 1}}, .pool = {.kernel = 2, .stride = 1}},
       OutputAttrs{1},
       OutputAttrs{2},
       RecurrenceAttrs{false},

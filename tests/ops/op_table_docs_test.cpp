@@ -102,6 +102,7 @@ const std::map<Op, const char*>& covered_elsewhere() {
       {Op::GruRecurrenceBackward, "made inside a backward pass: GruRecurrenceTest.* (gradients on every device)"},
       {Op::MatmulEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteMatmul.*, VulkanEpilogueTest.*"},
       {Op::Conv2dEpilogue, "made by the scheduler: EpilogueTest.*, EpilogueNonFiniteConv.*, VulkanEpilogueTest.*"},
+      {Op::MaxPool2dBackwardEpilogue, "made by the scheduler: PoolEpilogueTest.* (CPU and reference)"},
   };
   return ops;
 }

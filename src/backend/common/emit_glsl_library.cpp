@@ -210,6 +210,9 @@ std::string post_ops(const ExprTable& t, uint8_t dt, const ember_epilogue_attrs&
     switch (op.kind) {
       case EMBER_POST_ADD: y = p.bin(EMBER_KIR_ADD, y, operand(op.input)); break;
       case EMBER_POST_MUL: y = p.bin(EMBER_KIR_MUL, y, operand(op.input)); break;
+      case EMBER_POST_MASK_POSITIVE:  // where(gt(o, 0), y, +0): false for a NaN o
+        y = p.let("(" + operand(op.input) + " > " + p.c(0) + ") ? " + y + " : " + p.c(0));
+        break;
       case EMBER_POST_LINEAR:  // x + c is (1, c); x * c is (c, -0), and y * c + -0 is y * c
         if (op.alpha != 1.0) y = p.bin(EMBER_KIR_MUL, p.c(op.alpha), y);
         if (op.alpha == 1.0 || !(op.beta == 0 && std::signbit(op.beta))) y = p.bin(EMBER_KIR_ADD, y, p.c(op.beta));

@@ -199,6 +199,10 @@ int32_t library_call(ember_queue, int32_t op, const ember_tensor_desc* in, int32
         return ember::cpu::pool_library(op, in[0], out[0], attrs, st);
       case EMBER_LIB_MAX_POOL2D_BACKWARD:
         return ember::cpu::max_pool_library(op, in, n_in, out[0], *static_cast<const ember_pool_attrs*>(attrs), st);
+      case EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE: {
+        const auto* post = static_cast<const ember_epilogue_attrs*>(attrs);
+        return ember::cpu::max_pool_library(EMBER_LIB_MAX_POOL2D_BACKWARD, in, n_in, out[0], post->pool, st, post);
+      }
       case EMBER_LIB_ARGSORT: case EMBER_LIB_TOPK: case EMBER_LIB_CUMSUM: case EMBER_LIB_CUMPROD:
       case EMBER_LIB_CUMMAX_INDICES: case EMBER_LIB_CUMMIN_INDICES:
         return ember::cpu::sort_scan_library(op, in[0], out[0], attrs, st);

@@ -55,6 +55,7 @@ inline bool dnnl_post_ops_faithful(const ember_epilogue_attrs& attrs) {
   std::vector<dnnl::algorithm> seen;
   for (int k = 0; k < attrs.n_ops; ++k) {
     const ember_post_op& op = attrs.ops[k];
+    if (op.kind == EMBER_POST_MASK_POSITIVE) return false;  // a select: no oneDNN post-op computes it
     if (ember_post_has_operand(op.kind)) continue;
     if (op.kind == EMBER_POST_GELU_ERF) return false;
     if (op.kind == EMBER_POST_LINEAR && op.alpha == 1 && op.beta == 0 && std::signbit(op.beta)) return false;

@@ -32,9 +32,11 @@ void small_channel_conv_forward(const SmallConv& s, const float* x, const float*
 void small_channel_conv_backward_weights(const SmallConv& s, const float* x, const float* dy, float* dw);
 int32_t pool_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
                      ember_status* st);
-// Max pooling forward, indices and backward in the operand's precision (pool_max.cpp).
+// Max pooling forward, indices and backward in the operand's precision (pool_max.cpp); `post`: the
+// backward's post-ops (EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE, f32 / f64), applied to each plane
+// of dx right after it is computed, with their operands in `in` after dy and x.
 int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-                         const ember_pool_attrs& a, ember_status* st);
+                         const ember_pool_attrs& a, ember_status* st, const ember_epilogue_attrs* post = nullptr);
 int32_t sort_scan_library(int32_t op, const ember_tensor_desc& in, const ember_tensor_desc& out, const void* attrs,
                           ember_status* st);
 // EMBER_LIB_FUSED_ATTENTION (attention.cpp): tiled online-softmax attention.

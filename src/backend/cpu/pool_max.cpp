@@ -23,6 +23,7 @@
 #include "backend/common/host_memory.h"
 #include "backend/cpu/library.h"
 #include "backend/cpu/parallel_for.h"
+#include "backend/cpu/post_ops.h"
 #include "backend/cpu/target_clones.h"
 #include "ember/dtype.h"
 
@@ -192,9 +193,10 @@ void max_2x2_even(const T* x, const Geom& g, T* y) {
   });
 }
 
-// The gradient of max_2x2_even (plane_max_backward_2x2_body).
-template <class T>
-void max_backward_2x2_even(const T* dy, const T* x, const Geom& g, T* dx) {
+// The gradient of max_2x2_even (plane_max_backward_2x2_body). `done(p, plane)` runs on each plane
+// of dx right after it is written (PlaneEpilogue below, or nothing), as in the other paths.
+template <class T, class Done>
+void max_backward_2x2_even(const T* dy, const T* x, const Geom& g, T* dx, const Done& done) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   const int64_t n = g.H * g.OW;
   struct Scratch {
@@ -209,6 +211,7 @@ void max_backward_2x2_even(const T* dy, const T* x, const Geom& g, T* dx) {
                     [&](Scratch& s, int64_t p) {
     plane_max_backward_2x2(x + p * g.H * g.W, dy + p * g.OH * g.OW, g, s.pair_max.data(), s.second.data(),
                                s.routed.data(), dx + p * g.H * g.W);
+    done(p, dx + p * g.H * g.W);
   });
 }
 
@@ -424,10 +427,10 @@ inline int arg4(T a, T b, T c, T d) {
 // 2x2 windows at stride 2 without padding: each window writes its 4 entries of dx (dy at the
 // maximum, zeros elsewhere), so dx needs no separate clearing pass except for a last odd row or
 // column that no window covers.
-template <class T>
-void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
+template <class T, class Done>
+void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx, const Done& done) {
   if (g.H == 2 * g.OH && g.W == 2 * g.OW) {
-    max_backward_2x2_even(dy, x, g, dx);
+    max_backward_2x2_even(dy, x, g, dx, done);
     return;
   }
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
@@ -453,6 +456,7 @@ void max_backward_2x2(const T* dy, const T* x, const Geom& g, T* dx) {
         o1[c + 1] = at(3);
       }
     }
+    done(p, out);
   });
 }
 
@@ -483,23 +487,60 @@ EMBER_CLONES void plane_max_backward(WindowArgs<double, int64_t>& args, const do
   plane_max_backward_body(args, xp, gp, g, out);
 }
 
-template <class T, class I>
-void max_backward_as(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
+template <class T, class I, class Done>
+void max_backward_as(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx, const Done& done) {
   parallel_for_with(worth_threads(g.P * g.OH * g.OW * a.kernel[0] * a.kernel[1]), g.P,
                     [&] { return WindowArgs<T, I>(g, a); }, [&](WindowArgs<T, I>& args, int64_t p) {
     plane_max_backward(args, x + p * g.H * g.W, dy + p * g.OH * g.OW, g, dx + p * g.H * g.W);
+    done(p, dx + p * g.H * g.W);
   });
 }
 
+// Nothing to do after a plane of dx (the plain gradient).
+struct NoEpilogue {
+  template <class T>
+  void operator()(int64_t, T*) const {}
+};
+
+// EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE: the post-ops on one plane of dx (contiguous, H x W) while
+// it is in cache, with each operand's matching plane (the call's descriptors, of dx's shape; a
+// ReLU's gradient reads the pooling's input here). A plane whose operand rows are contiguous (or
+// broadcast) is one row of H * W for post_op_row, else row by row: the planes of a small CNN are 7
+// to 28 wide, and a call per row would cost about as much as the mask itself.
 template <class T>
-void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx) {
+struct PlaneEpilogue {
+  const ember_epilogue_attrs& post;
+  const ember_tensor_desc* in;
+  int64_t C, H, W;
+  void operator()(int64_t p, T* plane) const {
+    PostScratch<T> s;
+    const int64_t n = p / C, c = p % C;
+    for (int k = 0; k < post.n_ops; ++k) {
+      const ember_post_op& op = post.ops[k];
+      if (!ember_post_has_operand(op.kind)) {
+        post_op_row(op, plane, H * W, nullptr, 0, s);
+        continue;
+      }
+      const ember_tensor_desc& d = in[op.input];
+      const T* arg = static_cast<const T*>(d.buffer->data) + d.offset + n * d.strides[0] + c * d.strides[1];
+      if (d.strides[2] == W * d.strides[3]) {
+        post_op_row(op, plane, H * W, arg, d.strides[3], s);
+      } else {
+        for (int64_t h = 0; h < H; ++h) post_op_row(op, plane + h * W, W, arg + h * d.strides[2], d.strides[3], s);
+      }
+    }
+  }
+};
+
+template <class T, class Done = NoEpilogue>
+void max_backward(const T* dy, const T* x, const Geom& g, const ember_pool_attrs& a, T* dx, const Done& done = {}) {
   if (a.kernel[0] == 2 && a.kernel[1] == 2 && a.stride[0] == 2 && a.stride[1] == 2 && a.pad_begin[0] == 0 &&
       a.pad_begin[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W) {
-    max_backward_2x2(dy, x, g, dx);
+    max_backward_2x2(dy, x, g, dx, done);
     return;
   }
-  if (WindowArgs<T, int32_t>::fits(g)) max_backward_as<T, int32_t>(dy, x, g, a, dx);
-  else max_backward_as<T, int64_t>(dy, x, g, a, dx);
+  if (WindowArgs<T, int32_t>::fits(g)) max_backward_as<T, int32_t>(dy, x, g, a, dx, done);
+  else max_backward_as<T, int64_t>(dy, x, g, a, dx, done);
 }
 
 // ---- 16-bit storage (bf16, f16): the 2x2 stride-2 paths on the bits --------------------------
@@ -593,7 +634,8 @@ bool run_bits(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& 
 }
 
 template <class T>
-int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& out, const ember_pool_attrs& a) {
+int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& out, const ember_pool_attrs& a,
+            const ember_epilogue_attrs* post) {
   const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
   const ember_tensor_desc& big = backward ? in[1] : in[0];
   const ember_tensor_desc& small = backward ? in[0] : out;
@@ -611,7 +653,10 @@ int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& ou
     tmp.resize(size_t(desc_numel(out)));
     y = tmp.data();
   }
-  if (backward) {
+  if (backward && post) {  // f32 / f64 only (max_pool_library), so y is the output itself
+    const DenseIn<T> dy(in[0]);
+    max_backward(dy.data, x.data, g, a, y, PlaneEpilogue<T>{*post, in, big.shape[1], g.H, g.W});
+  } else if (backward) {
     const DenseIn<T> dy(in[0]);
     max_backward(dy.data, x.data, g, a, y);
   } else {
@@ -624,10 +669,16 @@ int32_t run(int32_t op, const ember_tensor_desc* in, const ember_tensor_desc& ou
 }  // namespace
 
 int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& out,
-                         const ember_pool_attrs& a, ember_status* st) {
+                         const ember_pool_attrs& a, ember_status* st, const ember_epilogue_attrs* post) {
   const bool backward = op == EMBER_LIB_MAX_POOL2D_BACKWARD;
-  if (n_in != (backward ? 2 : 1)) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: %d inputs", n_in);
-  for (int i = 0; i < n_in; ++i)
+  if (post) {
+    if (!backward || n_in < 2) return set_status(st, EMBER_ERR_INVALID, "max_pool2d backward epilogue: %d inputs", n_in);
+    if (const char* why = check_epilogue(post, in, n_in, out))
+      return set_status(st, EMBER_ERR_INVALID, "max_pool2d backward epilogue: %s", why);
+  } else if (n_in != (backward ? 2 : 1)) {
+    return set_status(st, EMBER_ERR_INVALID, "max_pool2d: %d inputs", n_in);
+  }
+  for (int i = 0; i < (backward ? 2 : 1); ++i)
     if (in[i].rank != 4) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: input %d has rank %d", i, in[i].rank);
   if (out.rank != 4) return set_status(st, EMBER_ERR_INVALID, "max_pool2d: output has rank %d", out.rank);
   const ember_tensor_desc& x = backward ? in[1] : in[0];
@@ -641,11 +692,11 @@ int32_t max_pool_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, 
     return set_status(st, EMBER_ERR_INVALID, "max_pool2d backward: dy, x and dx do not match");
   if (desc_numel(out) == 0) return EMBER_OK;
   switch (x.dtype) {
-    case EMBER_F64: return run<double>(op, in, out, a);
-    case EMBER_F16: case EMBER_BF16:
+    case EMBER_F64: return run<double>(op, in, out, a, post);
+    case EMBER_F16: case EMBER_BF16:  // (no epilogue: check_epilogue takes f32 and f64 only)
       if (run_bits(op, in, out, a)) return EMBER_OK;
-      return run<float>(op, in, out, a);
-    case EMBER_F32: return run<float>(op, in, out, a);
+      return run<float>(op, in, out, a, nullptr);
+    case EMBER_F32: return run<float>(op, in, out, a, post);
     default: return set_status(st, EMBER_ERR_UNSUPPORTED, "max_pool2d: dtype %d is not floating", x.dtype);
   }
 }

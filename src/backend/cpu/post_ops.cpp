@@ -38,6 +38,9 @@ inline __attribute__((always_inline)) void post_op_row_in(const ember_post_op& o
     case EMBER_POST_MUL:
       operand_row(y, n, arg, arg_cs, [](T a, T b) { return a * b; });
       break;
+    case EMBER_POST_MASK_POSITIVE:  // where(gt(o, 0), y, +0): a NaN o gives +0
+      operand_row(y, n, arg, arg_cs, [](T a, T o) { return o > T(0) ? a : T(0); });
+      break;
     case EMBER_POST_LINEAR: {
       // x * c comes as (c, -0) and x + c as (1, c) (scheduler/epilogue.cpp): alpha * y + beta is
       // then each op exactly, zeros' signs included (x * c + -0 is x * c, also when it is -0).

@@ -18,7 +18,8 @@
 
 namespace ember::cpu {
 
-// Operand of one EMBER_POST_ADD or MUL over a 2-D block: element (i, j) at p[i * rs + j * cs].
+// Operand of one EMBER_POST_ADD, MUL or MASK_POSITIVE over a 2-D block: element (i, j) at
+// p[i * rs + j * cs].
 template <class T>
 struct PostArg {
   const T* p = nullptr;
@@ -31,8 +32,8 @@ struct PostScratch {
   std::vector<T> row, t, e;
 };
 
-// One post-op over a row of n values (`arg` the operand row for EMBER_POST_ADD / MUL, element j at
-// arg[j * arg_cs]). post_ops.cpp, compiled for AVX-512 and AVX2 too.
+// One post-op over a row of n values (`arg` the operand row of a post-op with an operand, element j
+// at arg[j * arg_cs]). post_ops.cpp, compiled for AVX-512 and AVX2 too.
 void post_op_row(const ember_post_op& op, float* y, int64_t n, const float* arg, int64_t arg_cs,
                  PostScratch<float>& s);
 void post_op_row(const ember_post_op& op, double* y, int64_t n, const double* arg, int64_t arg_cs,

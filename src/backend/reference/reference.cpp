@@ -471,8 +471,8 @@ int32_t matmul(const ember_tensor_desc* in, const ember_tensor_desc* out, ember_
   return EMBER_OK;
 }
 
-// ---- contraction epilogues: the post-ops on each stored output element, each result rounded to
-// the dtype as the separate elementwise ops would round it -------------------------------------
+// ---- epilogues: the post-ops on each stored output element, each result rounded to the dtype as
+// the separate elementwise ops would round it --------------------------------------------------
 int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc& y,
                  ember_status* st) {
   const uint8_t dt = uint8_t(y.dtype);
@@ -508,6 +508,13 @@ int32_t post_ops(const ember_epilogue_attrs& e, const ember_tensor_desc* in, int
           for (int d = 0; d < t.rank; ++d) ot += idx[d] * t.strides[d];
           const double o = load_value(t.buffer->data, ot, dt).f;
           v = op.kind == EMBER_POST_ADD ? v + o : v * o;
+          break;
+        }
+        case EMBER_POST_MASK_POSITIVE: {  // where(gt(o, 0), v, +0)
+          const ember_tensor_desc& t = in[op.input];
+          int64_t ot = t.offset;
+          for (int d = 0; d < t.rank; ++d) ot += idx[d] * t.strides[d];
+          if (!(load_value(t.buffer->data, ot, dt).f > 0.0)) v = 0.0;
           break;
         }
         case EMBER_POST_LINEAR: v = op.alpha * v + op.beta; break;
@@ -547,13 +554,15 @@ int32_t run_program(ember_program p, const ember_kir_launch* l, ember_status* st
 int32_t call_library(int32_t op, const ember_tensor_desc* in, int32_t n_in, const ember_tensor_desc* out,
                      int32_t n_out, const void* attrs, ember_status* st) {
   if (op == EMBER_LIB_MATMUL) return matmul(in, out, st);
-  if (op == EMBER_LIB_MATMUL_EPILOGUE || op == EMBER_LIB_CONV2D_EPILOGUE) {
+  if (op == EMBER_LIB_MATMUL_EPILOGUE || op == EMBER_LIB_CONV2D_EPILOGUE || op == EMBER_LIB_MAX_POOL2D_BACKWARD_EPILOGUE) {
     if (!attrs || !in || !out || n_out != 1) return set_status(st, EMBER_ERR_INVALID, "epilogue: bad arguments");
     const auto& e = *static_cast<const ember_epilogue_attrs*>(attrs);
-    const int32_t base = op == EMBER_LIB_MATMUL_EPILOGUE ? 2 : e.has_bias ? 3 : 2;
+    const int32_t base = op == EMBER_LIB_CONV2D_EPILOGUE && e.has_bias ? 3 : 2;
     if (n_in < base) return set_status(st, EMBER_ERR_INVALID, "epilogue: %d inputs", n_in);
     int32_t rc = op == EMBER_LIB_MATMUL_EPILOGUE ? matmul(in, out, st)
-                                                 : ember::ref::library(EMBER_LIB_CONV2D, in, base, out, 1, &e.conv, st);
+                 : op == EMBER_LIB_CONV2D_EPILOGUE
+                     ? ember::ref::library(EMBER_LIB_CONV2D, in, base, out, 1, &e.conv, st)
+                     : ember::ref::library(EMBER_LIB_MAX_POOL2D_BACKWARD, in, base, out, 1, &e.pool, st);
     return rc == EMBER_OK ? post_ops(e, in, n_in, *out, st) : rc;
   }
   return ember::ref::library(op, in, n_in, out, n_out, attrs, st);  // library.cpp
