@@ -107,6 +107,8 @@ TEST(ConvDnnlTest, FewInputChannelsMatchTheReference) {
       {"unpadded_odd_planes", 2, 1, 17, 18, 5, 3, {}},
       {"wide_5x5_asymmetric", 2, 1, 9, 70, 6, 5, {.padding = Padding2d(2, 1, 0, 3)}},
       {"1x1_rows_of_33", 2, 1, 7, 33, 3, 1, {}},
+      // 37 output channels: the weight gradient's blocks of 32 channels, pairs and a lone one.
+      {"37_channels", 2, 1, 10, 12, 37, 3, {.padding = 1}},
       {"rgb_stays_with_onednn", 2, 3, 16, 18, 5, 3, {}},
   };
   for (const Case& c : cases) {
