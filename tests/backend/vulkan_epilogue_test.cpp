@@ -19,19 +19,14 @@
 #include "backend/vulkan_test_util.h"
 #include "ember/ember.h"
 #include "scheduler/epilogue.h"
+#include "scheduler/epilogue_guard.h"
 
 namespace ember {
 namespace {
 
 const Device kVk{DeviceKind::Vulkan, 0};
 
-struct Guard {  // restores fusion and the epilogue rewrite
-  bool fusion = fusion_enabled(), epilogue = epilogue_folding_enabled();
-  ~Guard() {
-    set_fusion_enabled(fusion);
-    set_epilogue_folding_enabled(epilogue);
-  }
-};
+using Guard = ember::testing::EpilogueSwitchesGuard;
 
 // Values in [-1, 1] with every 7th one replaced by a special value (none with `specials` false:
 // the second factor, so that no product of two huge values overflows, which f32 backends and the

@@ -17,17 +17,12 @@
 
 #include "ember/ember.h"
 #include "scheduler/epilogue.h"
+#include "scheduler/epilogue_guard.h"
 
 namespace ember {
 namespace {
 
-struct Guard {  // restores fusion and the epilogue rewrite
-  bool fusion = fusion_enabled(), epilogue = epilogue_folding_enabled();
-  ~Guard() {
-    set_fusion_enabled(fusion);
-    set_epilogue_folding_enabled(epilogue);
-  }
-};
+using Guard = ember::testing::EpilogueSwitchesGuard;
 
 // Values in [-1, 1] with every `stride`-th one replaced by a special value (none for stride 0).
 std::vector<float> with_specials(int64_t n, uint32_t seed, int64_t stride) {

@@ -13,6 +13,7 @@
 #include "ember/ember.h"
 #include "ember/nn/linear.h"
 #include "scheduler/epilogue.h"
+#include "scheduler/epilogue_guard.h"
 #include "test_util.h"
 
 namespace ember {
@@ -20,13 +21,7 @@ namespace {
 
 using ember::testing::all_close;
 
-struct Guard {  // restores fusion and the epilogue rewrite
-  bool fusion = fusion_enabled(), epilogue = epilogue_folding_enabled();
-  ~Guard() {
-    set_fusion_enabled(fusion);
-    set_epilogue_folding_enabled(epilogue);
-  }
-};
+using Guard = ember::testing::EpilogueSwitchesGuard;
 
 std::vector<double> host_random(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
   std::mt19937 g(seed);

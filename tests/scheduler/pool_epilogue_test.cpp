@@ -15,18 +15,13 @@
 
 #include "ember/ember.h"
 #include "scheduler/epilogue.h"
+#include "scheduler/epilogue_guard.h"
 #include "test_util.h"
 
 namespace ember {
 namespace {
 
-struct Guard {  // restores fusion and the epilogue rewrite
-  bool fusion = fusion_enabled(), epilogue = epilogue_folding_enabled();
-  ~Guard() {
-    set_fusion_enabled(fusion);
-    set_epilogue_folding_enabled(epilogue);
-  }
-};
+using Guard = ember::testing::EpilogueSwitchesGuard;
 
 // Values in [-1, 1] on a coarse grid (so windows hold ties), with NaN, +-inf and +-0 sprinkled in
 // when `special`.
